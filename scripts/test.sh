@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The test command: lint (ruff), type check (mypy) and the whole pytest suite, unit and integration.
+#
+#   bash scripts/test.sh                          # everything
+#   bash scripts/test.sh -m 'not slow'            # skip the slow tier
+#   bash scripts/test.sh tests/integration/test_kcat.py -k gzip    # one file / one test
+#
+# Extra arguments go to pytest. Exit status is non-zero if any of the three steps failed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export DEBIAN_FRONTEND=noninteractive PYTHONDONTWRITEBYTECODE=1
+
+# shellcheck source=scripts/_setup.sh
+source scripts/_setup.sh
+moldau_setup
+PY="$MOLDAU_VENV/bin/python"
+
+failed=()
+
+echo "== ruff check ."
+"$PY" -m ruff check . || failed+=(ruff)
+
+echo "== mypy"
+"$PY" -m mypy || failed+=(mypy)
+
+echo "== pytest"
+rc=0
+"$PY" -m pytest -q -p no:cacheprovider --durations=15 "$@" </dev/null || rc=$?
+if [ "$rc" -eq 5 ]; then
+    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!" >&2
+    echo "!! pytest collected NO tests (exit 5). That is a failure, not a pass. !!" >&2
+    echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!" >&2
+    failed+=("pytest (no tests collected)")
+elif [ "$rc" -ne 0 ]; then
+    failed+=("pytest (exit $rc)")
+fi
+
+if [ "${#failed[@]}" -gt 0 ]; then
+    printf 'FAILED steps: %s\n' "${failed[*]}" >&2
+    exit 1
+fi
+# Nothing is printed after pytest on success: its summary stays the closing line.
