@@ -1,0 +1,38 @@
+"""ListOffsets (key 2): v0-v7, flexible from v6.
+
+v0 answers with a list of offsets (``old_style_offsets``) instead of one timestamp/offset pair; v1 onwards return a
+single pair. v7 adds no fields: it lets a client ask for the offset of the largest timestamp (-3).
+"""
+
+from protocol.schema import Api, F
+
+LIST_OFFSETS = Api(
+    2, "ListOffsets", versions=(0, 7), flexible=6,
+    request=[
+        F("replica_id", "int32"),
+        F("isolation_level", "int8", "2+"),
+        F("topics", [
+            F("name", "string"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("current_leader_epoch", "int32", "4+", default=-1),
+                F("timestamp", "int64"),
+                F("max_num_offsets", "int32", "0", default=1),
+            ]),
+        ]),
+    ],
+    response=[
+        F("throttle_time_ms", "int32", "2+"),
+        F("topics", [
+            F("name", "string"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("error_code", "int16"),
+                F("old_style_offsets", "[]int64", "0"),
+                F("timestamp", "int64", "1+", default=-1),
+                F("offset", "int64", "1+", default=-1),
+                F("leader_epoch", "int32", "4+", default=-1),
+            ]),
+        ]),
+    ],
+)

@@ -1,0 +1,428 @@
+"""A small declarative language for Kafka messages, compiled into fast encoders and decoders.
+
+Each API is declared once for all the versions we support (see ``protocol/messages``). For a given
+(api, version, direction) the field list is turned into straight-line Python source -- runs of fixed-width fields
+become a single precompiled ``struct.Struct`` call -- compiled once and cached. Decoded messages are plain dicts
+keyed by snake_case field names; every field of the declaration is present (absent-in-this-version and unsent
+tagged fields get their defaults), so handlers never need version checks just to read a field.
+
+Records fields decode to a zero-copy ``memoryview`` slice. On encode a records value may be bytes-like or any other
+object with ``__len__`` (e.g. a file region): then only the length prefix is written and the object is returned as
+a separate *part* for the network layer to send (with sendfile).
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol import types as T
+from protocol.types import DecodeError
+
+_MISSING: Any = object()
+
+FIXED = {"int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint16": "H", "float64": "d",
+         "bool": "?", "uuid": "16s"}
+VARIABLE = {"string", "bytes", "records"}
+PRIMITIVES = set(FIXED) | VARIABLE
+
+Decoder = Callable[[Any, int], tuple[dict[str, Any], int]]
+Part = bytes | bytearray | memoryview | Any
+
+
+def parse_versions(spec: str | None) -> tuple[int, int]:
+    """'0+' -> (0, big); '3-5' -> (3, 5); '2' -> (2, 2); None/'none' -> empty range."""
+    if spec is None or spec == "none":
+        return (1, 0)
+    if spec.endswith("+"):
+        return (int(spec[:-1]), 1 << 15)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def in_range(version: int, spec: str | None) -> bool:
+    lo, hi = parse_versions(spec)
+    return lo <= version <= hi
+
+
+@dataclass(slots=True)
+class Struct:
+    """A single nested struct (not an array)."""
+
+    fields: list[F]
+
+
+@dataclass(slots=True)
+class F:
+    """One field: name (snake_case), type, the versions it exists in, and how it may be null or tagged."""
+
+    name: str
+    type: str | list[F] | Struct
+    versions: str = "0+"
+    nullable: str | None = None
+    default: Any = _MISSING
+    tag: int | None = None
+    tagged: str | None = None
+
+    def kind(self) -> str:
+        if isinstance(self.type, list):
+            return "struct_array"
+        if isinstance(self.type, Struct):
+            return "struct"
+        if self.type.startswith("[]"):
+            return "array"
+        if self.type not in PRIMITIVES:
+            raise ValueError(f"unknown type {self.type!r} for field {self.name}")
+        return "primitive"
+
+    def subfields(self) -> list[F]:
+        if isinstance(self.type, list):
+            return self.type
+        if isinstance(self.type, Struct):
+            return self.type.fields
+        raise TypeError(self.name)
+
+    def default_for(self, version: int) -> Any:
+        if self.default is not _MISSING:
+            return self.default
+        if self.nullable is not None and in_range(version, self.nullable):
+            return None
+        kind = self.kind()
+        if kind in ("struct_array", "array"):
+            return []
+        if kind == "struct":
+            return {f.name: f.default_for(version) for f in self.subfields()}
+        return {"string": "", "bytes": b"", "records": None, "bool": False, "uuid": T.ZERO_UUID,
+                "float64": 0.0}.get(str(self.type), 0)
+
+
+@dataclass(slots=True)
+class Message:
+    fields: list[F]
+
+
+class _Gen:
+    """Generates the source of one (fields, version, flexible) codec and its nested helpers."""
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.v = version
+        self.flex = flexible
+        self.funcs: list[str] = []
+        self.ns: dict[str, Any] = {
+            "DecodeError": DecodeError, "read_uvarint": T.read_uvarint, "write_uvarint": T.write_uvarint,
+            "read_string": T.read_string, "INT16": T.INT16, "INT32": T.INT32, "struct": struct,
+            "_is_bytes": (bytes, bytearray, memoryview),
+        }
+        self._ids = itertools.count()
+
+    def _name(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids)}"
+
+    def _const(self, value: Any) -> str:
+        if value is None or isinstance(value, (bool, int, float, str, bytes)):
+            return repr(value)
+        if value == []:
+            return "[]"
+        name = self._name("_c")
+        self.ns[name] = value
+        return f"__import__('copy').deepcopy({name})" if isinstance(value, (dict, list)) else name
+
+    def _split(self, fields: list[F]) -> tuple[list[F], list[F], list[F]]:
+        active = [f for f in fields if in_range(self.v, f.versions)]
+        absent = [f for f in fields if not in_range(self.v, f.versions)]
+        tagged = sorted((f for f in active if self.flex and f.tag is not None and in_range(self.v, f.tagged)),
+                        key=lambda f: f.tag or 0)
+        regular = [f for f in active if f not in tagged]
+        return regular, tagged, absent
+
+    def _nullable(self, f: F) -> bool:
+        return f.nullable is not None and in_range(self.v, f.nullable)
+
+    # ---------------------------------------------------------------- decoding
+    def decoder(self, fields: list[F]) -> str:
+        name = self._name("_d")
+        regular, tagged, absent = self._split(fields)
+        body: list[str] = ["r = {}"]
+        for f in absent + tagged:
+            body.append(f"r[{f.name!r}] = {self._const(f.default_for(self.v))}")
+        i = 0
+        while i < len(regular):
+            run = []
+            while i < len(regular) and regular[i].kind() == "primitive" and regular[i].type in FIXED:
+                run.append(regular[i])
+                i += 1
+            if run:
+                s = struct.Struct(">" + "".join(FIXED[str(f.type)] for f in run))
+                sname = self._name("_S")
+                self.ns[sname] = s
+                targets = "".join(f"r[{f.name!r}], " for f in run)
+                body.append(f"{targets}= {sname}.unpack_from(buf, pos)")
+                body.append(f"pos += {s.size}")
+                continue
+            f = regular[i]
+            i += 1
+            body += self._decode_value(f, f"r[{f.name!r}]")
+        if self.flex:
+            body += self._decode_tags(tagged)
+        body.append("return r, pos")
+        self.funcs.append(f"def {name}(buf, pos):\n" + "\n".join("    " + line for line in body))
+        return name
+
+    def _decode_len(self, f: F, wide: bool) -> list[str]:
+        if self.flex:
+            return ["n, pos = read_uvarint(buf, pos)", "n -= 1"]
+        if wide:
+            return ["n, = INT32.unpack_from(buf, pos)", "pos += 4"]
+        return ["n, = INT16.unpack_from(buf, pos)", "pos += 2"]
+
+    def _null_check(self, f: F, target: str) -> list[str]:
+        if self._nullable(f):
+            return ["if n < 0:", f"    {target} = None", "else:"]
+        return ["if n < 0:", f"    raise DecodeError('null value for non-nullable field {f.name}')", "else:"]
+
+    def _decode_value(self, f: F, target: str) -> list[str]:
+        kind = f.kind()
+        if kind == "struct":
+            sub = self.decoder(f.subfields())
+            return [f"{target}, pos = {sub}(buf, pos)"]
+        if kind == "primitive" and f.type in FIXED:
+            sname = self._name("_S")
+            self.ns[sname] = struct.Struct(">" + FIXED[str(f.type)])
+            return [f"{target}, = {sname}.unpack_from(buf, pos)", f"pos += {self.ns[sname].size}"]
+        if kind == "primitive":
+            out = self._decode_len(f, f.type != "string") + self._null_check(f, target)
+            if f.type == "string":
+                out.append(f"    {target}, pos = read_string(buf, pos, n)")
+            else:
+                out += ["    end = pos + n",
+                        "    if end > len(buf): raise DecodeError('bytes field exceeds the message')",
+                        f"    {target} = {'buf[pos:end]' if f.type == 'records' else 'bytes(buf[pos:end])'}",
+                        "    pos = end"]
+            return out
+        out = self._decode_len(f, True) + self._null_check(f, target)
+        out.append("    if n > len(buf) - pos: raise DecodeError('array count exceeds the message')")
+        if kind == "array":
+            elem = str(f.type)[2:]
+            if elem in FIXED and elem != "uuid":
+                code = FIXED[elem]
+                size = struct.calcsize(">" + code)
+                out += [f"    {target} = list(struct.unpack_from('>%d{code}' % n, buf, pos))",
+                        f"    pos += n * {size}"]
+                return out
+            item = F("item", elem)
+            inner = self._decode_value(item, "v")
+            out += ["    a = []", "    for _ in range(n):"] + ["        " + line for line in inner]
+            out += ["        a.append(v)", f"    {target} = a"]
+            return out
+        sub = self.decoder(f.subfields())
+        out += ["    a = []", "    for _ in range(n):", f"        v, pos = {sub}(buf, pos)", "        a.append(v)",
+                f"    {target} = a"]
+        return out
+
+    def _decode_tags(self, tagged: list[F]) -> list[str]:
+        out = ["nt, pos = read_uvarint(buf, pos)", "for _ in range(nt):",
+               "    tag, pos = read_uvarint(buf, pos)", "    size, pos = read_uvarint(buf, pos)",
+               "    end = pos + size", "    if end > len(buf): raise DecodeError('tagged field exceeds message')"]
+        for j, f in enumerate(tagged):
+            kw = "if" if j == 0 else "elif"
+            out.append(f"    {kw} tag == {f.tag}:")
+            out += ["        " + line for line in self._decode_value(f, f"r[{f.name!r}]")]
+        out.append("    pos = end")
+        return out
+
+    # ---------------------------------------------------------------- encoding
+    def encoder(self, fields: list[F]) -> str:
+        name = self._name("_e")
+        regular, tagged, _ = self._split(fields)
+        body: list[str] = ["g = r.get"]
+        i = 0
+        while i < len(regular):
+            run = []
+            while i < len(regular) and regular[i].kind() == "primitive" and regular[i].type in FIXED:
+                run.append(regular[i])
+                i += 1
+            if run:
+                sname = self._name("_S")
+                self.ns[sname] = struct.Struct(">" + "".join(FIXED[str(f.type)] for f in run))
+                args = ", ".join(f"g({f.name!r}, {self._const(f.default_for(self.v))})" for f in run)
+                body.append(f"b += {sname}.pack({args})")
+                continue
+            f = regular[i]
+            i += 1
+            body.append(f"v = g({f.name!r}, {self._const(f.default_for(self.v))})")
+            body += self._encode_value(f, "b")
+        if self.flex:
+            if not tagged:
+                body.append("b.append(0)")
+            else:
+                body.append("tags = []")
+                for f in tagged:
+                    default = self._const(f.default_for(self.v))
+                    body += [f"v = g({f.name!r}, {default})", f"if v != {default}:", "    tb = bytearray()"]
+                    body += ["    " + line for line in self._encode_value(f, "tb")]
+                    body.append(f"    tags.append(({f.tag}, tb))")
+                body += ["write_uvarint(b, len(tags))", "for tag, tb in tags:", "    write_uvarint(b, tag)",
+                         "    write_uvarint(b, len(tb))", "    b += tb"]
+        self.funcs.append(f"def {name}(b, w, r):\n" + "\n".join("    " + line for line in body))
+        return name
+
+    def _encode_len(self, n: str, out: str, wide: bool) -> str:
+        if self.flex:
+            return f"write_uvarint({out}, {n} + 1)"
+        return f"{out} += {'INT32' if wide else 'INT16'}.pack({n})"
+
+    def _encode_null(self, f: F, out: str) -> list[str]:
+        if self._nullable(f):
+            if self.flex:
+                null = f"{out}.append(0)"
+            elif f.kind() == "primitive" and f.type == "string":
+                null = f"{out} += b'\\xff\\xff'"
+            else:
+                null = f"{out} += b'\\xff\\xff\\xff\\xff'"
+            return ["if v is None:", f"    {null}", "else:"]
+        return ["if v is None:", f"    raise ValueError('field {f.name} is not nullable in this version')", "else:"]
+
+    def _encode_value(self, f: F, out: str) -> list[str]:
+        kind = f.kind()
+        if kind == "struct":
+            sub = self.encoder(f.subfields())
+            return [f"{sub}({out}, w, v)"]
+        if kind == "primitive" and f.type in FIXED:
+            sname = self._name("_S")
+            self.ns[sname] = struct.Struct(">" + FIXED[str(f.type)])
+            return [f"{out} += {sname}.pack(v)"]
+        lines = self._encode_null(f, out)
+        if kind == "primitive":
+            if f.type == "string":
+                lines += ["    e = v.encode('utf-8')", "    " + self._encode_len("len(e)", out, False),
+                          f"    {out} += e"]
+            elif f.type == "bytes":
+                lines += ["    " + self._encode_len("len(v)", out, True), f"    {out} += v"]
+            else:
+                lines += ["    " + self._encode_len("len(v)", out, True),
+                          "    if isinstance(v, _is_bytes):", f"        {out} += v",
+                          "    elif len(v):", f"        w.append((len({out}), v))"]
+            return lines
+        lines.append("    " + self._encode_len("len(v)", out, True))
+        if kind == "array":
+            elem = str(f.type)[2:]
+            if elem in FIXED and elem != "uuid":
+                lines.append(f"    {out} += struct.pack('>%d{FIXED[elem]}' % len(v), *v)")
+                return lines
+            inner = self._encode_value(F("item", elem), out)
+            lines += ["    for v in list(v):"] + ["        " + line for line in inner]
+            return lines
+        sub = self.encoder(f.subfields())
+        lines += ["    for it in v:", f"        {sub}({out}, w, it)"]
+        return lines
+
+    def build(self, entry: str) -> Any:
+        src = "\n\n".join(self.funcs)
+        code = compile(src, f"<moldau-schema v{self.v}>", "exec")
+        exec(code, self.ns)
+        return self.ns[entry]
+
+
+def compile_decoder(fields: list[F], version: int, flexible: bool) -> Decoder:
+    gen = _Gen(version, flexible)
+    entry = gen.decoder(fields)
+    fn = gen.build(entry)
+
+    def decode(buf: Any, pos: int = 0) -> tuple[dict[str, Any], int]:
+        try:
+            result: tuple[dict[str, Any], int] = fn(buf, pos)
+            return result
+        except (struct.error, IndexError, TypeError) as exc:
+            raise DecodeError(f"malformed message: {exc}") from exc
+
+    return decode
+
+
+Encoder = Callable[[bytearray, list[tuple[int, Any]], dict[str, Any]], None]
+
+
+def compile_encoder(fields: list[F], version: int, flexible: bool) -> Encoder:
+    gen = _Gen(version, flexible)
+    entry = gen.encoder(fields)
+    fn: Encoder = gen.build(entry)
+    return fn
+
+
+def assemble(buf: bytearray, external: list[tuple[int, Any]]) -> list[Part]:
+    """Split an encoded buffer at the points where external (sendfile) parts belong."""
+    if not external:
+        return [buf]
+    parts: list[Part] = []
+    start = 0
+    for at, obj in external:
+        if at > start:
+            parts.append(memoryview(buf)[start:at])
+        parts.append(obj)
+        start = at
+    if start < len(buf):
+        parts.append(memoryview(buf)[start:])
+    return parts
+
+
+@dataclass(slots=True)
+class Api:
+    """One Kafka API: its key, the versions we support, the first flexible version, and both message shapes."""
+
+    key: int
+    name: str
+    versions: tuple[int, int]
+    flexible: int | None
+    request: list[F]
+    response: list[F]
+    _cache: dict[tuple[str, int], Any] = field(default_factory=dict, repr=False)
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible is not None and version >= self.flexible
+
+    def supports(self, version: int) -> bool:
+        return self.versions[0] <= version <= self.versions[1]
+
+    def _get(self, kind: str, version: int) -> Any:
+        key = (kind, version)
+        fn = self._cache.get(key)
+        if fn is None:
+            if not self.supports(version):
+                raise ValueError(f"{self.name} v{version} is not supported")
+            fields = self.request if kind.startswith("req") else self.response
+            flex = self.is_flexible(version)
+            fn = compile_decoder(fields, version, flex) if kind.endswith("dec") else \
+                compile_encoder(fields, version, flex)
+            self._cache[key] = fn
+        return fn
+
+    def request_decoder(self, version: int) -> Decoder:
+        return self._get("req_dec", version)
+
+    def request_encoder(self, version: int) -> Encoder:
+        return self._get("req_enc", version)
+
+    def response_decoder(self, version: int) -> Decoder:
+        return self._get("resp_dec", version)
+
+    def response_encoder(self, version: int) -> Encoder:
+        return self._get("resp_enc", version)
+
+    def encode_request(self, version: int, body: dict[str, Any]) -> bytes:
+        return self._encode(self.request_encoder(version), body)
+
+    def encode_response(self, version: int, body: dict[str, Any]) -> bytes:
+        return self._encode(self.response_encoder(version), body)
+
+    @staticmethod
+    def _encode(enc: Encoder, body: dict[str, Any]) -> bytes:
+        buf = bytearray()
+        external: list[tuple[int, Any]] = []
+        enc(buf, external, body)
+        if external:
+            raise ValueError("message has external parts; use the encoder with assemble()")
+        return bytes(buf)
