@@ -1,0 +1,50 @@
+"""Per-log settings and the clock the storage layer reads time from."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+LONG_MAX = (1 << 63) - 1
+
+
+class Clock(Protocol):
+    def time_ms(self) -> int: ...
+
+
+class SystemClock:
+    """Wall-clock milliseconds (timestamps in Kafka records are wall-clock epoch milliseconds)."""
+
+    def time_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class LogConfig:
+    """Topic-level log settings; field names are Kafka's topic config names in snake_case.
+
+    Defaults are Kafka's broker defaults. ``-1`` for ``retention_ms``/``retention_bytes`` means unlimited.
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms (log.roll.ms)
+    segment_jitter_ms: int = 0  # segment.jitter.ms
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms
+    retention_bytes: int = -1  # retention.bytes
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    segment_index_bytes: int = 10 * 1024 * 1024  # segment.index.bytes
+    flush_interval_messages: int = LONG_MAX  # flush.messages
+    flush_interval_ms: int = LONG_MAX  # flush.ms
+    max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes (1048588)
+    message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime | LogAppendTime
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
+    cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy

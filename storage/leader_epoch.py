@@ -1,0 +1,96 @@
+"""The leader-epoch cache of a partition: (epoch, start offset) pairs, persisted in ``leader-epoch-checkpoint``.
+
+Each appended batch carries the leader epoch it was written under; the first offset written under a new epoch
+starts a new entry. Followers use :meth:`end_offset_for` (OffsetForLeaderEpoch) to find where to truncate.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    CheckpointError,
+    read_leader_epochs,
+    write_leader_epochs,
+)
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+logger = logging.getLogger(__name__)
+
+
+class LeaderEpochCache:
+    def __init__(self, dir: Path) -> None:
+        self.path = dir / LEADER_EPOCH_CHECKPOINT
+        try:
+            self.entries: list[tuple[int, int]] = read_leader_epochs(self.path)
+        except CheckpointError as exc:
+            logger.warning("ignoring corrupt %s: %s", self.path, exc)
+            self.entries = []
+
+    def _flush(self) -> None:
+        write_leader_epochs(self.path, self.entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Records that ``epoch`` starts at ``start_offset`` (no-op when already known or epoch < 0)."""
+        if epoch < 0:
+            return
+        if self.entries and self.entries[-1][0] == epoch and self.entries[-1][1] <= start_offset:
+            return
+        # Keep the entries monotonic in both epoch and offset.
+        self.entries = [(e, o) for e, o in self.entries if e < epoch and o < start_offset]
+        self.entries.append((epoch, start_offset))
+        self._flush()
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """Kafka's ``endOffsetFor``: (the largest epoch <= requested, the start offset of the next epoch or LEO)."""
+        if requested_epoch == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if requested_epoch == self.latest_epoch:
+            return requested_epoch, log_end_offset
+        higher = next(((e, o) for e, o in self.entries if e > requested_epoch), None)
+        if higher is None:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        floor = [(e, o) for e, o in self.entries if e <= requested_epoch]
+        if not floor:
+            return requested_epoch, higher[1]
+        return floor[-1][0], higher[1]
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch under which ``offset`` was written (-1 when unknown)."""
+        epoch = UNDEFINED_EPOCH
+        for e, start in self.entries:
+            if start > offset:
+                break
+            epoch = e
+        return epoch
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drops the entries starting at or after ``end_offset`` (the log was truncated there)."""
+        kept = [(e, o) for e, o in self.entries if o < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Drops entries wholly below ``start_offset``; the last of them is moved up to start there."""
+        below = [(e, o) for e, o in self.entries if o < start_offset]
+        if not below:
+            return
+        rest = [(e, o) for e, o in self.entries if o >= start_offset]
+        if not rest or rest[0][1] > start_offset:
+            rest.insert(0, (below[-1][0], start_offset))
+        self.entries = rest
+        self._flush()
+
+    def clear(self) -> None:
+        if self.entries:
+            self.entries = []
+            self._flush()

@@ -1,0 +1,568 @@
+"""One partition's log: a ``<topic>-<partition>/`` directory of segments.
+
+Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (LEO, the next offset to assign) and
+``recovery_point`` (everything below it is fsynced; recovery after a crash starts at its segment).
+All methods are synchronous and not thread-safe: the broker serialises calls per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from protocol.records import (
+    LOG_APPEND_TIME,
+    BatchHeader,
+    Buffer,
+    iter_records,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from storage.checkpoint import fsync_dir
+from storage.config import Clock, LogConfig, SystemClock
+from storage.errors import OffsetOutOfRangeError
+from storage.leader_epoch import LeaderEpochCache
+from storage.producer_state import ProducerStateManager
+from storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileRegion,
+    LogSegment,
+)
+from storage.validation import Batches, batches_end, validate_follower_batches, validate_leader_batches
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+NO_TIMESTAMP = -1
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What an append wrote. ``log_append_time`` is -1 unless the topic uses LogAppendTime."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    size: int
+
+
+@dataclass(slots=True)
+class FetchData:
+    """Whole batches to send, as file regions (zero-copy); ``size`` is their total length."""
+
+    regions: list[FileRegion] = field(default_factory=list)
+    size: int = 0
+
+    def read(self) -> bytes:
+        """Copies the bytes (tests and tools; the broker sends the regions with sendfile)."""
+        return b"".join(r.read() for r in self.regions)
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``"my-topic.v2-3"`` -> ``("my-topic.v2", 3)``: the partition follows the last '-'."""
+    topic, sep, partition = dir_name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{dir_name!r} is not a <topic>-<partition> directory name")
+    return topic, int(partition)
+
+
+class Log:
+    def __init__(
+        self,
+        dir: Path,
+        config: LogConfig,
+        clock: Clock | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+    ) -> None:
+        self.dir = Path(dir)
+        self.topic, self.partition = parse_topic_partition(self.dir.name)
+        self.config = config
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        # Upper bound for retention (segments above it are not deleted); the broker sets it to the high watermark.
+        self.high_watermark: int | None = None
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_flush_offset: int | None = None
+        self._dir_dirty = False
+        self.producer_state = ProducerStateManager(self.dir)
+        self.leader_epoch_cache = LeaderEpochCache(self.dir)
+        self.last_flush_ms = self.clock.time_ms()
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+
+    def __repr__(self) -> str:
+        return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset})"
+
+    # --- loading ---------------------------------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        cfg = self.config
+        jitter = 0
+        if cfg.segment_jitter_ms > 0:
+            jitter = random.randrange(min(cfg.segment_jitter_ms, max(cfg.segment_ms, 1)))
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=cfg.index_interval_bytes,
+            segment_index_bytes=cfg.segment_index_bytes,
+            created_ms=self.clock.time_ms(),
+            roll_jitter_ms=jitter,
+        )
+
+    def _remove_stray_files(self) -> set[int]:
+        """Deletes leftovers (``.deleted``, ``.tmp``, ``.cleaned``, orphan indexes); returns the segment bases."""
+        bases: set[int] = set()
+        indexes: list[tuple[int, Path]] = []
+        for p in self.dir.iterdir():
+            name = p.name
+            if name.endswith((DELETED_SUFFIX, ".tmp", ".cleaned")):
+                p.unlink(missing_ok=True)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if len(stem) != 20 or not stem.isdigit():
+                continue
+            if dot + suffix == LOG_SUFFIX:
+                bases.add(int(stem))
+            elif dot + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                indexes.append((int(stem), p))
+        for base, p in indexes:
+            if base not in bases:
+                p.unlink(missing_ok=True)
+        return bases
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        bases = sorted(self._remove_stray_files())
+        for base in bases:
+            self._segments.append(self._new_segment(base))
+            self._bases.append(base)
+        if not self._segments:
+            self._segments.append(self._new_segment(log_start_offset))
+            self._bases.append(log_start_offset)
+            self._dir_dirty = True
+        # Segments from the one holding the recovery point on may hold unflushed data: re-validate them.
+        first_unflushed = self._bases[max(bisect_right(self._bases, recovery_point) - 1, 0)]
+        recovered = False
+        for i, seg in enumerate(self._segments):
+            if clean_shutdown or seg.base_offset < first_unflushed:
+                if seg.load():
+                    continue
+                logger.warning(
+                    "%s: index of segment %d is missing or corrupt, rebuilding", self, seg.base_offset
+                )
+                if seg.recover():
+                    logger.warning(
+                        "%s: segment %d truncated while rebuilding its index", self, seg.base_offset
+                    )
+                recovered = True
+                continue
+            recovered = True
+            truncated = seg.recover()
+            if truncated:
+                logger.warning(
+                    "%s: truncated %d invalid bytes from segment %d", self, truncated, seg.base_offset
+                )
+                for later in self._segments[i + 1 :]:
+                    later.delete()
+                del self._segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+        leo = self.log_end_offset
+        self.log_start_offset = min(max(log_start_offset, self._bases[0]), leo)
+        if recovered:
+            for seg in self._segments:
+                if seg.next_offset > recovery_point:
+                    seg.flush()
+        self.recovery_point = leo if (clean_shutdown or recovered) else min(recovery_point, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        leo = self.log_end_offset
+        self.producer_state.delete_snapshots_above(leo)
+        start = self.producer_state.load_latest_snapshot(self.log_start_offset, leo)
+        for seg in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
+            for _, h in seg.iter_batches(start if seg.base_offset <= start else None):
+                if h.last_offset >= start:
+                    self.producer_state.update(h)
+        self.producer_state.map_end_offset = leo
+
+    # --- state -----------------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def size(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest known epoch <= leader_epoch, its end offset); (-1, -1) if unknown."""
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # --- appends ---------------------------------------------------------------------------------------------
+
+    def append_as_leader(self, records: Buffer, leader_epoch: int) -> AppendInfo:
+        """Validates, assigns offsets from the log end offset, stamps the leader epoch (and LogAppendTime when
+        configured), checks producer sequences and appends. Nothing is written if anything fails."""
+        view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
+        validated = validate_leader_batches(view, self.config.max_message_bytes)
+        buf = bytearray(view)
+        append_time = self.clock.time_ms() if self.config.log_append_time else NO_TIMESTAMP
+        offset = self.log_end_offset
+        batches: Batches = []
+        for pos, _ in validated:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if append_time != NO_TIMESTAMP:
+                set_log_append_time(buf, pos, append_time)
+            h = read_header(buf, pos)
+            batches.append((pos, h))
+            offset = h.last_offset + 1
+        pending = self.producer_state.validate_leader_batches(h for _, h in batches)
+        info = self._append(buf, batches, append_time)
+        self.producer_state.apply(pending, info.last_offset + 1)
+        return info
+
+    def append_as_follower(self, records: Buffer) -> AppendInfo:
+        """Appends batches fetched from the leader, keeping their offsets (they must start at or above the LEO).
+        A trailing partial batch is ignored."""
+        view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
+        batches = validate_follower_batches(view, self.log_end_offset)
+        if not batches:
+            leo = self.log_end_offset
+            return AppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0)
+        info = self._append(view[: batches_end(batches)], batches, NO_TIMESTAMP)
+        for _, h in batches:
+            self.producer_state.update(h)
+        return info
+
+    def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
+        first = batches[0][1]
+        max_ts, offset_of_max, count = NO_TIMESTAMP, first.last_offset, 0
+        for _, h in batches:
+            count += h.records_count
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, h.last_offset
+        last_offset = batches[-1][1].last_offset
+        seg = self.active_segment
+        if seg.should_roll(
+            len(data),
+            max_ts,
+            last_offset,
+            self.clock.time_ms(),
+            self.config.segment_bytes,
+            self.config.segment_ms,
+        ):
+            seg = self.roll(first.base_offset)
+        seg.append(data, last_offset, max_ts, offset_of_max, batches)
+        for _, h in batches:
+            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+        if self.log_end_offset - self.recovery_point >= self.config.flush_interval_messages:
+            self.flush()
+        return AppendInfo(
+            first.base_offset,
+            last_offset,
+            max_ts,
+            offset_of_max,
+            append_time,
+            self.log_start_offset,
+            count,
+            len(data),
+        )
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Starts a new active segment at ``max(expected_next_offset, log_end_offset)``."""
+        new_base = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if active.base_offset == new_base:
+            return active  # empty segment at that offset already
+        active.on_become_inactive()
+        prefix = f"{new_base:020d}"
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            stale = self.dir / (prefix + suffix)
+            if stale.exists():
+                logger.warning("%s: deleting stale file %s before rolling", self, stale.name)
+                stale.unlink()
+        seg = self._new_segment(new_base)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        self.producer_state.map_end_offset = new_base
+        self.producer_state.take_snapshot()
+        # Kafka flushes the finished segment in the background; flush_due() does it here.
+        self._pending_flush_offset = new_base
+        return seg
+
+    # --- reads -----------------------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
+    ) -> FetchData:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (the first batch regardless, with
+        ``min_one``), spanning segments, stopping before the batch holding ``max_offset`` (e.g. the high
+        watermark). ``offset == log_end_offset`` reads nothing; outside the log raises OffsetOutOfRangeError."""
+        leo = self.log_end_offset
+        if offset == leo:
+            return FetchData()
+        if offset < self.log_start_offset or offset > leo:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, leo)
+        data = FetchData()
+        if max_offset is not None and offset >= max_offset:
+            return data
+        remaining = max_bytes
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        segments = self._segments
+        while i < len(segments):
+            seg = segments[i]
+            region = seg.read(offset, remaining, max_offset, min_one and data.size == 0)
+            i += 1
+            if region is None:
+                continue  # nothing at or after offset here (a gap); try the next segment
+            if region.length:
+                data.regions.append(region)
+                data.size += region.length
+                remaining -= region.length
+            if region.position + region.length < seg.size or remaining <= 0:
+                break
+            offset = seg.next_offset
+        return data
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)``. -2 earliest, -1 latest (LEO), -3 the record with the largest
+        timestamp; otherwise the first record whose timestamp is >= ``timestamp`` (None when there is none)."""
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return self.log_start_offset, NO_TIMESTAMP
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, NO_TIMESTAMP
+        if timestamp == MAX_TIMESTAMP:
+            best: LogSegment | None = None
+            for seg in self._segments:
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            if best is None:
+                return None
+            found = best.translate_offset(best.offset_of_max_timestamp)
+            if found is None:
+                return None
+            return self._first_record_at(best, found[0], found[1], best.max_timestamp)
+        if timestamp < 0:
+            raise ValueError(f"unsupported special timestamp {timestamp}")
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= self.log_start_offset:
+                continue
+            hit = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+            if hit is not None:
+                return self._first_record_at(seg, hit[0], hit[1], timestamp)
+        return None
+
+    def _first_record_at(self, seg: LogSegment, pos: int, h: BatchHeader, timestamp: int) -> tuple[int, int]:
+        """Refines a batch hit to its first record with timestamp >= ``timestamp`` (decodes this one batch)."""
+        floor = max(h.base_offset, self.log_start_offset)
+        if h.timestamp_type != LOG_APPEND_TIME:
+            try:
+                for record in iter_records(seg.read_batch(pos, h), h, check_crc=False):
+                    if record.timestamp >= timestamp and record.offset >= floor:
+                        return record.offset, record.timestamp
+            except ValueError as exc:
+                logger.warning("%s: cannot decode batch at offset %d: %s", self, h.base_offset, exc)
+        return floor, h.max_timestamp
+
+    # --- truncation and retention ----------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Removes everything from the batch holding ``offset`` on (follower truncation); True if anything went."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        doomed = []
+        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+            doomed.append(self._segments.pop())
+            self._bases.pop()
+        self._schedule_delete(doomed)
+        self.active_segment.truncate_to(offset, self.clock.time_ms())
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drops every segment and restarts the log empty at ``offset``."""
+        doomed = self._segments
+        self._segments, self._bases = [], []
+        self._schedule_delete(doomed)
+        self._segments.append(self._new_segment(offset))
+        self._bases.append(offset)
+        self._dir_dirty = True
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.delete_snapshots_above(-1)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.recovery_point = min(self.recovery_point, leo)
+        if self._pending_flush_offset is not None and self._pending_flush_offset > leo:
+            self._pending_flush_offset = leo
+        self.leader_epoch_cache.truncate_from_end(leo)
+        self._rebuild_producer_state()
+
+    def maybe_increment_log_start_offset(self, new_offset: int) -> bool:
+        """DeleteRecords: moves the log start offset up (whole segments below it go at the next cleanup)."""
+        upper = self.high_watermark if self.high_watermark is not None else self.log_end_offset
+        if new_offset > upper:
+            raise OffsetOutOfRangeError(new_offset, self.log_start_offset, upper)
+        if new_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_offset
+        self.leader_epoch_cache.truncate_from_start(new_offset)
+        return True
+
+    def delete_expired_segments(self, now_ms: int) -> int:
+        """Retention: deletes the oldest segments breaching ``retention.ms`` (largest timestamp older than
+        now - retention), ``retention.bytes`` (log larger than the limit) or lying wholly below the log start
+        offset. Never the active segment. Returns how many segments went."""
+        deleted = self._delete_oldest(now_ms, lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
+        cfg = self.config
+        if cfg.delete_enabled and cfg.retention_ms >= 0:
+            deleted += self._delete_oldest(
+                now_ms, lambda seg, nxt: now_ms - seg.largest_timestamp() > cfg.retention_ms
+            )
+        if cfg.delete_enabled and cfg.retention_bytes >= 0:
+            excess = self.size - cfg.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                nonlocal excess
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_oldest(now_ms, over_size)
+        if deleted:
+            self.delete_pending_segments(now_ms)
+        return deleted
+
+    def _delete_oldest(self, now_ms: int, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        upper = self.high_watermark if self.high_watermark is not None else self.log_end_offset
+        n = 0
+        while n < len(self._segments) - 1:
+            seg, nxt = self._segments[n], self._segments[n + 1]
+            if nxt.base_offset > upper or not predicate(seg, nxt):
+                break
+            n += 1
+        if n == 0:
+            return 0
+        doomed = self._segments[:n]
+        del self._segments[:n]
+        del self._bases[:n]
+        self._schedule_delete(doomed, now_ms)
+        if self._bases[0] > self.log_start_offset:
+            self.log_start_offset = self._bases[0]
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_snapshots_below(self._bases[0])
+        logger.info("%s: deleted %d segment(s), log start offset now %d", self, n, self.log_start_offset)
+        return n
+
+    def _schedule_delete(self, segments: list[LogSegment], now_ms: int | None = None) -> None:
+        """Renames to ``.deleted`` now and removes after ``file.delete.delay.ms`` so that in-flight sendfile
+        reads of those files still complete."""
+        due = (self.clock.time_ms() if now_ms is None else now_ms) + self.config.file_delete_delay_ms
+        for seg in segments:
+            seg.rename_for_delete()
+            self._pending_deletes.append((due, seg))
+
+    def delete_pending_segments(self, now_ms: int) -> int:
+        """Removes the files of deleted segments whose delay has passed."""
+        due = [seg for t, seg in self._pending_deletes if t <= now_ms]
+        if due:
+            self._pending_deletes = [(t, seg) for t, seg in self._pending_deletes if t > now_ms]
+            for seg in due:
+                seg.delete()
+        return len(due)
+
+    # --- durability and lifecycle ----------------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsyncs the segments holding offsets in [recovery_point, offset) (default: up to the LEO) and moves
+        the recovery point to ``offset``."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if self._dir_dirty:
+            fsync_dir(self.dir)
+            self._dir_dirty = False
+        if target > self.recovery_point:
+            for seg in self._segments:
+                if seg.base_offset < target and seg.next_offset > self.recovery_point:
+                    seg.flush()
+            self.recovery_point = target
+        if self._pending_flush_offset is not None and self._pending_flush_offset <= target:
+            self._pending_flush_offset = None
+        self.last_flush_ms = self.clock.time_ms()
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Runs the flush policy: segments finished by a roll, and ``flush.ms`` since the last flush."""
+        flushed = False
+        if self._pending_flush_offset is not None:
+            self.flush(self._pending_flush_offset)
+            flushed = True
+        if (
+            self.log_end_offset > self.recovery_point
+            and now_ms - self.last_flush_ms >= self.config.flush_interval_ms
+        ):
+            self.flush()
+            flushed = True
+        return flushed
+
+    def close(self, take_snapshot: bool = True, flush: bool = False) -> None:
+        """Closes the files. ``take_snapshot`` writes the producer state at the LEO (a clean close); ``flush``
+        fsyncs everything first, indexes included (clean shutdown)."""
+        if self.active_segment.closed:
+            return
+        if flush:
+            self.flush()
+        if take_snapshot:
+            self.producer_state.map_end_offset = self.log_end_offset
+            self.producer_state.take_snapshot()
+        for seg in self._segments:
+            seg.close(flush=flush)
+        for _, seg in self._pending_deletes:
+            seg.delete()
+        self._pending_deletes = []

@@ -1,0 +1,244 @@
+"""All partition logs of a broker across its ``log.dirs``.
+
+Per log dir: a ``.lock`` file (flock, so two brokers cannot share a directory), the three offset checkpoints and,
+after a clean shutdown, a ``.kafka_cleanshutdown`` marker. The marker lets the next start skip recovery; it is
+removed as soon as the directory is loaded, so a crash afterwards is detected.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    TopicPartition,
+    fsync_dir,
+    read_offsets,
+    write_offsets,
+)
+from storage.config import Clock, LogConfig, SystemClock
+from storage.errors import LogDirLockedError, StorageError
+from storage.log import Log, parse_topic_partition
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class LogManager:
+    def __init__(
+        self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock | None = None
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._locks: list[int] = []
+        self._loaded = False
+        try:
+            for d in self.log_dirs:
+                d.mkdir(parents=True, exist_ok=True)
+                self._locks.append(self._lock(d))
+        except BaseException:
+            self._release_locks()
+            raise
+
+    @staticmethod
+    def _lock(d: Path) -> int:
+        fd = os.open(d / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LogDirLockedError(f"{d} is in use by another broker") from None
+            raise
+        return fd
+
+    def _release_locks(self) -> None:
+        for fd in self._locks:
+            os.close(fd)  # closing the descriptor drops the flock
+        self._locks = []
+
+    # --- loading ---------------------------------------------------------------------------------------------
+
+    def load(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Opens every ``<topic>-<partition>`` directory. Without a clean-shutdown marker, segments from the
+        recovery point on are re-validated (and torn tails truncated). ``-delete`` directories are removed."""
+        if self._loaded:
+            return
+        topic_configs = topic_configs or {}
+        for d in self.log_dirs:
+            marker = d / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            for child in sorted(d.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(DELETE_DIR_SUFFIX):
+                    logger.info("removing %s (deleted before the last shutdown)", child)
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                try:
+                    tp = parse_topic_partition(child.name)
+                except ValueError:
+                    logger.warning("ignoring %s: not a <topic>-<partition> directory", child)
+                    continue
+                if tp in self._logs:
+                    raise StorageError(f"{tp[0]}-{tp[1]} exists in both {self._logs[tp].dir.parent} and {d}")
+                self._logs[tp] = Log(
+                    child,
+                    topic_configs.get(tp[0], self.default_config),
+                    self.clock,
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    clean_shutdown=clean,
+                )
+            if clean:
+                marker.unlink()
+                fsync_dir(d)
+            logger.info("loaded %s (%s shutdown)", d, "clean" if clean else "unclean")
+        self._loaded = True
+
+    @staticmethod
+    def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+        try:
+            return read_offsets(path)
+        except CheckpointError as exc:
+            logger.warning("ignoring corrupt checkpoint: %s", exc)
+            return {}
+
+    # --- partitions ------------------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def partition_counts(self) -> dict[Path, int]:
+        """Partitions per log dir (every configured dir appears, possibly with 0)."""
+        counts = {d: 0 for d in self.log_dirs}
+        for log in self._logs.values():
+            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
+        return counts
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created in the log dir holding the fewest partitions if it does not exist."""
+        if not self._loaded:
+            self.load()
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+            raise ValueError(f"illegal topic name {topic!r}")
+        if partition < 0:
+            raise ValueError(f"illegal partition {partition}")
+        counts = self.partition_counts()
+        target = min(self.log_dirs, key=lambda d: counts[d])  # ties: the first listed dir
+        log = Log(
+            target / f"{topic}-{partition}", config or self.default_config, self.clock, clean_shutdown=True
+        )
+        fsync_dir(target)
+        self._logs[(topic, partition)] = log
+        logger.info("created log %s-%d in %s", topic, partition, target)
+        return log
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Closes the log, renames its directory to ``<topic>-<partition>.<uuid>-delete`` and removes it."""
+        log = self._logs.pop((topic, partition), None)
+        if log is None:
+            return False
+        log.close(take_snapshot=False)
+        doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        os.replace(log.dir, doomed)
+        fsync_dir(doomed.parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    # --- background work (the broker schedules these) --------------------------------------------------------
+
+    def cleanup(self, now_ms: int | None = None) -> int:
+        """Retention on every log, then removal of segment files whose delete delay has passed."""
+        now = self.clock.time_ms() if now_ms is None else now_ms
+        deleted = 0
+        for log in self.all_logs():
+            deleted += log.delete_expired_segments(now)
+            log.delete_pending_segments(now)
+        return deleted
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Applies each log's flush policy; returns how many logs were flushed."""
+        now = self.clock.time_ms() if now_ms is None else now_ms
+        return sum(1 for log in self.all_logs() if log.flush_due(now))
+
+    def _by_dir(self) -> dict[Path, list[Log]]:
+        groups: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        for log in self._logs.values():
+            groups.setdefault(log.dir.parent, []).append(log)
+        return groups
+
+    def checkpoint(self) -> None:
+        """Writes the recovery-point and log-start-offset checkpoints of every log dir."""
+        for d, logs in self._by_dir().items():
+            write_offsets(
+                d / RECOVERY_POINT_CHECKPOINT, {(lg.topic, lg.partition): lg.recovery_point for lg in logs}
+            )
+            write_offsets(
+                d / LOG_START_OFFSET_CHECKPOINT,
+                {(lg.topic, lg.partition): lg.log_start_offset for lg in logs},
+            )
+
+    def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+        """Writes ``replication-offset-checkpoint`` in each log dir for the partitions it holds."""
+        for d, logs in self._by_dir().items():
+            entries = {
+                (lg.topic, lg.partition): high_watermarks[(lg.topic, lg.partition)]
+                for lg in logs
+                if (lg.topic, lg.partition) in high_watermarks
+            }
+            write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, entries)
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        result: dict[TopicPartition, int] = {}
+        for d in self.log_dirs:
+            result.update(self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT))
+        return result
+
+    # --- shutdown --------------------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Flushes and closes every log, writes the checkpoints and the clean-shutdown markers."""
+        for log in self.all_logs():
+            log.close(flush=True)
+        self.checkpoint()
+        for d in self.log_dirs:
+            with open(d / CLEAN_SHUTDOWN_FILE, "wb") as f:
+                os.fsync(f.fileno())
+            fsync_dir(d)
+        self._logs.clear()
+        self._release_locks()
+
+    def close(self) -> None:
+        """Closes files and locks without flushing or marking the shutdown clean (error paths, crash tests)."""
+        for log in self.all_logs():
+            log.close(take_snapshot=False)
+        self._logs.clear()
+        self._release_locks()

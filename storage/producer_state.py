@@ -1,0 +1,281 @@
+"""Idempotent-producer state of one partition: per producer id, its epoch and its last five batches.
+
+A leader append is checked against this state (Kafka's ``ProducerAppendInfo`` rules, client origin):
+
+* a batch equal to one of the producer's last five (same epoch, same first and last sequence) is a duplicate:
+  :class:`DuplicateSequence` carries the original offsets and nothing is appended;
+* an epoch below the current one is fenced (:class:`InvalidProducerEpochError`);
+* a new epoch must start at sequence 0, unless the producer is unknown here (its state was lost to retention);
+* otherwise the first sequence must follow the last one (wrapping from 2**31-1 to 0), else
+  :class:`OutOfOrderSequenceError`.
+
+Follower appends and loading update the state without checks. The state is rebuilt at load from the newest
+snapshot (``<20-digit offset>.snapshot``, Kafka's v1 format, written at roll and at close) plus a header-only scan
+of the batches after it. Kafka's snapshot keeps only the last batch per producer, so after a restart duplicates
+are detected against that batch only (as in Kafka).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from protocol.records import BatchHeader
+from storage.checkpoint import fsync_dir
+from storage.errors import DuplicateSequence, InvalidProducerEpochError, OutOfOrderSequenceError
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+_SNAPSHOT_VERSION = 1
+_SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc32c of the rest, entry count
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
+# producer id, epoch, last sequence, last offset, offset delta, timestamp, coordinator epoch, txn first offset
+
+
+class CorruptSnapshotError(ValueError):
+    pass
+
+
+@dataclass(slots=True, frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def update(self, epoch: int, meta: BatchMetadata) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+        self.batches.append(meta)
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.coordinator_epoch,
+        )
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+PendingUpdate = tuple[int, int, BatchMetadata]  # producer id, epoch, batch
+
+
+class ProducerStateManager:
+    """Tracks producers of one partition; ``map_end_offset`` is the offset up to which batches were applied."""
+
+    def __init__(self, dir: Path) -> None:
+        self.dir = dir
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0
+
+    # --- the append path -------------------------------------------------------------------------------------
+
+    def validate_leader_batches(self, batches: Iterable[BatchHeader]) -> list[PendingUpdate]:
+        """Checks batches that already carry their assigned offsets; returns the updates to apply after the
+        append. Raises DuplicateSequence, InvalidProducerEpochError or OutOfOrderSequenceError (nothing changes).
+        """
+        pending: list[PendingUpdate] = []
+        staged: dict[int, ProducerStateEntry] = {}
+        for h in batches:
+            if h.producer_id < 0:
+                continue
+            current = self.producers.get(h.producer_id)
+            if current is not None and h.base_sequence >= 0:
+                dup = current.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
+                if dup is not None:
+                    raise DuplicateSequence(h.producer_id, dup.first_offset, dup.last_offset, dup.timestamp)
+            entry = staged.get(h.producer_id)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(h.producer_id)
+                staged[h.producer_id] = entry
+            self._check(entry, h)
+            meta = BatchMetadata(
+                h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp
+            )
+            entry.update(h.producer_epoch, meta)
+            pending.append((h.producer_id, h.producer_epoch, meta))
+        return pending
+
+    @staticmethod
+    def _check(entry: ProducerStateEntry, h: BatchHeader) -> None:
+        epoch, first_seq = h.producer_epoch, h.base_sequence
+        if entry.producer_epoch != NO_PRODUCER_EPOCH and epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {h.producer_id} epoch {epoch} is older than the current epoch {entry.producer_epoch}"
+            )
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"producer {h.producer_id} started epoch {epoch} at sequence {first_seq}, expected 0"
+                )
+        elif entry.batches and not _in_sequence(entry.last_seq, first_seq):
+            raise OutOfOrderSequenceError(
+                f"producer {h.producer_id} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}"
+            )
+
+    def apply(self, pending: Iterable[PendingUpdate], end_offset: int) -> None:
+        """Applies updates returned by :meth:`validate_leader_batches` once the batches are in the log."""
+        for producer_id, epoch, meta in pending:
+            entry = self.producers.get(producer_id)
+            if entry is None:
+                entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
+            entry.update(epoch, meta)
+        self.map_end_offset = max(self.map_end_offset, end_offset)
+
+    def update(self, h: BatchHeader) -> None:
+        """Unchecked update (follower appends and replay at load)."""
+        if h.producer_id >= 0 and not h.is_control:
+            entry = self.producers.get(h.producer_id)
+            if entry is None:
+                entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+            meta = BatchMetadata(
+                h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp
+            )
+            entry.update(h.producer_epoch, meta)
+        self.map_end_offset = max(self.map_end_offset, h.last_offset + 1)
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def reset(self, offset: int) -> None:
+        self.producers.clear()
+        self.map_end_offset = offset
+
+    # --- snapshots -------------------------------------------------------------------------------------------
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.dir / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot_offsets(self) -> list[int]:
+        offsets = []
+        for p in self.dir.glob("*" + SNAPSHOT_SUFFIX):
+            stem = p.name[: -len(SNAPSHOT_SUFFIX)]
+            if stem.isdigit():
+                offsets.append(int(stem))
+        return sorted(offsets)
+
+    def take_snapshot(self) -> None:
+        """Writes ``<map_end_offset>.snapshot`` (atomically) in Kafka's v1 layout."""
+        body = bytearray()
+        entries = [e for e in self.producers.values() if e.batches]
+        for e in entries:
+            last = e.batches[-1]
+            body += _SNAPSHOT_ENTRY.pack(
+                e.producer_id,
+                e.producer_epoch,
+                last.last_seq,
+                last.last_offset,
+                last.last_offset - last.first_offset,
+                last.timestamp,
+                e.coordinator_epoch,
+                -1,
+            )
+        count = struct.pack(">i", len(entries))
+        crc = crc32c(count + bytes(body))
+        data = struct.pack(">hI", _SNAPSHOT_VERSION, crc) + count + body
+        path = self.snapshot_path(self.map_end_offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(self.dir)
+
+    def _read_snapshot(self, path: Path) -> list[ProducerStateEntry]:
+        data = path.read_bytes()
+        if len(data) < _SNAPSHOT_HEADER.size:
+            raise CorruptSnapshotError(f"{path}: too short")
+        version, crc, count = _SNAPSHOT_HEADER.unpack_from(data)
+        if version != _SNAPSHOT_VERSION:
+            raise CorruptSnapshotError(f"{path}: unknown version {version}")
+        if crc32c(data[6:]) != crc:
+            raise CorruptSnapshotError(f"{path}: CRC mismatch")
+        if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
+            raise CorruptSnapshotError(f"{path}: bad entry count {count}")
+        result = []
+        for pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, _txn in _SNAPSHOT_ENTRY.iter_unpack(
+            data[_SNAPSHOT_HEADER.size :]
+        ):
+            first_seq = (last_seq - delta) & INT32_MAX if last_seq >= 0 else NO_SEQUENCE
+            entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch)
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+            result.append(entry)
+        return result
+
+    def load_latest_snapshot(self, log_start_offset: int, log_end_offset: int) -> int:
+        """Loads the newest valid snapshot at or below ``log_end_offset`` (deleting newer or corrupt ones);
+        returns the offset to replay the log from (never below the log start offset)."""
+        self.reset(log_start_offset)
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.snapshot_path(offset)
+            if offset > log_end_offset:
+                path.unlink(missing_ok=True)
+                continue
+            try:
+                entries = self._read_snapshot(path)
+            except (CorruptSnapshotError, OSError, struct.error):
+                path.unlink(missing_ok=True)
+                continue
+            self.producers = {e.producer_id: e for e in entries}
+            self.map_end_offset = max(offset, log_start_offset)
+            return self.map_end_offset
+        return log_start_offset
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        for o in self.snapshot_offsets():
+            if o < offset:
+                self.snapshot_path(o).unlink(missing_ok=True)
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for o in self.snapshot_offsets():
+            if o > offset:
+                self.snapshot_path(o).unlink(missing_ok=True)
+
+    def latest_snapshot_at_or_below(self, offset: int) -> int | None:
+        candidates = [o for o in self.snapshot_offsets() if o <= offset]
+        return candidates[-1] if candidates else None

@@ -1,0 +1,446 @@
+"""One log segment: ``<base offset, 20 digits>.log`` plus its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is a plain concatenation of v2 record batches exactly as Kafka stores them. Appends write whole
+request buffers with ``os.write``; reads never copy: they return a :class:`FileRegion` the broker sends with
+``sendfile``. Finding batch boundaries only ever reads 61-byte batch headers (``os.pread`` of small chunks), and
+the sparse offset index bounds each scan to about ``index.interval.bytes`` plus one batch.
+
+Index entries are added per batch (Kafka >= 3.6 does the same): when more than ``index_interval_bytes`` were
+appended since the last entry, the next batch gets an offset-index entry ``(batch last offset, batch position)``
+and the time index gets ``(max timestamp so far, offset where it was reached)``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Buffer,
+    iter_headers,
+    read_header,
+    valid_crc,
+)
+from storage.errors import CorruptIndexError
+from storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+INT32_MAX = 2**31 - 1
+
+_SCAN_CHUNK = 16 * 1024  # header scans: holds ~4 index intervals of small batches
+_RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka's file name for an offset: 20 digits, zero-padded."""
+    return f"{offset:020d}"
+
+
+class FileRegion:
+    """A byte range of a segment file, to be sent with ``os.sendfile`` (``read()`` copies, for tools and tests)."""
+
+    __slots__ = ("fileobj", "position", "length")
+
+    def __init__(self, fileobj: io.FileIO, position: int, length: int) -> None:
+        self.fileobj = fileobj
+        self.position = position
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def fileno(self) -> int:
+        return self.fileobj.fileno()
+
+    def read(self) -> bytes:
+        fd = self.fileobj.fileno()
+        parts: list[bytes] = []
+        pos, remaining = self.position, self.length
+        while remaining > 0:
+            chunk = os.pread(fd, remaining, pos)
+            if not chunk:
+                raise EOFError(f"file ends before {self.position + self.length}")
+            parts.append(chunk)
+            pos += len(chunk)
+            remaining -= len(chunk)
+        return b"".join(parts)
+
+    def __repr__(self) -> str:
+        return f"FileRegion({self.fileobj.name!r}, position={self.position}, length={self.length})"
+
+
+def _write_all(fd: int, data: Buffer) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class LogSegment:
+    """A segment of a partition log. Not thread-safe: the owning Log serialises access."""
+
+    def __init__(
+        self,
+        dir: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        segment_index_bytes: int,
+        created_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> None:
+        prefix = filename_prefix(base_offset)
+        self.base_offset = base_offset
+        self.log_path = dir / (prefix + LOG_SUFFIX)
+        self.file = io.FileIO(self.log_path, "a+")
+        self._fd = self.file.fileno()
+        self.size = os.fstat(self._fd).st_size
+        self.index = OffsetIndex(dir / (prefix + INDEX_SUFFIX), base_offset, segment_index_bytes)
+        self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX), base_offset, segment_index_bytes)
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self._first_batch_timestamp: int | None = None  # None: unknown yet (read lazily)
+        self._bytes_since_last_index_entry = 0
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+    # --- loading ---------------------------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Loads state trusting the index files (after a clean shutdown).
+
+        Returns False when an index is missing or fails its sanity check or the tail does not parse; the caller
+        then runs :meth:`recover`.
+        """
+        if self.size and not (self.index.existed and self.time_index.existed):
+            return False
+        try:
+            self.index.sanity_check(self.size)
+            if not self._load_tail():
+                return False
+            self.time_index.sanity_check(self.next_offset)
+        except CorruptIndexError:
+            return False
+        return True
+
+    def _load_tail(self) -> bool:
+        """Recomputes next offset, max timestamp and index spacing by scanning from the last index entry."""
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        start = self.index.entry(len(self.index) - 1)[1] if len(self.index) else 0
+        self.next_offset = self.base_offset
+        pos = start
+        since_entry = 0
+        for pos_, h in self._scan(start, self.size):
+            if h.magic != MAGIC or pos_ + h.total_size > self.size or h.base_offset < self.base_offset:
+                return False
+            if since_entry > self.index_interval_bytes and not self.index.is_full:
+                return False  # an entry is missing here: the index was emptied or cut short
+            since_entry += h.total_size
+            self._track_max_timestamp(h)
+            self.next_offset = h.last_offset + 1
+            pos = pos_ + h.total_size
+        if pos != self.size:
+            return False
+        if len(self.index) and self.next_offset <= self.index.last_offset:
+            return False
+        self._bytes_since_last_index_entry = self.size - start
+        return True
+
+    def recover(self) -> int:
+        """Re-validates every batch (magic, sizes, offsets, CRC32C) and rebuilds both indexes.
+
+        The log is truncated at the first invalid or torn batch; returns the number of bytes removed.
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self._first_batch_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        end = self.size
+        buf = b""
+        buf_start = 0
+        pos = 0
+        while pos < end:
+            rel = pos - buf_start
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self._fd, min(_RECOVER_CHUNK, end - pos), pos), pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    break
+            h = read_header(buf, rel)
+            if not self._plausible(h) or pos + h.total_size > end:
+                break
+            if rel + h.total_size > len(buf):
+                length = max(h.total_size, min(_RECOVER_CHUNK, end - pos))
+                buf, buf_start, rel = os.pread(self._fd, length, pos), pos, 0
+            if not valid_crc(buf, rel, h):
+                break
+            self._on_batch(pos, h)
+            pos += h.total_size
+        truncated = end - pos
+        if truncated:
+            os.ftruncate(self._fd, pos)
+            self.size = pos
+        return truncated
+
+    def _plausible(self, h: BatchHeader) -> bool:
+        return (
+            h.magic == MAGIC
+            and h.batch_length >= MIN_BATCH_LENGTH
+            and h.last_offset_delta >= 0
+            and h.base_offset >= self.next_offset
+            and h.last_offset - self.base_offset <= INT32_MAX
+        )
+
+    # --- appending -------------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        data: Buffer,
+        largest_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        headers: list[tuple[int, BatchHeader]] | None = None,
+    ) -> None:
+        """Appends whole batches (already carrying their final offsets) and maintains the indexes.
+
+        ``headers`` are the ``(position in data, header)`` pairs of ``data`` when the caller has them; otherwise
+        they are parsed here. ``max_timestamp``/``offset_of_max_timestamp`` describe the whole append.
+        """
+        if not len(data):
+            return
+        if largest_offset < self.base_offset or largest_offset - self.base_offset > INT32_MAX:
+            raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
+        start = self.size
+        _write_all(self._fd, data)
+        self.size += len(data)
+        for rel, h in headers if headers is not None else iter_headers(data):
+            self._on_batch(start + rel, h)
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = offset_of_max_timestamp
+        self.next_offset = largest_offset + 1
+
+    def _track_max_timestamp(self, h: BatchHeader) -> None:
+        if h.max_timestamp > self.max_timestamp:
+            self.max_timestamp = h.max_timestamp
+            self.offset_of_max_timestamp = h.last_offset
+
+    def _on_batch(self, position: int, h: BatchHeader) -> None:
+        """Per-batch bookkeeping shared by append and recovery."""
+        self._track_max_timestamp(h)
+        if position == 0:
+            self._first_batch_timestamp = h.max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.index.append(h.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += h.total_size
+        self.next_offset = h.last_offset + 1
+
+    # --- rolling ---------------------------------------------------------------------------------------------
+
+    def rolling_base_timestamp(self) -> int | None:
+        """The first batch's max timestamp (what ``segment.ms`` counts from), None for an empty segment."""
+        if self.size == 0:
+            return None
+        if self._first_batch_timestamp is None:
+            self._first_batch_timestamp = read_header(os.pread(self._fd, BATCH_HEADER_SIZE, 0)).max_timestamp
+        return self._first_batch_timestamp
+
+    def should_roll(
+        self,
+        append_size: int,
+        append_max_timestamp: int,
+        append_largest_offset: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+    ) -> bool:
+        """Kafka's roll rule: size, time since the first batch (by record timestamps), full index, offset range."""
+        if self.size == 0:
+            return append_largest_offset - self.base_offset > INT32_MAX
+        if self.size > segment_bytes - append_size:
+            return True
+        first = self.rolling_base_timestamp()
+        if first is not None and first >= 0:
+            waited = append_max_timestamp - first
+        else:
+            waited = now_ms - self.created_ms
+        return (
+            waited > segment_ms - self.roll_jitter_ms
+            or self.index.is_full
+            or self.time_index.is_full
+            or append_largest_offset - self.base_offset > INT32_MAX
+        )
+
+    def on_become_inactive(self) -> None:
+        """Called when a newer segment takes over: records the final max timestamp in the time index."""
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.index.flush_buffer()
+        self.time_index.flush_buffer()
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    def _scan(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the batches from ``start`` (a batch boundary) whose header lies before ``end``.
+
+        Reads only headers, in small chunks; does not check that each batch is complete.
+        """
+        buf = b""
+        buf_start = start
+        pos = start
+        while pos + BATCH_HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + BATCH_HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos), pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            h = read_header(buf, rel)
+            if h.batch_length < MIN_BATCH_LENGTH:
+                return
+            yield pos, h
+            pos += h.total_size
+
+    def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) for every batch from the one holding ``start_offset`` (default: the first)."""
+        start = 0
+        if start_offset is not None:
+            found = self.translate_offset(start_offset)
+            if found is None:
+                return
+            start = found[0]
+        yield from self._scan(start, self.size)
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``; None past the end."""
+        _, pos = self.index.lookup(offset)
+        for pos_, h in self._scan(max(pos, start_position), self.size):
+            if h.last_offset >= offset:
+                return pos_, h
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_offset: int | None = None, min_one: bool = False
+    ) -> FileRegion | None:
+        """Whole batches from the one holding ``start_offset``, at most ``max_size`` bytes.
+
+        ``max_offset`` (exclusive) stops before the batch that holds it. With ``min_one`` the first batch is
+        returned even when it alone exceeds ``max_size``. None when no batch here reaches ``start_offset``; an
+        empty region when the first batch does not fit.
+        """
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start, first = found
+        limit = self.size
+        if max_offset is not None:
+            stop = self.translate_offset(max_offset, start)
+            if stop is not None:
+                limit = stop[0]
+        end_limit = min(limit, start + max(max_size, 0))
+        if start + first.total_size > end_limit:
+            if min_one and start + first.total_size <= limit:
+                return FileRegion(self.file, start, first.total_size)
+            return FileRegion(self.file, start, 0)
+        # Jump to the last indexed batch start before the limit, then walk the few headers after it.
+        end = max(start + first.total_size, self.index.floor_position(end_limit))
+        for pos, h in self._scan(end, end_limit):
+            if pos + h.total_size > end_limit:
+                break
+            end = pos + h.total_size
+        return FileRegion(self.file, start, end - start)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch at or after ``start_offset`` whose max timestamp >= timestamp."""
+        _, offset = self.time_index.lookup(timestamp)
+        found = self.translate_offset(max(offset, start_offset))
+        if found is None:
+            return None
+        for pos, h in self._scan(found[0], self.size):
+            if h.max_timestamp >= timestamp and h.last_offset >= start_offset:
+                return pos, h
+        return None
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        return os.pread(self._fd, header.total_size, position)
+
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    # --- truncation, durability, lifecycle -------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Removes the batch holding ``offset`` and everything after it; returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position = found[0]
+        truncated = self.size - position
+        self.index.truncate_to(offset)
+        self.index.truncate_to_position(position)
+        self.time_index.truncate_to(offset)
+        os.ftruncate(self._fd, position)
+        self.size = position
+        if not self._load_tail():
+            raise CorruptIndexError(f"{self.log_path}: cannot reload the tail after truncation")
+        if position == 0:
+            self._first_batch_timestamp = None
+            self.created_ms = now_ms
+        return truncated
+
+    def flush(self) -> None:
+        """fsyncs the log and both indexes."""
+        os.fsync(self._fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self, flush: bool = False) -> None:
+        """Closes the files after recording the final max timestamp; ``flush`` fsyncs the indexes first."""
+        if self.file.closed:
+            return
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        if flush:
+            self.index.flush()
+            self.time_index.flush()
+        self.index.close()
+        self.time_index.close()
+        self.file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.file.closed
+
+    def rename_for_delete(self) -> None:
+        """Adds ``.deleted`` to the three file names; open handles (and in-flight FileRegions) stay valid."""
+        deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
+        os.replace(self.log_path, deleted)
+        self.log_path = deleted
+        for idx in (self.index, self.time_index):
+            idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
+
+    def delete(self) -> None:
+        """Closes and removes the files (without the final time-index entry: they are going away)."""
+        self.index.delete()
+        self.time_index.delete()
+        if not self.file.closed:
+            self.file.close()
+        self.log_path.unlink(missing_ok=True)

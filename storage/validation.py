@@ -1,0 +1,111 @@
+"""Header-only validation of incoming record batches (Kafka's ``analyzeAndValidateRecords`` and the client-origin
+checks of ``LogValidator``). Never decompresses: the work is per batch, not per record.
+"""
+
+from __future__ import annotations
+
+from protocol.records import (
+    BATCH_HEADER_SIZE,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    RecordBatchError,
+    iter_headers,
+    read_header,
+    valid_crc,
+)
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+
+Batches = list[tuple[int, BatchHeader]]
+
+
+def _check_magic(buf: memoryview, pos: int) -> None:
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic != MAGIC:
+        legacy = magic in (0, 1)
+        raise InvalidRecordError(
+            f"record batch magic {magic} at position {pos}: only magic {MAGIC} batches are accepted",
+            legacy=legacy,
+        )
+
+
+def validate_leader_batches(buf: memoryview, max_message_bytes: int) -> Batches:
+    """Every batch of a produce request: whole, magic 2, within ``max.message.bytes``, CRC32C valid, offsets and
+    count consistent, not a control batch, a sequence whenever there is a producer id.
+
+    Returns ``(position, header)`` pairs; raises before anything is appended if any batch fails.
+    """
+    end = len(buf)
+    pos = 0
+    batches: Batches = []
+    while pos < end:
+        if end - pos <= MAGIC_OFFSET:
+            raise CorruptRecordError(f"{end - pos} trailing bytes at position {pos} are not a record batch")
+        _check_magic(buf, pos)
+        if end - pos < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(f"truncated record batch header at position {pos}")
+        h = read_header(buf, pos)
+        if h.batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch at position {pos} has invalid length {h.batch_length}")
+        if h.total_size > max_message_bytes:
+            raise RecordTooLargeError(
+                f"record batch of {h.total_size} bytes exceeds max.message.bytes {max_message_bytes}"
+            )
+        if pos + h.total_size > end:
+            raise CorruptRecordError(f"record batch at position {pos} is truncated")
+        if not valid_crc(buf, pos, h):
+            raise CorruptRecordError(f"record batch at position {pos} fails its CRC32C check")
+        if h.last_offset_delta < 0 or h.records_count <= 0 or h.last_offset_delta + 1 != h.records_count:
+            raise InvalidRecordError(
+                f"record batch count {h.records_count} does not match its offset range "
+                f"(last offset delta {h.last_offset_delta})"
+            )
+        if h.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        if h.producer_id >= 0 and h.base_sequence < 0:
+            raise InvalidRecordError(f"invalid sequence {h.base_sequence} for producer {h.producer_id}")
+        batches.append((pos, h))
+        pos += h.total_size
+    if not batches:
+        raise InvalidRecordError("the request holds no record batch")
+    return batches
+
+
+def validate_follower_batches(buf: memoryview, log_end_offset: int) -> Batches:
+    """Batches fetched from the leader: they keep their offsets, which must start at or above the log end offset
+    and increase. A trailing partial batch is ignored (as Kafka does); the caller appends only whole batches.
+    """
+    batches: Batches = []
+    next_offset = log_end_offset
+    try:
+        for pos, h in iter_headers(buf):
+            _check_magic(buf, pos)
+            if not valid_crc(buf, pos, h):
+                raise CorruptRecordError(f"record batch at offset {h.base_offset} fails its CRC32C check")
+            if h.last_offset_delta < 0:
+                raise CorruptRecordError(
+                    f"record batch at offset {h.base_offset} has a negative offset delta"
+                )
+            if h.base_offset < next_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"batch offset {h.base_offset} is below the expected next offset {next_offset}"
+                )
+            next_offset = h.last_offset + 1
+            batches.append((pos, h))
+    except RecordBatchError as exc:
+        raise CorruptRecordError(str(exc)) from None
+    return batches
+
+
+def batches_end(batches: Batches) -> int:
+    """The position just after the last batch."""
+    if not batches:
+        return 0
+    pos, h = batches[-1]
+    return pos + h.total_size

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage import LogManager
+from storage.checkpoint import read_offsets
+from storage.errors import LogDirLockedError
+from tests.unit.storage.conftest import FakeClock, batch, small_config
+
+
+def test_placement_goes_to_dir_with_fewest_partitions(tmp_path: Path, clock: FakeClock) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"]
+    manager = LogManager(dirs, small_config(), clock)
+    manager.load()
+    placed = [manager.get_or_create_log("t", p).dir.parent for p in range(6)]
+    assert placed == dirs + dirs
+    assert manager.partition_counts() == {d: 2 for d in dirs}
+    assert manager.get_or_create_log("t", 0).dir.parent == dirs[0]  # existing log returned as is
+    manager.delete_log("t", 1)
+    assert manager.get_or_create_log("u", 0).dir.parent == dirs[1]
+    manager.shutdown()
+
+
+def test_load_finds_logs_and_removes_deleted_dirs(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(), clock)
+    manager.load()
+    for topic, partition in [("a-b.c", 0), ("a-b.c", 11), ("x", 3)]:
+        manager.get_or_create_log(topic, partition).append_as_leader(batch(2), 0)
+    manager.shutdown()
+    (tmp_path / "old-0.0123abcd-delete").mkdir()
+    (tmp_path / "old-0.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"x")
+    (tmp_path / "not a partition").mkdir()
+
+    manager = LogManager([tmp_path], small_config(), clock)
+    manager.load()
+    assert sorted((lg.topic, lg.partition) for lg in manager.all_logs()) == [
+        ("a-b.c", 0),
+        ("a-b.c", 11),
+        ("x", 3),
+    ]
+    assert all(lg.log_end_offset == 2 for lg in manager.all_logs())
+    assert not (tmp_path / "old-0.0123abcd-delete").exists()
+    manager.close()
+
+
+def test_delete_log_removes_directory(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(), clock)
+    manager.load()
+    manager.get_or_create_log("t", 0).append_as_leader(batch(1), 0)
+    assert manager.delete_log("t", 0)
+    assert not manager.delete_log("t", 0)
+    assert manager.get_log("t", 0) is None
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+    manager.checkpoint()
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {}
+    manager.close()
+
+
+def test_checkpoints_and_recovery_point(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(segment_bytes=300), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(10):
+        log.append_as_leader(batch(1, value_size=50), 0)
+    assert log.recovery_point == 0
+    assert manager.flush_due(clock.now) == 1  # flushes the segments finished by rolls
+    assert 0 < log.recovery_point == log.active_segment.base_offset
+    manager.checkpoint()
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): log.recovery_point}
+    assert read_offsets(tmp_path / "log-start-offset-checkpoint") == {("t", 0): 0}
+    manager.write_high_watermarks({("t", 0): 7, ("elsewhere", 0): 1})
+    assert manager.read_high_watermarks() == {("t", 0): 7}
+    manager.shutdown()
+    assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 10}
+
+
+def test_flush_interval_policies(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(flush_interval_messages=3, flush_interval_ms=1000), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    log.append_as_leader(batch(2), 0)
+    assert log.recovery_point == 0
+    log.append_as_leader(batch(1), 0)  # 3 unflushed messages: flushed inline
+    assert log.recovery_point == 3
+    log.append_as_leader(batch(1), 0)
+    assert manager.flush_due(clock.now + 999) == 0
+    assert manager.flush_due(clock.now + 1000) == 1
+    assert log.recovery_point == 4
+    manager.shutdown()
+
+
+def test_cleanup_runs_retention(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(segment_bytes=300, retention_ms=1000), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(10):
+        log.append_as_leader(batch(1, ts=clock.now, value_size=50), 0)
+    assert manager.cleanup(clock.now) == 0
+    clock.advance(1001)
+    segments_before = len(log.segments)
+    assert segments_before > 2
+    assert manager.cleanup() == segments_before - 1
+    assert len(log.segments) == 1
+    manager.shutdown()
+    manager = LogManager([tmp_path], small_config(), clock)
+    manager.load()
+    reopened = manager.get_log("t", 0)
+    assert reopened is not None and reopened.log_start_offset == reopened.segments[0].base_offset > 0
+    manager.close()
+
+
+def test_log_dir_lock(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(), clock)
+    with pytest.raises(LogDirLockedError):
+        LogManager([tmp_path], small_config(), clock)
+    manager.close()
+    LogManager([tmp_path], small_config(), clock).close()
+
+
+def test_illegal_names(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path], small_config(), clock)
+    for topic in ("", "a/b", "..", "sp ace"):
+        with pytest.raises(ValueError):
+            manager.get_or_create_log(topic, 0)
+    with pytest.raises(ValueError):
+        manager.get_or_create_log("ok", -1)
+    manager.close()

@@ -1,0 +1,177 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from protocol.records import iter_headers
+from storage import Log, LogConfig, LogManager
+from tests.unit.storage.conftest import FakeClock, batch, batch_offsets, small_config
+
+MakeLog = Callable[..., Log]
+
+
+def build_log(make_log: MakeLog, batches: int = 10, config: LogConfig | None = None) -> tuple[Log, bytes]:
+    log = make_log(config or small_config(segment_bytes=1 << 20))
+    for i in range(batches):
+        log.append_as_leader(batch(2, ts=1000 + i, value_size=30), 0)
+    data = log.read(0, 1 << 30).read()
+    log.close(take_snapshot=False)  # a crash: no snapshot, no clean-shutdown marker
+    return log, data
+
+
+def positions(data: bytes) -> list[int]:
+    return [pos for pos, _ in iter_headers(data)]
+
+
+def reopen(make_log: MakeLog, config: LogConfig | None = None, **kwargs: object) -> Log:
+    return make_log(config or small_config(segment_bytes=1 << 20), **kwargs)
+
+
+def last_log_file(log_dir: Path) -> Path:
+    return sorted(log_dir.glob("*.log"))[-1]
+
+
+def test_garbage_tail_is_truncated(make_log: MakeLog, log_dir: Path) -> None:
+    _, data = build_log(make_log)
+    with open(last_log_file(log_dir), "ab") as f:
+        f.write(os.urandom(100))
+    log = reopen(make_log)
+    assert log.log_end_offset == 20
+    assert log.read(0, 1 << 30).read() == data
+    assert last_log_file(log_dir).stat().st_size == len(data)
+    assert log.append_as_leader(batch(1), 0).first_offset == 20
+
+
+def test_zero_filled_tail_is_truncated(make_log: MakeLog, log_dir: Path) -> None:
+    _, data = build_log(make_log)
+    with open(last_log_file(log_dir), "ab") as f:
+        f.write(bytes(4096))  # what a crash after preallocation leaves
+    log = reopen(make_log)
+    assert log.log_end_offset == 20
+    assert log.read(0, 1 << 30).read() == data
+
+
+def test_batch_cut_in_half(make_log: MakeLog, log_dir: Path) -> None:
+    _, data = build_log(make_log)
+    cut = positions(data)[-1] + 40
+    os.truncate(last_log_file(log_dir), cut)
+    log = reopen(make_log)
+    assert log.log_end_offset == 18
+    assert log.read(0, 1 << 30).read() == data[: positions(data)[-1]]
+
+
+@pytest.mark.parametrize("victim", [0, 4, 9])
+@pytest.mark.parametrize("where", ["payload", "crc", "length"])
+def test_flipped_byte_truncates_at_that_batch(
+    make_log: MakeLog, log_dir: Path, victim: int, where: str
+) -> None:
+    _, data = build_log(make_log)
+    start = positions(data)[victim]
+    offset_in_batch = {"payload": 70, "crc": 18, "length": 10}[where]
+    with open(last_log_file(log_dir), "r+b") as f:
+        f.seek(start + offset_in_batch)
+        byte = f.read(1)
+        f.seek(start + offset_in_batch)
+        f.write(bytes([byte[0] ^ 0x10]))
+    log = reopen(make_log)
+    assert log.log_end_offset == 2 * victim
+    assert log.read(0, 1 << 30).read() == data[:start] if victim else log.read(0, 1 << 30).size == 0
+    assert last_log_file(log_dir).stat().st_size == start
+
+
+def test_corruption_in_middle_segment_drops_later_segments(make_log: MakeLog, log_dir: Path) -> None:
+    cfg = small_config(segment_bytes=500)
+    log, data = build_log(make_log, batches=20, config=cfg)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 4
+    middle = log_dir / f"{bases[1]:020d}.log"
+    with open(middle, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 1]))
+    log = reopen(make_log, cfg)
+    assert [s.base_offset for s in log.segments] == bases[:2]
+    assert log.log_end_offset < bases[2]
+    assert data.startswith(log.read(0, 1 << 30).read())
+
+
+def test_recovery_starts_at_recovery_point(make_log: MakeLog, log_dir: Path) -> None:
+    """Segments below the one holding the recovery point are trusted (not re-read)."""
+    cfg = small_config(segment_bytes=500)
+    log, data = build_log(make_log, batches=20, config=cfg)
+    bases = [s.base_offset for s in log.segments]
+    first = log_dir / f"{bases[0]:020d}.log"
+    with open(first, "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 1]))
+    log = reopen(make_log, cfg, recovery_point=bases[2])
+    assert log.log_end_offset == 40  # nothing truncated: the flipped byte sits in a flushed segment
+    log.close(take_snapshot=False)
+    log = reopen(make_log, cfg, recovery_point=0)
+    assert log.log_end_offset < bases[1]  # now it is found
+
+
+@pytest.mark.parametrize("damage", ["delete", "garbage", "truncate-entry", "empty"])
+def test_missing_or_corrupt_index_is_rebuilt(make_log: MakeLog, log_dir: Path, damage: str) -> None:
+    cfg = small_config(segment_bytes=1 << 20, index_interval_bytes=50)
+    log = make_log(cfg)
+    for i in range(30):
+        log.append_as_leader(batch(1, ts=1000 + i, value_size=30), 0)
+    entries = log.active_segment.index.entries()
+    time_entries = log.active_segment.time_index.entries()
+    data = log.read(0, 1 << 30).read()
+    log.close()
+    assert len(entries) > 5
+    index = log_dir / "00000000000000000000.index"
+    if damage == "delete":
+        index.unlink()
+        (log_dir / "00000000000000000000.timeindex").unlink()
+    elif damage == "garbage":
+        index.write_bytes(os.urandom(len(entries) * 8))
+    elif damage == "truncate-entry":
+        os.truncate(index, len(entries) * 8 - 3)
+    else:
+        index.write_bytes(b"")
+    log = reopen(make_log, cfg, clean_shutdown=True)
+    assert log.active_segment.index.entries() == entries
+    assert log.active_segment.time_index.entries()[: len(time_entries)] == time_entries
+    assert log.read(0, 1 << 30).read() == data
+    assert index.stat().st_size == len(entries) * 8
+    for offset in range(30):
+        assert batch_offsets(log.read(offset, 1).read())[0][0] == offset
+
+
+def test_clean_shutdown_marker_skips_recovery(tmp_path: Path, clock: FakeClock) -> None:
+    cfg = small_config(segment_bytes=1 << 20)
+    manager = LogManager([tmp_path], cfg, clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(5):
+        log.append_as_leader(batch(2, value_size=30), 0)
+    manager.shutdown()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    segment = tmp_path / "t-0" / "00000000000000000000.log"
+    with open(segment, "r+b") as f:  # a flipped payload byte keeps every header intact
+        f.seek(80)
+        byte = f.read(1)
+        f.seek(80)
+        f.write(bytes([byte[0] ^ 1]))
+
+    manager = LogManager([tmp_path], cfg, clock)
+    manager.load()
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()  # removed once loaded
+    trusted = manager.get_log("t", 0)
+    assert trusted is not None and trusted.log_end_offset == 10  # not re-validated
+    manager.close()  # crash: no marker
+
+    manager = LogManager([tmp_path], cfg, clock)
+    manager.load()
+    recovered = manager.get_log("t", 0)
+    assert recovered is not None and recovered.log_end_offset == 0  # recovered: the first batch is corrupt
+    manager.close()
