@@ -1,0 +1,199 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups.
+
+Thin: decode the request's shape, call the group coordinator (``ctx.group_coordinator``), shape the answer for
+the version. JoinGroup and SyncGroup may be parked by the coordinator; they then return a future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from broker.coordinator.offsets import OFFSETS_TOPIC
+from broker.request_channel import Request
+from broker.topics import TopicCreationError, create_topic, plan_topic
+from protocol.errors import ErrorCode
+
+log = logging.getLogger("moldau.apis.group")
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def coordinator_of(ctx: Any) -> Any:
+    """The group coordinator, or None before it is started / after it stopped."""
+    coordinator = getattr(ctx, "group_coordinator", None)
+    return coordinator if coordinator is not None and coordinator.active else None
+
+
+# ---------------------------------------------------------------------------------------------- FindCoordinator
+async def ensure_offsets_topic(ctx: Any, coordinator: Any) -> ErrorCode:
+    """Create __consumer_offsets on first use (compacted; replication capped at the live brokers)."""
+    async with coordinator.topic_lock:
+        if ctx.metadata.topic(OFFSETS_TOPIC) is not None:
+            return ErrorCode.NONE
+        if not ctx.metadata.is_controller():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        cfg = ctx.config
+        live = len(ctx.metadata.live_brokers())
+        replication = min(int(cfg.get("offsets.topic.replication.factor")), live)
+        configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                   "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
+        try:
+            plan = plan_topic(ctx, OFFSETS_TOPIC, int(cfg.get("offsets.topic.num.partitions")), replication, [],
+                              configs)
+            await create_topic(ctx, OFFSETS_TOPIC, plan, configs)
+        except TopicCreationError as exc:
+            if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return ErrorCode.NONE
+            log.error("[broker %d] cannot create %s: %s", ctx.broker_id, OFFSETS_TOPIC, exc.message)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        log.info("[broker %d] created %s with %d partitions, replication factor %d", ctx.broker_id,
+                 OFFSETS_TOPIC, len(plan), replication)
+        return ErrorCode.NONE
+
+
+async def _find_one(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
+                             "error_message": None}
+    coordinator = coordinator_of(ctx)
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        entry["error_code"] = ErrorCode.INVALID_REQUEST
+        entry["error_message"] = f"Unknown coordinator type {key_type}"
+        return entry
+    if key_type == TRANSACTION_KEY or coordinator is None:  # no transaction coordinator yet
+        entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return entry
+    error = await ensure_offsets_topic(ctx, coordinator)
+    topic = ctx.metadata.topic(OFFSETS_TOPIC)
+    if error != ErrorCode.NONE or topic is None:
+        entry["error_code"] = error if error != ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return entry
+    state = topic.partitions.get(coordinator.store.partition_for(key))
+    broker = None if state is None else next((b for b in ctx.metadata.live_brokers()
+                                              if b.broker_id == state.leader), None)
+    if broker is None:
+        entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return entry
+    entry.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
+    return entry
+
+
+async def handle_find_coordinator(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    version = request.version
+    keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
+    results = [await _find_one(ctx, key, body["key_type"]) for key in keys]
+    if version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": results}
+    r = results[0]
+    return {"throttle_time_ms": 0, "error_code": r["error_code"], "error_message": r["error_message"],
+            "node_id": r["node_id"], "host": r["host"], "port": r["port"]}
+
+
+# ---------------------------------------------------------------------------------------------- membership
+def _not_available(error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+def handle_join_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+    version = request.version
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def done(result: dict[str, Any]) -> None:
+        if future.done():
+            return
+        response = dict(result, throttle_time_ms=0, skip_assignment=False)
+        if version < 7 and response["protocol_name"] is None:
+            response["protocol_name"] = ""
+        future.set_result(response)
+
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
+              "leader": "", "member_id": body["member_id"], "members": []})
+    else:
+        coordinator.join_group(body["group_id"], body["member_id"], body["group_instance_id"], version >= 4,
+                               request.header.client_id or "", "/" + request.client_host,
+                               body["rebalance_timeout_ms"], body["session_timeout_ms"], body["protocol_type"],
+                               [(p["name"], p["metadata"]) for p in body["protocols"]], done)
+    return future.result() if future.done() else future
+
+
+def handle_sync_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def done(result: dict[str, Any]) -> None:
+        if not future.done():
+            future.set_result(dict(result, throttle_time_ms=0))
+
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""})
+    else:
+        assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
+        coordinator.sync_group(body["group_id"], body["generation_id"], body["member_id"],
+                               body["group_instance_id"], body["protocol_type"], body["protocol_name"],
+                               assignments, done)
+    return future.result() if future.done() else future
+
+
+def handle_heartbeat(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return _not_available()
+    error = coordinator.heartbeat(body["group_id"], body["member_id"], body["group_instance_id"],
+                                  body["generation_id"])
+    return {"throttle_time_ms": 0, "error_code": error}
+
+
+def handle_leave_group(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return _not_available()
+    if request.version >= 3:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
+    else:
+        leaving = [(body["member_id"], None)]
+    error, results = coordinator.leave_group(body["group_id"], leaving)
+    if request.version < 3 and error == ErrorCode.NONE and results:
+        error = results[0][2]  # one member: its error is the answer
+    return {"throttle_time_ms": 0, "error_code": error,
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": e} for m, i, e in results]}
+
+
+# ---------------------------------------------------------------------------------------------- admin
+def handle_list_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
+    types = {t.lower() for t in body["types_filter"]}
+    states = {s.lower() for s in body["states_filter"]} or None
+    error, groups = coordinator.list_groups(states)
+    if types and "classic" not in types:
+        groups = []
+    return {"throttle_time_ms": 0, "error_code": error,
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                        "group_state": g.state.value, "group_type": "classic"} for g in groups]}
+
+
+def handle_describe_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = coordinator_of(ctx)
+    described = []
+    for group_id in body["groups"]:
+        if coordinator is None:
+            described.append({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id,
+                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
+            continue
+        error, summary = coordinator.describe_group(group_id)
+        described.append(dict(summary, error_code=error))
+    return {"throttle_time_ms": 0, "groups": described}
+
+
+def handle_delete_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = coordinator_of(ctx)
+    if coordinator is None:
+        results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in body["groups_names"]}
+    else:
+        results = coordinator.delete_groups(list(body["groups_names"]))
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": results[g]} for g in body["groups_names"]]}
