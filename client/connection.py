@@ -1,0 +1,409 @@
+"""One asyncio connection to a Kafka-protocol broker: framing, pipelining and version negotiation.
+
+The broker's inter-broker traffic (controller requests, replica fetchers) and the client library ride on this.
+
+* Requests are pipelined: ``send()`` writes the frame at once and awaits a future; any number may be in flight.
+  Kafka brokers answer in request order, so responses are matched to the oldest pending correlation id; a
+  response for any other id means the stream is broken and the connection is closed.
+* A request that times out fails with :class:`RequestTimeoutError` but the connection stays open: the late
+  response, when it comes, is read and dropped, which keeps the in-order matching intact.
+* Any connection-level failure (peer closed, reset, malformed framing) fails every pending request with a
+  ``ConnectionError`` subclass and leaves the connection closed; make a new one to reconnect.
+* Records fields of decoded responses are ``memoryview`` slices of that response's own frame (every frame is a
+  separate ``bytes`` object), so they stay valid as long as the caller keeps them.
+
+It is a plain :class:`asyncio.Protocol` (no reader task, no threads): ``data_received`` feeds the frame decoder
+and completes futures directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from client.errors import (
+    ConnectFailedError,
+    ConnectionLostError,
+    CorruptResponseError,
+    KafkaConnectionError,
+    KafkaError,
+    NotConnectedError,
+    ProtocolViolationError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+)
+from protocol.api import REGISTRY, ApiKey
+from protocol.errors import ErrorCode
+from protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
+from protocol.header import (
+    RequestHeader,
+    decode_response_header,
+    encode_request_header,
+    request_header_version,
+    response_header_version,
+)
+from protocol.messages.api_versions import API_VERSIONS
+from protocol.schema import Api
+from protocol.types import INT16, INT32, DecodeError
+
+log = logging.getLogger("moldau.client.connection")
+
+CLIENT_SOFTWARE_NAME = "moldau"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+MAX_CORRELATION_ID = 0x7FFFFFFF
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+@dataclass(slots=True)
+class _Pending:
+    api: Api
+    version: int
+    future: asyncio.Future[dict[str, Any]]
+
+
+class _Protocol(asyncio.Protocol):
+    """Forwards transport events to the connection (keeps the callbacks off the public class)."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self._conn = conn
+
+    def data_received(self, data: bytes) -> None:
+        self._conn._on_data(data)
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._conn._on_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._conn._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._conn._on_resume_writing()
+
+
+class BrokerConnection:
+    """An asyncio connection to one broker. Use ``await connect()`` first, ``await close()`` at the end.
+
+    ``async with BrokerConnection(host, port) as conn:`` connects and closes around a block.
+    """
+
+    def __init__(self, host: str, port: int, *, client_id: str = "moldau", request_timeout_ms: int = 30000,
+                 max_frame_bytes: int = 100 * 1024 * 1024) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.max_frame_bytes = max_frame_bytes
+        self._transport: asyncio.Transport | None = None
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._pending: dict[int, _Pending] = {}  # insertion order == send order
+        self._next_correlation_id = 0
+        self._api_versions: dict[int, tuple[int, int]] = {}
+        self._handshake_done = False
+        self._closed = False
+        self._close_reason: KafkaConnectionError | None = None
+        self._lost: asyncio.Future[None] | None = None
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self.late_responses = 0  # responses that arrived after their request timed out or was cancelled
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "connected" if self.connected else "new"
+        return f"<BrokerConnection {self.host}:{self.port} {state}>"
+
+    async def __aenter__(self) -> BrokerConnection:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def connected(self) -> bool:
+        """True once the TCP connection is up and the ApiVersions handshake is done, until it closes."""
+        return self._handshake_done and not self._closed
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()`` or once the connection failed; a closed connection is never reused."""
+        return self._closed
+
+    @property
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """The peer's supported (min, max) version per API key, as learned from ApiVersions."""
+        return dict(self._api_versions)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written and not yet answered (including timed-out ones whose late answer is awaited)."""
+        return len(self._pending)
+
+    # ------------------------------------------------------------------ connect / close
+    async def connect(self, timeout_s: float = 10.0) -> None:
+        """Opens the TCP connection and learns the peer's API versions (ApiVersions v3, else what it offers).
+
+        Raises :class:`ConnectFailedError` (a ``ConnectionError``) when either step fails or times out.
+        """
+        if self._closed:
+            raise NotConnectedError(f"{self.host}:{self.port}: connection already closed; make a new one")
+        if self._transport is not None:
+            raise RuntimeError("connect() called twice")
+        loop = asyncio.get_running_loop()
+        self._lost = loop.create_future()
+        where = f"{self.host}:{self.port}"
+        error: ConnectFailedError | None = None
+        try:
+            async with asyncio.timeout(timeout_s):
+                transport, _ = await loop.create_connection(lambda: _Protocol(self), self.host, self.port)
+                self._transport = transport
+                await self._handshake()
+        except TimeoutError:
+            error = ConnectFailedError(f"{where}: connect timed out after {timeout_s}s")
+        except (OSError, KafkaError, UnsupportedVersionError, CorruptResponseError) as exc:
+            # OSError covers refused/unreachable and our ConnectionError subclasses (lost during handshake)
+            error = ConnectFailedError(f"{where}: {exc}")
+            error.__cause__ = exc
+        if error is not None:
+            await self._abort(error)
+            raise error
+        self._handshake_done = True
+        log.debug("connected to %s:%d; %d APIs", self.host, self.port, len(self._api_versions))
+
+    async def _handshake(self) -> None:
+        version = API_VERSIONS.versions[1]
+        body = {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION}
+        response = await self._request(API_VERSIONS, body, version, timeout_ms=None)
+        if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+            # The peer answered in the v0 layout; retry with the highest version it says it knows (else v0).
+            offered = {k["api_key"]: k["max_version"] for k in response["api_keys"]}
+            version = max(0, min(offered.get(API_VERSIONS.key, 0), version - 1))
+            response = await self._request(API_VERSIONS, body, version, timeout_ms=None)
+        if response["error_code"] != ErrorCode.NONE:
+            raise KafkaError(response["error_code"], "ApiVersions failed")
+        self._api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+
+    async def close(self) -> None:
+        """Closes the connection; pending requests fail with :class:`NotConnectedError`. Idempotent."""
+        await self._abort(NotConnectedError(f"{self.host}:{self.port}: connection closed"))
+
+    async def _abort(self, reason: KafkaConnectionError) -> None:
+        self._fail(reason)
+        if self._transport is not None and self._lost is not None and not self._lost.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._lost), 1.0)
+            except TimeoutError:  # the transport never reported its end: it was aborted anyway
+                pass
+
+    def _fail(self, reason: KafkaConnectionError) -> None:
+        """Marks the connection closed, fails every pending request and drain waiter, closes the transport."""
+        if not self._closed:
+            self._closed = True
+            self._close_reason = reason
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(reason)
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_exception(reason)
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.abort()  # pending requests are failed anyway; do not linger on unsent data
+
+    # ------------------------------------------------------------------ versions
+    def version_for(self, api: Api, max_version: int | None = None) -> int:
+        """The highest version of ``api`` that both sides support (capped at ``max_version``)."""
+        theirs = self._api_versions.get(api.key)
+        if theirs is None:
+            raise UnsupportedVersionError(f"{self.host}:{self.port} does not offer {api.name}")
+        lo = max(api.versions[0], theirs[0])
+        hi = min(api.versions[1], theirs[1])
+        if max_version is not None:
+            hi = min(hi, max_version)
+        if hi < lo:
+            raise UnsupportedVersionError(
+                f"{api.name}: no common version (ours {api.versions[0]}-{api.versions[1]}, "
+                f"peer {theirs[0]}-{theirs[1]}, cap {max_version})")
+        return hi
+
+    # ------------------------------------------------------------------ requests
+    async def send(self, api: Api, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+        """Sends one request and returns the decoded response body (a dict keyed by snake_case field names).
+
+        ``version`` defaults to :meth:`version_for`; an explicit version must be one we support, and is sent
+        even if the peer did not advertise it. Error codes inside the response are the caller's to check.
+        Raises :class:`RequestTimeoutError`, a ``ConnectionError`` subclass, :class:`CorruptResponseError`
+        or :class:`UnsupportedVersionError`.
+        """
+        self._check_usable()
+        if version is None:
+            version = self.version_for(api)
+        return await self._request(api, body, version, timeout_ms=self.request_timeout_ms)
+
+    async def send_no_response(self, api: Api, body: dict[str, Any], version: int | None = None) -> None:
+        """Sends a request the peer will not answer (Produce with acks=0); returns once the bytes are queued."""
+        self._check_usable()
+        if version is None:
+            version = self.version_for(api)
+        self._write_request(api, body, version, None)
+        await self._drain()
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise NotConnectedError(f"{self.host}:{self.port}: connection is closed ({self._close_reason})")
+        if not self._handshake_done:
+            raise NotConnectedError(f"{self.host}:{self.port}: not connected; call connect() first")
+
+    async def _request(self, api: Api, body: dict[str, Any], version: int,
+                       timeout_ms: int | None) -> dict[str, Any]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        correlation_id = self._write_request(api, body, version, future)
+        if timeout_ms is None:
+            await self._drain()
+            return await future
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._drain()
+                return await future
+        except TimeoutError:
+            if future.done() and not future.cancelled():  # completed in the same loop iteration as the timeout
+                return future.result()
+            raise RequestTimeoutError(
+                f"{api.name} v{version} (correlation id {correlation_id}) to {self.host}:{self.port} "
+                f"got no response within {timeout_ms} ms") from None
+
+    def _write_request(self, api: Api, body: dict[str, Any], version: int,
+                       future: asyncio.Future[dict[str, Any]] | None) -> int:
+        """Encodes and writes one framed request; registers ``future`` (if any) under its correlation id."""
+        if not api.supports(version):
+            raise UnsupportedVersionError(f"{api.name} v{version} is not supported by this client "
+                                          f"({api.versions[0]}-{api.versions[1]})")
+        if self._transport is None or self._closed:
+            raise NotConnectedError(f"{self.host}:{self.port}: connection is closed")
+        correlation_id = self._allocate_correlation_id()
+        out = bytearray(4)
+        header = RequestHeader(api.key, version, correlation_id, self.client_id)
+        encode_request_header(out, header, request_header_version(api.key, api.is_flexible(version), version))
+        external: list[tuple[int, Any]] = []
+        api.request_encoder(version)(out, external, body)
+        parts = _parts(out, external)
+        INT32.pack_into(out, 0, sum(len(p) for p in parts) - 4)
+        if future is not None:
+            self._pending[correlation_id] = _Pending(api, version, future)
+        transport = self._transport
+        if len(parts) == 1:
+            transport.write(parts[0])
+        else:
+            transport.writelines(parts)
+        return correlation_id
+
+    def _allocate_correlation_id(self) -> int:
+        while True:
+            cid = self._next_correlation_id
+            self._next_correlation_id = 0 if cid >= MAX_CORRELATION_ID else cid + 1
+            if cid not in self._pending:  # only possible after 2**31 requests with one still pending
+                return cid
+
+    async def _drain(self) -> None:
+        if not self._write_paused:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    # ------------------------------------------------------------------ transport callbacks
+    def _on_resume_writing(self) -> None:
+        self._write_paused = False
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        detail = f": {exc}" if exc else ""
+        self._fail(ConnectionLostError(f"{self.host}:{self.port}: connection lost{detail}"))
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
+
+    def _on_data(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            frames = self._decoder.feed(data)
+        except (FrameTooLarge, InvalidFrame) as exc:
+            self._fail(ProtocolViolationError(f"{self.host}:{self.port}: {exc}"))
+            return
+        for frame in frames:
+            if not self._on_frame(frame):
+                return
+
+    def _on_frame(self, frame: bytes) -> bool:
+        """Matches one response frame with the oldest pending request. False: the connection was failed."""
+        if len(frame) < 4:
+            self._fail(ProtocolViolationError(f"{self.host}:{self.port}: {len(frame)}-byte response frame"))
+            return False
+        correlation_id = INT32.unpack_from(frame, 0)[0]
+        expected = next(iter(self._pending), None)
+        if correlation_id != expected:
+            self._fail(ProtocolViolationError(
+                f"{self.host}:{self.port}: response for correlation id {correlation_id}, expected {expected}"))
+            return False
+        pending = self._pending.pop(correlation_id)
+        if pending.future.done():  # timed out or cancelled: drop the late answer
+            self.late_responses += 1
+            return True
+        try:
+            pending.future.set_result(_decode_response(pending.api, pending.version, memoryview(frame)))
+        except UnsupportedVersionError as exc:
+            pending.future.set_exception(exc)
+        except DecodeError as exc:
+            pending.future.set_exception(CorruptResponseError(
+                f"{pending.api.name} v{pending.version} response from {self.host}:{self.port}: {exc}"))
+        return True
+
+
+def _parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:
+    """The request as buffers to write; external (non-bytes) records values must offer ``read()``."""
+    if not external:
+        return [out]
+    parts: list[Any] = []
+    start = 0
+    for at, obj in external:
+        parts.append(memoryview(out)[start:at])
+        if not hasattr(obj, "read"):
+            raise TypeError(f"records value of type {type(obj).__name__} is neither bytes-like nor readable")
+        data = obj.read()
+        if len(data) != len(obj):
+            raise ValueError(f"records value read {len(data)} bytes, declared {len(obj)}")
+        parts.append(data)
+        start = at
+    parts.append(memoryview(out)[start:])
+    return parts
+
+
+def _decode_response(api: Api, version: int, frame: memoryview) -> dict[str, Any]:
+    _, pos = decode_response_header(frame, response_header_version(api.key, api.is_flexible(version)))
+    if api.key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= pos + 2 and \
+            INT16.unpack_from(frame, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
+        # KIP-511: a peer that does not know our ApiVersions version answers in the v0 layout.
+        version = 0
+    try:
+        body, _ = api.response_decoder(version)(frame, pos)
+    except DecodeError:
+        if len(frame) == 6 and INT16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION:
+            # A broker that does not serve this (key, version) answers with the bare error code after a v0
+            # header, whatever the version's own layout.
+            raise UnsupportedVersionError(f"peer rejected {api.name} v{version}: UNSUPPORTED_VERSION") from None
+        raise
+    return body
+
+
+
+def api_for(key: int) -> Api:
+    """The registered :class:`Api` for a key (``ApiKey`` members work too)."""
+    return REGISTRY[int(key)]
