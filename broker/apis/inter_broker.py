@@ -1,0 +1,98 @@
+"""LeaderAndIsr, UpdateMetadata, StopReplica (controller -> broker) and ControlledShutdown (broker -> controller).
+
+Fencing: a request from a controller epoch lower than the highest this broker has seen is refused with
+STALE_CONTROLLER_EPOCH (a zombie controller), and one addressed to an earlier registration of this broker (its
+broker epoch, the czxid of /brokers/ids/<id>, is older than ours) with STALE_BROKER_EPOCH. A standalone broker
+(no ZooKeeper, no controller) answers all of them with NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.controller import requests as R
+from broker.metadata import PartitionState
+from broker.request_channel import Request
+from protocol.errors import ErrorCode
+
+log = logging.getLogger("moldau.apis.inter_broker")
+
+
+def _cache(ctx: Any) -> Any:
+    """The ZooKeeper-mode metadata cache, or None in standalone mode."""
+    cache = ctx.metadata
+    return cache if hasattr(cache, "controller_epoch") and getattr(ctx, "zk", None) is not None else None
+
+
+def _fence(ctx: Any, body: dict[str, Any]) -> ErrorCode:
+    cache = _cache(ctx)
+    if cache is None:
+        return ErrorCode.NOT_CONTROLLER
+    epoch = body["controller_epoch"]
+    if epoch < cache.controller_epoch:
+        log.warning("refusing a request of controller %d with stale controller epoch %d (current %d)",
+                    body["controller_id"], epoch, cache.controller_epoch)
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+    broker_epoch = body.get("broker_epoch", -1)
+    if broker_epoch != -1 and broker_epoch < ctx.broker_epoch:
+        log.warning("refusing a request of controller %d for broker epoch %d (current %d)",
+                    body["controller_id"], broker_epoch, ctx.broker_epoch)
+        return ErrorCode.STALE_BROKER_EPOCH
+    cache.controller_epoch = epoch
+    return ErrorCode.NONE
+
+
+async def handle_leader_and_isr(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    error = _fence(ctx, body)
+    results: list[tuple[str, bytes | None, int, ErrorCode]] = []
+    states = list(R.partition_states(body))
+    if error == ErrorCode.NONE:
+        configs: dict[str, dict[str, str]] = {}
+        for topic, topic_id, s in states:
+            if topic not in configs:
+                configs[topic] = await ctx.zk.topic_config(topic)
+            state = PartitionState(s["partition_index"], s["leader"], s["leader_epoch"], list(s["replicas"]),
+                                   list(s["isr"]))
+            code = ctx.replica_manager.become_leader_or_follower(topic, state, configs[topic])
+            results.append((topic, topic_id, s["partition_index"], code))
+        led = sum(1 for t, _, s in states if s["leader"] == ctx.broker_id)
+        log.info("LeaderAndIsr from controller %d (epoch %d): %d partitions, %d led here", body["controller_id"],
+                 body["controller_epoch"], len(states), led)
+    else:
+        results = [(t, tid, s["partition_index"], error) for t, tid, s in states]
+    by_id: dict[bytes, list[dict[str, Any]]] = {}
+    for _, topic_id, index, code in results:
+        by_id.setdefault(topic_id or bytes(16), []).append({"partition_index": index, "error_code": code})
+    return {"error_code": error,
+            "partition_errors": [{"topic_name": t, "partition_index": i, "error_code": c} for t, _, i, c in results],
+            "topics": [{"topic_id": tid, "partition_errors": errs} for tid, errs in by_id.items()]}
+
+
+def handle_update_metadata(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    error = _fence(ctx, body)
+    if error == ErrorCode.NONE:
+        ctx.metadata.update(body)
+    return {"error_code": error}
+
+
+def handle_stop_replica(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    error = _fence(ctx, body)
+    partitions = list(R.stop_replica_partitions(body))
+    out = []
+    for topic, index, delete in partitions:
+        code = error if error != ErrorCode.NONE else ctx.replica_manager.stop_replica(topic, index, delete)
+        out.append({"topic_name": topic, "partition_index": index, "error_code": code})
+    if error == ErrorCode.NONE and partitions:
+        log.info("StopReplica from controller %d: %d partitions (delete: %s)", body["controller_id"],
+                 len(partitions), any(d for _, _, d in partitions))
+    return {"error_code": error, "partition_errors": out}
+
+
+async def handle_controlled_shutdown(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    controller = getattr(ctx, "controller", None)
+    if controller is None or not controller.active:
+        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
+    error, remaining = await controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
+    return {"error_code": error,
+            "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -1,0 +1,527 @@
+"""The controller: elected through the ephemeral /controller znode; all its work runs through ONE event queue.
+
+Every broker runs a ``Controller``; only the one that created /controller (and bumped /controller_epoch in the
+same multi) is active. Watches on /brokers/ids, /brokers/topics, /admin/delete_topics and
+/isr_change_notification, controlled-shutdown requests and the periodic preferred-leader check all become events
+on one ``asyncio.Queue``, so decisions never interleave. Every state write is a multi that also checks the
+version /controller_epoch had when we were elected, so a controller that was replaced (a zombie) cannot
+overwrite its successor's decisions. Requests to brokers go through per-broker senders (``channel.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.controller import election as E
+from broker.controller import requests as R
+from broker.controller import zk_data as Z
+from broker.controller.channel import ControllerChannel
+from broker.controller.zk import ControllerMovedError, KafkaZk, Op
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+
+log = logging.getLogger("moldau.controller")
+
+TP = tuple[str, int]
+
+# Until follower fetchers exist (the replication issue), nothing puts a returning replica back into the ISR; the
+# controller does it when the broker registers, so preferred leadership can move back to it. The replication
+# issue turns this off: then the leader expands the ISR when the follower has caught up.
+RESTORE_ISR_ON_BROKER_STARTUP = True
+MULTI_CHUNK = 200
+
+
+@dataclass(slots=True)
+class ControllerSettings:
+    unclean_leader_election: bool = False
+    auto_leader_rebalance: bool = True
+    imbalance_check_interval_s: float = 300.0
+    imbalance_percentage: int = 10
+    socket_timeout_ms: int = 30000
+    listener_name: str | None = None
+
+
+@dataclass(slots=True)
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = -1
+    live: dict[int, Z.BrokerInfo] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    topic_ids: dict[str, bytes] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[TP, Z.LeaderIsr] = field(default_factory=dict)
+
+    def replicas(self, tp: TP) -> list[int]:
+        return self.assignments.get(tp[0], {}).get(tp[1], [])
+
+    def partitions_of(self, topic: str) -> list[TP]:
+        return [(topic, p) for p in sorted(self.assignments.get(topic, {}))]
+
+    def all_partitions(self) -> list[TP]:
+        return [(t, p) for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
+
+
+Event = tuple[str, Callable[[], Awaitable[None]]]
+
+
+class Controller:
+    def __init__(self, broker_id: int, zk: KafkaZk, settings: ControllerSettings,
+                 broker_epoch: Callable[[], int]) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.settings = settings
+        self.broker_epoch = broker_epoch
+        self.ctx = ControllerContext()
+        self.active = False
+        self.controller_id = -1  # as last seen in /controller
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.channel: ControllerChannel | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_task: asyncio.Task[None] | None = None
+        # Called with the new controller id whenever /controller changes (the metadata cache listens).
+        self.controller_listeners: list[Callable[[int], None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._process(), name="controller-events"))
+        client = self.zk.client
+        client.watch_data(Z.CONTROLLER, lambda data, stat: self._on_controller_znode(data))
+        client.watch_children(Z.BROKER_IDS, lambda _: self._enqueue_if_active("broker-change",
+                                                                                self._on_broker_change))
+        client.watch_children(Z.BROKER_TOPICS, lambda _: self._enqueue_if_active("topic-change",
+                                                                                   self._on_topic_change))
+        client.watch_children(Z.DELETE_TOPICS, lambda _: self._enqueue_if_active("topic-deletion",
+                                                                                   self._on_topic_deletion))
+        client.watch_children(Z.ISR_CHANGE, lambda _: self._enqueue_if_active("isr-change", self._on_isr_change))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        await self._deactivate()
+
+    def enqueue(self, name: str, handler: Callable[[], Awaitable[None]]) -> None:
+        self.queue.put_nowait((name, handler))
+
+    def _enqueue_if_active(self, name: str, handler: Callable[[], Awaitable[None]]) -> None:
+        if self.active:
+            self.enqueue(name, handler)
+
+    async def _process(self) -> None:
+        while True:
+            name, handler = await self.queue.get()
+            try:
+                await handler()
+            except asyncio.CancelledError:
+                raise
+            except ControllerMovedError as exc:
+                log.warning("controller event %s: %s; resigning", name, exc)
+                await self._deactivate()
+            except Exception:
+                log.exception("controller event %s failed", name)
+
+    def on_session_event(self, event: str) -> None:
+        """ZooKeeper session state (from ZkClient): a lost session means /controller is gone with it."""
+        if event == "LOST":
+            self.enqueue("session-expired", self._deactivate)
+        elif event == "RECONNECTED_NEW_SESSION":
+            self.enqueue("elect", self._elect)
+
+    # ------------------------------------------------------------------ election
+    def _on_controller_znode(self, data: bytes | None) -> None:
+        controller_id = -1
+        if data is not None:
+            try:
+                controller_id = Z.parse_controller(data)
+            except Z.MalformedZnode as exc:
+                log.error("%s", exc)
+        self.controller_id = controller_id
+        for listener in self.controller_listeners:
+            listener(controller_id)
+        if controller_id == -1 or (self.active and controller_id != self.broker_id):
+            self.enqueue("elect", self._elect)
+
+    async def _elect(self) -> None:
+        current = await self.zk.controller_id()
+        if current != -1:
+            if self.active and current != self.broker_id:
+                log.info("broker %d is now the controller; resigning", current)
+                await self._deactivate()
+            return
+        registration = await self.zk.try_become_controller(self.broker_id)
+        if registration is None:
+            return
+        self.controller_id = self.broker_id
+        for listener in self.controller_listeners:
+            listener(self.broker_id)
+        await self._on_become_controller(registration.epoch, registration.epoch_zk_version)
+
+    async def _deactivate(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        if self.channel is not None:
+            await self.channel.close()
+            self.channel = None
+        self.ctx = ControllerContext()
+        log.info("broker %d resigned as controller", self.broker_id)
+
+    async def _on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
+        log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, epoch)
+        self.ctx = ctx = ControllerContext(epoch, epoch_zk_version)
+        self.active = True
+        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name)
+        ctx.live = await self.zk.live_brokers()
+        for broker in ctx.live.values():
+            self.channel.add_broker(broker)
+        for topic in await self.zk.topics():
+            await self._load_topic(topic)
+        # New partitions get their first state; partitions whose leader is gone get a new one.
+        await self._initialize_new_partitions(ctx.all_partitions())
+        changes = self._elect_offline(ctx.all_partitions())
+        await self._write_states(changes)
+        self._send_update_metadata(list(ctx.live), ctx.all_partitions())
+        for broker_id in ctx.live:
+            self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
+        await self._on_topic_deletion()
+        await self._on_isr_change()
+        if self.settings.auto_leader_rebalance:
+            self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(),
+                                                                          name="leader-rebalance-timer")
+
+    # ------------------------------------------------------------------ state helpers
+    async def _load_topic(self, topic: str) -> bool:
+        assignment = await self.zk.assignment(topic)
+        if assignment is None:
+            return False
+        ctx = self.ctx
+        ctx.assignments[topic] = assignment.partitions
+        ctx.topic_ids[topic] = assignment.topic_id
+        ctx.topic_configs[topic] = await self.zk.topic_config(topic)
+        for p in assignment.partitions:
+            state = await self.zk.partition_state(topic, p)
+            if state is not None:
+                ctx.states[(topic, p)] = state
+        return True
+
+    def _unclean(self, topic: str) -> bool:
+        value = self.ctx.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        return self.settings.unclean_leader_election if value is None else value.strip().lower() == "true"
+
+    def _new_state(self, tp: TP, leader: int, isr: list[int], bump_epoch: bool = True) -> Z.LeaderIsr:
+        old = self.ctx.states.get(tp)
+        epoch = (old.leader_epoch + 1 if bump_epoch else old.leader_epoch) if old is not None else 0
+        return Z.LeaderIsr(leader, epoch, isr, self.ctx.epoch, old.zk_version if old is not None else -1)
+
+    async def _initialize_new_partitions(self, tps: list[TP]) -> None:
+        """First state of partitions without one: the first live replica leads; the live replicas are the ISR."""
+        ctx = self.ctx
+        created: dict[TP, Z.LeaderIsr] = {}
+        ops: list[Op] = []
+        for tp in tps:
+            if tp in ctx.states:
+                continue
+            replicas = ctx.replicas(tp)
+            live = [r for r in replicas if r in ctx.live and r not in ctx.shutting_down]
+            state = Z.LeaderIsr(live[0] if live else E.NO_LEADER, 0, live or list(replicas), ctx.epoch, 0)
+            if not await self.zk.client.exists(Z.partitions_path(tp[0])) and \
+                    ("create", Z.partitions_path(tp[0]), b"", False) not in ops:
+                ops.append(("create", Z.partitions_path(tp[0]), b"", False))
+            if not await self.zk.client.exists(Z.partition_path(*tp)):
+                ops.append(("create", Z.partition_path(*tp), b"", False))
+            ops.append(("create", Z.state_path(*tp), Z.partition_state(state), False))
+            created[tp] = state
+        for i in range(0, len(ops), MULTI_CHUNK):
+            await self.zk.controller_multi(self.ctx.epoch_zk_version, ops[i:i + MULTI_CHUNK])
+        ctx.states.update(created)
+
+    def _elect_offline(self, tps: list[TP]) -> dict[TP, Z.LeaderIsr]:
+        ctx = self.ctx
+        changes: dict[TP, Z.LeaderIsr] = {}
+        live = [b for b in ctx.live if b not in ctx.shutting_down]
+        for tp in tps:
+            state = ctx.states.get(tp)
+            if state is None or state.leader in live:
+                continue
+            result = E.offline_partition_election(ctx.replicas(tp), state.isr, live, self._unclean(tp[0]))
+            if result.leader == state.leader and result.isr == state.isr:
+                continue
+            if not result.elected:
+                log.warning("partition %s-%d has no live in-sync replica (replicas %s, ISR %s): offline", *tp,
+                            ctx.replicas(tp), state.isr)
+            changes[tp] = self._new_state(tp, result.leader, result.isr)
+        return changes
+
+    async def _write_states(self, changes: dict[TP, Z.LeaderIsr]) -> None:
+        """Conditional writes (controller epoch check + each state's znode version) of changed states."""
+        items = sorted(changes.items())
+        for i in range(0, len(items), MULTI_CHUNK):
+            chunk = items[i:i + MULTI_CHUNK]
+            ops: list[Op] = [("set", Z.state_path(*tp), Z.partition_state(s), s.zk_version) for tp, s in chunk]
+            results = await self.zk.controller_multi(self.ctx.epoch_zk_version, ops)
+            for (tp, state), stat in zip(chunk, results):
+                state.zk_version = int(stat.version)
+                self.ctx.states[tp] = state
+        for tp, state in items:
+            log.info("partition %s-%d: leader %d, leader epoch %d, ISR %s", *tp, state.leader, state.leader_epoch,
+                     state.isr)
+
+    def _partition_info(self, tp: TP, is_new: bool = False) -> R.PartitionInfo:
+        ctx = self.ctx
+        return R.PartitionInfo(tp[0], ctx.topic_ids.get(tp[0], bytes(16)), tp[1], ctx.states[tp], ctx.replicas(tp),
+                               is_new)
+
+    # ------------------------------------------------------------------ sending
+    def _send_leader_and_isr(self, broker_id: int, tps: list[TP], is_new: bool = False) -> None:
+        ctx = self.ctx
+        broker = ctx.live.get(broker_id)
+        tps = [tp for tp in tps if tp in ctx.states]
+        if broker is None or not tps or self.channel is None:
+            return
+        infos = [self._partition_info(tp, is_new) for tp in tps]
+        leaders = [ctx.live[i.state.leader] for i in infos if i.state.leader in ctx.live]
+        unique = list({b.broker_id: b for b in leaders}.values())
+        body = R.leader_and_isr(self.broker_id, ctx.epoch, broker.epoch, infos, unique)
+        self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, body, self._on_leader_and_isr_response)
+
+    def _send_update_metadata(self, broker_ids: list[int], tps: list[TP]) -> None:
+        ctx = self.ctx
+        if self.channel is None:
+            return
+        infos = [self._partition_info(tp) for tp in tps if tp in ctx.states]
+        live = [ctx.live[b] for b in sorted(ctx.live)]
+        for broker_id in broker_ids:
+            broker = ctx.live.get(broker_id)
+            if broker is not None:
+                body = R.update_metadata(self.broker_id, ctx.epoch, broker.epoch, infos, live)
+                self.channel.send(broker_id, ApiKey.UPDATE_METADATA, body, self._on_simple_response)
+
+    def _send_stop_replica(self, broker_id: int, tps: list[TP], delete: bool) -> None:
+        broker = self.ctx.live.get(broker_id)
+        if broker is None or not tps or self.channel is None:
+            return
+        body = R.stop_replica(self.broker_id, self.ctx.epoch, broker.epoch, tps, delete)
+        self.channel.send(broker_id, ApiKey.STOP_REPLICA, body, self._on_simple_response)
+
+    def _propagate(self, changed: list[TP], extra_leader_and_isr: dict[int, list[TP]] | None = None) -> None:
+        """LeaderAndIsr to the live replicas of changed partitions, then UpdateMetadata to every live broker."""
+        per_broker: dict[int, list[TP]] = {b: list(v) for b, v in (extra_leader_and_isr or {}).items()}
+        for tp in changed:
+            for r in self.ctx.replicas(tp):
+                if r in self.ctx.live and tp not in per_broker.setdefault(r, []):
+                    per_broker[r].append(tp)
+        for broker_id, tps in sorted(per_broker.items()):
+            self._send_leader_and_isr(broker_id, tps)
+        self._send_update_metadata(list(self.ctx.live), changed)
+
+    def _on_leader_and_isr_response(self, broker_id: int, response: dict[str, Any]) -> None:
+        errors = [(p.get("topic_name", "?"), p["partition_index"], p["error_code"])
+                  for p in response.get("partition_errors") or [] if p["error_code"]]
+        for t in response.get("topics") or []:
+            errors += [("?", p["partition_index"], p["error_code"]) for p in t["partition_errors"] if p["error_code"]]
+        if response.get("error_code") or errors:
+            log.warning("LeaderAndIsr to broker %d: error %s, partition errors %s", broker_id,
+                        response.get("error_code"), errors[:10])
+
+    def _on_simple_response(self, broker_id: int, response: dict[str, Any]) -> None:
+        if response.get("error_code"):
+            log.warning("request to broker %d answered with error %s", broker_id,
+                        ErrorCode.for_code(int(response["error_code"])).name)
+
+    # ------------------------------------------------------------------ broker changes
+    async def _on_broker_change(self) -> None:
+        ctx = self.ctx
+        current = await self.zk.live_brokers()
+        dead = sorted(b for b in ctx.live if b not in current or current[b].epoch != ctx.live[b].epoch)
+        new = sorted(b for b in current if b not in ctx.live or current[b].epoch != ctx.live[b].epoch)
+        if dead:
+            await self._on_brokers_failed(dead)
+        if new:
+            await self._on_brokers_started([current[b] for b in new])
+
+    async def _on_brokers_failed(self, dead: list[int]) -> None:
+        ctx = self.ctx
+        log.info("brokers %s left the cluster", dead)
+        for b in dead:
+            ctx.live.pop(b, None)
+            ctx.shutting_down.discard(b)
+            if self.channel is not None:
+                await self.channel.remove_broker(b)
+        led = [tp for tp, s in ctx.states.items() if s.leader in dead]
+        changes = self._elect_offline(led)
+        for tp, state in ctx.states.items():
+            if tp not in changes and state.leader != E.NO_LEADER and any(r in dead for r in state.isr):
+                changes[tp] = self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
+        await self._write_states(changes)
+        self._propagate(sorted(changes))
+
+    async def _on_brokers_started(self, brokers: list[Z.BrokerInfo]) -> None:
+        ctx = self.ctx
+        log.info("brokers %s joined the cluster", [b.broker_id for b in brokers])
+        new_ids = [b.broker_id for b in brokers]
+        for b in brokers:
+            ctx.live[b.broker_id] = b
+            if self.channel is not None:
+                self.channel.add_broker(b)
+        # The newcomers learn everything; the others learn the new broker list.
+        self._send_update_metadata(new_ids, ctx.all_partitions())
+        self._send_update_metadata([b for b in ctx.live if b not in new_ids], [])
+        changes: dict[TP, Z.LeaderIsr] = {}
+        hosted = [tp for tp in ctx.all_partitions() if any(b in ctx.replicas(tp) for b in new_ids)]
+        if RESTORE_ISR_ON_BROKER_STARTUP:
+            for tp in hosted:
+                state = ctx.states.get(tp)
+                missing = [b for b in new_ids if b in ctx.replicas(tp) and state is not None and b not in state.isr]
+                if state is not None and missing and state.leader != E.NO_LEADER:
+                    isr = [r for r in ctx.replicas(tp) if r in state.isr or r in missing]
+                    changes[tp] = self._new_state(tp, state.leader, isr, bump_epoch=False)
+        await self._write_states(changes)
+        elections = self._elect_offline(hosted)
+        await self._write_states(elections)
+        changes.update(elections)
+        self._propagate(sorted(changes), {b: hosted for b in new_ids})
+
+    # ------------------------------------------------------------------ topics
+    async def _on_topic_change(self) -> None:
+        ctx = self.ctx
+        new = [t for t in await self.zk.topics() if t not in ctx.assignments]
+        created: list[TP] = []
+        for topic in new:
+            if await self._load_topic(topic):
+                created += ctx.partitions_of(topic)
+        if not created:
+            return
+        log.info("new topics %s", sorted({t for t, _ in created}))
+        await self._initialize_new_partitions(created)
+        per_broker: dict[int, list[TP]] = {}
+        for tp in created:
+            for r in ctx.replicas(tp):
+                per_broker.setdefault(r, []).append(tp)
+        for broker_id, tps in sorted(per_broker.items()):
+            self._send_leader_and_isr(broker_id, tps, is_new=True)
+        self._send_update_metadata(list(ctx.live), created)
+
+    async def _on_topic_deletion(self) -> None:
+        ctx = self.ctx
+        for topic in await self.zk.topics_to_delete():
+            if topic not in ctx.assignments and not await self._load_topic(topic):
+                await self.zk.client.delete(Z.delete_topic_path(topic))
+                continue
+            tps = ctx.partitions_of(topic)
+            log.info("deleting topic %s (%d partitions)", topic, len(tps))
+            for broker_id in sorted(ctx.live):
+                mine = [tp for tp in tps if broker_id in ctx.replicas(tp)]
+                self._send_stop_replica(broker_id, mine, delete=True)
+            for tp in tps:
+                if tp in ctx.states:
+                    s = ctx.states[tp]
+                    ctx.states[tp] = Z.LeaderIsr(R.LEADER_DURING_DELETE, s.leader_epoch, s.isr, ctx.epoch,
+                                                 s.zk_version)
+            self._send_update_metadata(list(ctx.live), tps)
+            paths = [Z.state_path(*tp) for tp in tps] + [Z.partition_path(*tp) for tp in tps]
+            ops: list[Op] = []
+            for path in paths + [Z.partitions_path(topic), Z.topic_path(topic), Z.topic_config_path(topic),
+                                 Z.delete_topic_path(topic)]:
+                if await self.zk.client.exists(path):
+                    ops.append(("delete", path, -1))
+            for i in range(0, len(ops), MULTI_CHUNK):
+                await self.zk.controller_multi(ctx.epoch_zk_version, ops[i:i + MULTI_CHUNK])
+            for tp in tps:
+                ctx.states.pop(tp, None)
+            ctx.assignments.pop(topic, None)
+            ctx.topic_ids.pop(topic, None)
+            ctx.topic_configs.pop(topic, None)
+
+    async def _on_isr_change(self) -> None:
+        """Leaders report ISR changes they wrote (replication issue): refresh those states, tell everyone."""
+        changed: set[TP] = set()
+        for path, tps in await self.zk.isr_changes():
+            for tp in tps:
+                state = await self.zk.partition_state(*tp)
+                if state is not None and tp[0] in self.ctx.assignments:
+                    self.ctx.states[tp] = state
+                    changed.add(tp)
+            await self.zk.client.delete(path)
+        if changed:
+            self._send_update_metadata(list(self.ctx.live), sorted(changed))
+
+    # ------------------------------------------------------------------ controlled shutdown
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:
+        """Runs as an event; answers once the leaderships have moved (in ZooKeeper and in the queues)."""
+        fut: asyncio.Future[tuple[ErrorCode, list[TP]]] = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                result = await self._controlled_shutdown(broker_id, broker_epoch)
+            except BaseException as exc:
+                if not fut.done():
+                    fut.set_exception(exc)
+                raise
+            if not fut.done():
+                fut.set_result(result)
+
+        self.enqueue("controlled-shutdown", event)
+        return await fut
+
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:
+        ctx = self.ctx
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        broker = ctx.live.get(broker_id)
+        if broker is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch != -1 and broker_epoch < broker.epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        log.info("controlled shutdown of broker %d", broker_id)
+        ctx.shutting_down.add(broker_id)
+        live = [b for b in ctx.live if b not in ctx.shutting_down]
+        changes: dict[TP, Z.LeaderIsr] = {}
+        followed: list[TP] = []
+        for tp, state in sorted(ctx.states.items()):
+            replicas = ctx.replicas(tp)
+            if broker_id not in replicas or state.leader == R.LEADER_DURING_DELETE:
+                continue
+            if state.leader == broker_id:
+                if len(replicas) > 1:
+                    result = E.controlled_shutdown_election(replicas, state.isr, live, ctx.shutting_down)
+                    if result.elected:
+                        changes[tp] = self._new_state(tp, result.leader, result.isr)
+            elif broker_id in state.isr:
+                changes[tp] = self._new_state(tp, state.leader, E.shrink_isr(state.isr, [broker_id]))
+                followed.append(tp)
+        await self._write_states(changes)
+        self._propagate(sorted(changes))
+        self._send_stop_replica(broker_id, followed, delete=False)
+        remaining = sorted(tp for tp, s in ctx.states.items() if s.leader == broker_id)
+        return ErrorCode.NONE, remaining
+
+    # ------------------------------------------------------------------ preferred leaders
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.imbalance_check_interval_s)
+            self._enqueue_if_active("preferred-leader-check", self._check_preferred_leaders)
+
+    async def _check_preferred_leaders(self) -> None:
+        ctx = self.ctx
+        live = [b for b in ctx.live if b not in ctx.shutting_down]
+        leaders = {tp: (ctx.replicas(tp), s.leader) for tp, s in ctx.states.items()
+                   if s.leader != R.LEADER_DURING_DELETE}
+        changes: dict[TP, Z.LeaderIsr] = {}
+        for tp in E.imbalanced_partitions(leaders, live, self.settings.imbalance_percentage):
+            state = ctx.states[tp]
+            result = E.preferred_replica_election(ctx.replicas(tp), state.isr, live, ctx.shutting_down)
+            if result.elected and result.leader != state.leader:
+                changes[tp] = self._new_state(tp, result.leader, result.isr)
+        if changes:
+            log.info("moving %d partitions back to their preferred leaders", len(changes))
+            await self._write_states(changes)
+            self._propagate(sorted(changes))

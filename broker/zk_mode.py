@@ -1,0 +1,175 @@
+"""The broker's side of ZooKeeper mode: connect, broker id, registration, controller, controlled shutdown.
+
+``BrokerServer`` calls these in order: ``connect()`` (before the logs load: the broker id and cluster id come from
+ZooKeeper), ``producer_ids()``, ``register()`` (after the listeners are bound, as Kafka does), ``start_controller()``
+(after the request handlers run, since the controller talks to its own broker over the network too),
+``controlled_shutdown()`` on SIGTERM and ``close()`` last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from broker.controller.controller import Controller, ControllerSettings
+from broker.controller.zk import KafkaZk, ZkClient
+from broker.controller.zk_data import BrokerInfo
+from broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
+from broker.metadata_cache import MetadataCache
+from broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
+from client.connection import BrokerConnection, api_for
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+log = logging.getLogger("moldau.zk_mode")
+
+
+def retag_logging(broker_id: int) -> None:
+    """The log formatter's broker-id tag, once a generated id is known."""
+    for handler in logging.getLogger().handlers:
+        for f in handler.filters:
+            if hasattr(f, "broker_id"):
+                f.broker_id = broker_id
+
+
+class ZkMode:
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        cfg = server.config
+        self.client = ZkClient(str(cfg.get("zookeeper.connect")), int(cfg.get("zookeeper.session.timeout.ms")),
+                               cfg.zookeeper_connection_timeout_ms)
+        self.zk = KafkaZk(self.client)
+        self.controller: Controller | None = None
+        self.cache: MetadataCache | None = None
+        self.broker_epoch = -1
+        self._registration: BrokerInfo | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def connect(self) -> str:
+        """Connects, creates the persistent paths, settles the broker id; returns the cluster id."""
+        cfg = self.server.config
+        await self.client.start()
+        log.info("connected to ZooKeeper at %s (session 0x%x)", self.client.connect_string, self.client.session_id)
+        await self.zk.ensure_persistent_paths()
+        if self.server.broker_id < 0 or cfg.broker_id < 0:
+            recorded = read_meta_broker_id(self.server.log_dirs)
+            if recorded is not None:
+                broker_id = recorded
+            elif cfg.get("broker.id.generation.enable"):
+                broker_id = await self.zk.generate_broker_id(int(cfg.get("reserved.broker.max.id")))
+                log.info("generated broker.id %d from /brokers/seqid", broker_id)
+            else:
+                raise RuntimeError("broker.id is not set and broker.id.generation.enable is false")
+            self.server.broker_id = broker_id
+            retag_logging(broker_id)
+        return await self.zk.cluster_id(new_cluster_id())
+
+    async def producer_ids(self) -> ZkProducerIdManager:
+        broker_id = self.server.broker_id
+        manager = ZkProducerIdManager(lambda: self.zk.allocate_producer_id_block(broker_id, BLOCK_SIZE))
+        await manager.start()
+        return manager
+
+    async def register(self, cluster_id: str, endpoint: BrokerEndpoint) -> MetadataCache:
+        server = self.server
+        cfg = server.config
+        broker_id = server.broker_id
+        endpoints = server.advertised_endpoints()
+        self._registration = BrokerInfo(broker_id, endpoint.host, endpoint.port, cfg.broker_rack, endpoints)
+        settings = ControllerSettings(
+            unclean_leader_election=bool(cfg.get("unclean.leader.election.enable")),
+            auto_leader_rebalance=bool(cfg.get("auto.leader.rebalance.enable")),
+            imbalance_check_interval_s=float(cfg.get("leader.imbalance.check.interval.seconds")),
+            imbalance_percentage=int(cfg.get("leader.imbalance.per.broker.percentage")),
+            socket_timeout_ms=int(cfg.get("controller.socket.timeout.ms")),
+            listener_name=cfg.inter_broker_listener_name)
+        self.controller = Controller(broker_id, self.zk, settings, lambda: self.broker_epoch)
+        controller = self.controller
+        self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active)
+        controller.controller_listeners.append(self.cache.on_controller_change)
+        await self._register()
+        self.client.state_listeners.append(self._on_session_event)
+        return self.cache
+
+    async def _register(self) -> None:
+        assert self._registration is not None
+        protocols = {name: proto for name, proto, _, _ in self._registration.endpoints}
+        self.broker_epoch = await self.zk.register_broker(self._registration, protocols)
+        log.info("registered /brokers/ids/%d (broker epoch %d) with endpoints %s", self.server.broker_id,
+                 self.broker_epoch, [f"{n}://{h}:{p}" for n, _, h, p in self._registration.endpoints])
+
+    def start_controller(self) -> None:
+        assert self.controller is not None
+        self.controller.start()
+
+    def _on_session_event(self, event: str) -> None:
+        if event == "LOST":
+            log.warning("ZooKeeper session expired; will register again when reconnected")
+        elif event == "SUSPENDED":
+            log.warning("ZooKeeper connection lost; reconnecting")
+        elif event == "RECONNECTED_NEW_SESSION":
+            task = asyncio.get_running_loop().create_task(self._reregister(), name="zk-reregister")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if self.controller is not None:
+            self.controller.on_session_event(event)
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+        except Exception:
+            log.exception("registering again after the session expired failed")
+
+    async def controlled_shutdown(self) -> bool:
+        """Asks the controller to move this broker's leaderships away; retries as configured."""
+        cfg = self.server.config
+        if not cfg.get("controlled.shutdown.enable") or self.broker_epoch < 0:
+            return False
+        broker_id = self.server.broker_id
+        timeout_s = int(cfg.get("controller.socket.timeout.ms")) / 1000
+        backoff_s = int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000
+        retries = int(cfg.get("controlled.shutdown.max.retries"))
+        for attempt in range(1, retries + 1):
+            try:
+                error, remaining = await asyncio.wait_for(self._ask_controller(broker_id), timeout_s)
+                if error == ErrorCode.NONE and not remaining:
+                    log.info("controlled shutdown succeeded: this broker leads no partitions any more")
+                    return True
+                log.warning("controlled shutdown attempt %d of %d: %s, still leading %d partitions", attempt,
+                            retries, error.name, len(remaining))
+            except Exception as exc:
+                log.warning("controlled shutdown attempt %d of %d failed: %r", attempt, retries, exc)
+            if attempt < retries:
+                await asyncio.sleep(backoff_s)
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+        return False
+
+    async def _ask_controller(self, broker_id: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        controller_id = await self.zk.controller_id()
+        if controller_id == -1:
+            return ErrorCode.NOT_CONTROLLER, []
+        if controller_id == broker_id and self.controller is not None and self.controller.active:
+            return await self.controller.controlled_shutdown(broker_id, self.broker_epoch)
+        info = (await self.zk.live_brokers()).get(controller_id)
+        if info is None:
+            return ErrorCode.NOT_CONTROLLER, []
+        cfg = self.server.config
+        async with BrokerConnection(info.host, info.port, client_id=f"broker-{broker_id}-controlled-shutdown",
+                                    request_timeout_ms=int(cfg.get("controller.socket.timeout.ms"))) as conn:
+            response = await conn.send(api_for(ApiKey.CONTROLLED_SHUTDOWN),
+                                       {"broker_id": broker_id, "broker_epoch": self.broker_epoch})
+        remaining = [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]
+        return ErrorCode.for_code(int(response["error_code"])), remaining
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self.controller is not None:
+            await self.controller.stop()
+        if isinstance(self.server.producer_ids, ZkProducerIdManager):
+            self.server.producer_ids.stop()
+        await self.client.close()

@@ -1,0 +1,67 @@
+"""Broker side of the controller protocol: the metadata cache and the fencing of controller requests."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from broker.apis.inter_broker import handle_stop_replica, handle_update_metadata
+from broker.controller import requests as R
+from broker.controller import zk_data as Z
+from broker.metadata import BrokerEndpoint
+from broker.metadata_cache import MetadataCache
+from protocol.errors import ErrorCode
+
+LIVE = [Z.BrokerInfo(1, "h1", 9092, "ra", [("PLAINTEXT", "PLAINTEXT", "h1", 9092)]),
+        Z.BrokerInfo(2, "h2", 9093, "rb", [("PLAINTEXT", "PLAINTEXT", "h2", 9093)])]
+
+
+def _info(partition: int, leader: int, epoch: int = 0) -> R.PartitionInfo:
+    return R.PartitionInfo("t", b"\x05" * 16, partition, Z.LeaderIsr(leader, epoch, [1, 2], 3, 0), [1, 2, 3])
+
+
+async def _cache() -> MetadataCache:
+    return MetadataCache(2, "cluster", BrokerEndpoint(2, "h2", 9093), zk=None, is_active_controller=lambda: False)  # type: ignore[arg-type]
+
+
+async def test_update_metadata_fills_the_cache_and_notifies() -> None:
+    cache = await _cache()
+    assert [b.broker_id for b in cache.live_brokers()] == [2]  # before any update: itself
+    seen: list[tuple[str, Any]] = []
+    cache.listeners.append(lambda name, topic: seen.append((name, topic)))
+    cache.update(R.update_metadata(1, 3, 10, [_info(0, 1), _info(1, 2)], LIVE))
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in cache.live_brokers()] == \
+        [(1, "h1", 9092, "ra"), (2, "h2", 9093, "rb")]
+    topic = cache.topic("t")
+    assert topic is not None and topic.topic_id == b"\x05" * 16
+    assert topic.partitions[1].leader == 2 and topic.partitions[0].offline_replicas == [3]
+    assert seen and seen[-1][0] == "t"
+    assert cache.controller_id == 1
+    # Leader -2: the partitions are being deleted.
+    cache.update(R.update_metadata(1, 3, 10, [_info(0, R.LEADER_DURING_DELETE), _info(1, R.LEADER_DURING_DELETE)],
+                                   LIVE))
+    assert cache.topic("t") is None and seen[-1] == ("t", None)
+
+
+async def test_requests_from_old_controllers_or_for_old_registrations_are_refused() -> None:
+    cache = await _cache()
+    stopped: list[tuple[str, int, bool]] = []
+    rm = SimpleNamespace(stop_replica=lambda t, p, d: stopped.append((t, p, d)) or ErrorCode.NONE)
+    ctx = SimpleNamespace(metadata=cache, zk=object(), broker_epoch=50, replica_manager=rm, broker_id=2)
+    assert handle_update_metadata(ctx, None, R.update_metadata(1, 5, 50, [_info(0, 1)], LIVE))["error_code"] == 0
+    assert cache.controller_epoch == 5
+    stale = R.update_metadata(1, 4, 50, [_info(0, 2)], LIVE)
+    assert handle_update_metadata(ctx, None, stale)["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert cache.topic("t").partitions[0].leader == 1  # type: ignore[union-attr]
+    old_me = R.update_metadata(1, 5, 49, [_info(0, 2)], LIVE)
+    assert handle_update_metadata(ctx, None, old_me)["error_code"] == ErrorCode.STALE_BROKER_EPOCH
+    refused = handle_stop_replica(ctx, None, R.stop_replica(1, 4, 50, [("t", 0)], True))
+    assert refused["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH and not stopped
+    answer = handle_stop_replica(ctx, None, R.stop_replica(2, 6, 50, [("t", 0)], True))
+    assert answer["error_code"] == 0 and stopped == [("t", 0, True)] and cache.controller_epoch == 6
+
+
+def test_standalone_brokers_refuse_controller_requests() -> None:
+    ctx = SimpleNamespace(metadata=SimpleNamespace(), zk=None, broker_epoch=-1)
+    assert handle_update_metadata(ctx, None, R.update_metadata(1, 1, -1, [], LIVE))["error_code"] == \
+        ErrorCode.NOT_CONTROLLER
