@@ -101,7 +101,13 @@ moldau_venv() {
     if [ "$want" != "$have" ] || [ ! -x "$MOLDAU_VENV/bin/moldau-server" ]; then
         _moldau_log "installing Moldau and test dependencies into $MOLDAU_VENV (pyproject.toml changed)"
         rm -f "$MOLDAU_STAMP"
-        PIP_DISABLE_PIP_VERSION_CHECK=1 "$MOLDAU_VENV/bin/python" -m pip install -q --no-input -e '.[test]' </dev/null
+        local pip_log="$MOLDAU_VENV/pip-install.log"
+        if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$MOLDAU_VENV/bin/python" -m pip install --no-input -e '.[test]' \
+            </dev/null >"$pip_log" 2>&1; then
+            tail -n 40 "$pip_log" >&2
+            _moldau_log "ERROR: pip install -e '.[test]' failed (full log: $pip_log)"
+            return 1
+        fi
         echo "$want" >"$MOLDAU_STAMP"
     fi
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts one Moldau broker on 127.0.0.1:9092 with its data under ./data (config/server.properties).
-# Extra arguments are passed to the broker, e.g.: bash scripts/run.sh --override num.partitions=3
-# Stop it with Ctrl-C (or SIGTERM): it shuts down cleanly.
+# Starts a local Moldau cluster: ZooKeeper on 127.0.0.1:2181 and three brokers on 127.0.0.1:9092-9094 (ids 1-3,
+# metrics on 9404-9406), everything under ./data (ZooKeeper in data/zookeeper, broker N in data/broker-N, each
+# process's output in data/<name>.log). It prints the addresses and kcat commands to try.
+# Extra arguments go to the launcher, e.g.: bash scripts/run.sh --brokers 1 --override num.partitions=3
+# Stop it with Ctrl-C (or SIGTERM): brokers shut down one by one (controlled shutdown), then ZooKeeper.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -11,11 +13,4 @@ source scripts/_setup.sh
 moldau_setup
 
 mkdir -p data
-cat >&2 <<'USAGE'
-Starting Moldau on 127.0.0.1:9092 (data in ./data, metrics on http://127.0.0.1:9404/metrics).
-Try it from another terminal:
-  produce (key:value per line, Ctrl-D ends):  kcat -b 127.0.0.1:9092 -P -t test -K:
-  consume from the beginning:                  kcat -b 127.0.0.1:9092 -C -t test -o beginning -e -f '%k:%s @%o\n'
-  list brokers and topics:                     kcat -b 127.0.0.1:9092 -L
-USAGE
-exec "$MOLDAU_VENV/bin/python" -m broker config/server.properties --override "log.dirs=$PWD/data" "$@"
+exec "$MOLDAU_VENV/bin/python" -m broker.launcher --brokers 3 --data "$PWD/data" "$@"

@@ -1,0 +1,83 @@
+"""Fetch: read each partition (bounded by the HW for consumers), or wait in the fetch purgatory.
+
+The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
+requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
+with sendfile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker.purgatory import DelayedOperation
+from broker.request_channel import Request
+from protocol.errors import ErrorCode
+
+READ_UNCOMMITTED = 0
+
+
+def _read_all(ctx: Any, body: dict[str, Any], version: int) -> tuple[list[dict[str, Any]], int, bool]:
+    consumer = body["replica_id"] < 0
+    budget = body["max_bytes"] if version >= 3 else 1 << 31
+    total = 0
+    error = False
+    responses = []
+    rm = ctx.replica_manager
+    for t in body["topics"]:
+        name = t["topic"]
+        partitions = []
+        for p in t["partitions"]:
+            index = p["partition"]
+            limit = min(p["partition_max_bytes"], budget - total)
+            r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0))
+            entry: dict[str, Any] = {"partition_index": index, "error_code": r.error,
+                                     "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
+                                     "log_start_offset": r.log_start_offset, "aborted_transactions": None,
+                                     "preferred_read_replica": -1,
+                                     "records": b"" if r.records is None else r.records}
+            if r.error != ErrorCode.NONE:
+                error = True
+                entry["records"] = b""  # Kafka sends empty records, never null (librdkafka rejects -1)
+            partitions.append(entry)
+            total += r.size
+        responses.append({"topic": name, "partitions": partitions})
+    return responses, total, error
+
+
+def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+
+
+class DelayedFetch(DelayedOperation):
+    __slots__ = ("ctx", "body", "version", "future")
+
+    def __init__(self, ctx: Any, body: dict[str, Any], version: int, future: asyncio.Future[Any]) -> None:
+        super().__init__(body["max_wait_ms"])
+        self.ctx = ctx
+        self.body = body
+        self.version = version
+        self.future = future
+
+    def try_complete(self) -> bool:
+        if self.future.done():  # the client went away
+            return self.force_complete()
+        _, total, error = _read_all(self.ctx, self.body, self.version)
+        if error or total >= self.body["min_bytes"]:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        if not self.future.done():
+            responses, _, _ = _read_all(self.ctx, self.body, self.version)
+            self.future.set_result(_response(responses))
+
+
+def handle_fetch(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+    responses, total, error = _read_all(ctx, body, request.version)
+    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
+        return _response(responses)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future), keys)
+    return future

@@ -1,0 +1,29 @@
+"""InitProducerId for idempotent producers (transactions come later)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.producer_ids import ProducerIdsUnavailable
+from broker.request_channel import Request
+from protocol.errors import ErrorCode
+
+MAX_EPOCH = 32767
+
+
+def handle_init_producer_id(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    if body["transactional_id"] is not None:
+        # No transaction coordinator yet: refuse clearly rather than pretend.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "producer_id": -1, "producer_epoch": -1}
+    producer_id, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        # KIP-360: an idempotent producer may bump its own epoch to reset its sequences.
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,
+                "producer_epoch": epoch + 1}
+    try:
+        producer_id = ctx.producer_ids.next_id()
+    except ProducerIdsUnavailable:  # ZooKeeper mode, block not fetched yet: retriable
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "producer_id": -1,
+                "producer_epoch": -1}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id, "producer_epoch": 0}

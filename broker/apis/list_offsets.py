@@ -1,0 +1,47 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at/after a timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.request_channel import Request
+from protocol.errors import ErrorCode
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def handle_list_offsets(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    version = request.version
+    consumer = body["replica_id"] < 0
+    topics = []
+    for t in body["topics"]:
+        partitions = []
+        for p in t["partitions"]:
+            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
+                                     "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+            partitions.append(entry)
+            partition, error = ctx.replica_manager.leader_partition(t["name"], p["partition_index"])
+            if partition is None:
+                entry["error_code"] = error
+                continue
+            ts = p["timestamp"]
+            if ts == MAX_TIMESTAMP and version < 7:
+                entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
+                continue
+            log_ = partition.log
+            if ts == LATEST:
+                found: tuple[int, int] | None = (partition.high_watermark if consumer else log_.log_end_offset, -1)
+            else:
+                found = log_.offset_for_timestamp(ts)
+                if found is not None and ts == EARLIEST:
+                    found = (found[0], -1)
+            if found is not None:
+                offset, timestamp = found
+                if consumer and ts >= 0 and offset >= partition.high_watermark:
+                    offset, timestamp = -1, -1
+                entry["offset"], entry["timestamp"] = offset, timestamp
+                entry["leader_epoch"] = partition.leader_epoch if offset >= 0 else -1
+            if version == 0:
+                entry["old_style_offsets"] = [entry["offset"]] if entry["offset"] >= 0 else []
+        topics.append({"name": t["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

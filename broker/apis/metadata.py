@@ -1,0 +1,75 @@
+"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.request_channel import Request
+from broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
+from protocol.errors import ErrorCode
+
+UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
+
+
+def _topic_entry(ctx: Any, name: str, version: int) -> dict[str, Any]:
+    topic = ctx.metadata.topic(name)
+    if topic is None:
+        return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
+                "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
+    live = {b.broker_id for b in ctx.metadata.live_brokers()}
+    partitions = []
+    for p in sorted(topic.partitions.values(), key=lambda s: s.partition):
+        offline = [r for r in p.replicas if r not in live]
+        error = ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append({"error_code": error, "partition_index": p.partition, "leader_id": p.leader,
+                           "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
+                           "offline_replicas": offline})
+    return {"error_code": ErrorCode.NONE, "name": name, "topic_id": topic.topic_id,
+            "is_internal": topic.is_internal, "partitions": partitions,
+            "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
+
+
+async def handle_metadata(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    version = request.version
+    requested = body["topics"]
+    if version == 0 and requested == []:
+        requested = None  # v0: an empty list means every topic
+    names: list[str]
+    entries: list[dict[str, Any]] = []
+    if requested is None:
+        names = sorted(ctx.metadata.topics())
+    else:
+        names = []
+        for t in requested:
+            name = t["name"]
+            if name is None:  # v10+ lookup by id
+                topic = ctx.metadata.topic_by_id(t["topic_id"])
+                if topic is None:
+                    entries.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
+                                    "topic_id": t["topic_id"], "partitions": []})
+                    continue
+                name = topic.name
+            names.append(name)
+    auto_create = ctx.config.get("auto.create.topics.enable") and (version < 4 or body["allow_auto_topic_creation"])
+    for name in names:
+        if ctx.metadata.topic(name) is None and requested is not None:
+            error = topic_name_error(name)
+            if error is not None:
+                entries.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
+                continue
+            if auto_create and not name.startswith("__"):
+                try:
+                    await create_topic_with_defaults(ctx, name)
+                except TopicCreationError as exc:
+                    entries.append({"error_code": exc.code, "name": name, "partitions": []})
+                    continue
+                if ctx.metadata.topic(name) is None:
+                    # ZooKeeper mode: written, the controller is electing leaders; the client asks again.
+                    entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
+                    continue
+        entries.append(_topic_entry(ctx, name, version))
+    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+               for b in ctx.metadata.live_brokers()]
+    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
+            "controller_id": ctx.metadata.controller_id, "topics": entries,
+            "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}

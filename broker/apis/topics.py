@@ -1,0 +1,83 @@
+"""CreateTopics and DeleteTopics."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.metadata import TopicError
+from broker.request_channel import Request
+from broker.topics import TopicCreationError, create_topic, plan_topic
+from protocol.errors import ErrorCode
+
+log = logging.getLogger("moldau.apis.topics")
+
+
+async def handle_create_topics(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    results = []
+    seen: dict[str, int] = {}
+    for t in body["topics"]:
+        seen[t["name"]] = seen.get(t["name"], 0) + 1
+    for t in body["topics"]:
+        name = t["name"]
+        entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
+                                 "num_partitions": -1, "replication_factor": -1, "configs": None}
+        results.append(entry)
+        if not ctx.metadata.is_controller():
+            entry["error_code"] = ErrorCode.NOT_CONTROLLER
+            continue
+        if seen[name] > 1:
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            entry["error_message"] = f"Create topics request from client contains a duplicate topic {name}"
+            continue
+        configs = {c["name"]: c["value"] for c in t["configs"] if c["value"] is not None}
+        try:
+            plan = plan_topic(ctx, name, t["num_partitions"], t["replication_factor"], t["assignments"], configs)
+            entry["num_partitions"] = len(plan)
+            entry["replication_factor"] = len(plan[0]) if plan else -1
+            if not body["validate_only"]:
+                topic = await create_topic(ctx, name, plan, configs,
+                                           timeout_ms=body["timeout_ms"] if body["timeout_ms"] > 0 else None)
+                if topic is not None:
+                    entry["topic_id"] = topic.topic_id
+            entry["configs"] = [{"name": k, "value": v, "read_only": False, "config_source": 1,
+                                 "is_sensitive": False} for k, v in sorted(configs.items())]
+        except TopicCreationError as exc:
+            entry["error_code"] = exc.code
+            entry["error_message"] = exc.message
+            entry["num_partitions"] = entry["replication_factor"] = -1
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+async def handle_delete_topics(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    wanted: list[tuple[str | None, bytes | None]]
+    if request.version >= 6:
+        wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
+    else:
+        wanted = [(name, None) for name in body["topic_names"]]
+    responses = []
+    for name, topic_id in wanted:
+        entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        responses.append(entry)
+        if name is None and topic_id is not None:
+            topic = ctx.metadata.topic_by_id(topic_id)
+            if topic is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_ID
+                entry["topic_id"] = topic_id
+                continue
+            name = entry["name"] = topic.name
+        topic = ctx.metadata.topic(name)
+        if topic is not None:
+            entry["topic_id"] = topic.topic_id
+        if not ctx.metadata.is_controller():
+            entry["error_code"] = ErrorCode.NOT_CONTROLLER
+            continue
+        if not ctx.config.get("delete.topic.enable"):
+            entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
+            continue
+        try:
+            await ctx.metadata.delete_topic(name)
+        except TopicError as exc:
+            entry["error_code"] = exc.code
+            entry["error_message"] = exc.message
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,97 @@
+"""The IO-worker pool: ``num.io.threads`` worker coroutines drain the request channel through the route table.
+
+A handler is ``handler(ctx, request, body) -> dict | None | Awaitable[dict | None]``. A dict is the response
+body, None means "send nothing" (acks=0), and an awaitable (a purgatory future, a coroutine that talks to
+ZooKeeper) is answered when it completes, so a worker is never held by a waiting request. Handlers turn
+failures into Kafka error codes; an exception that escapes one is logged and closes only that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from broker.request_channel import Request, RequestChannel
+from protocol.types import DecodeError
+
+log = logging.getLogger("moldau.handlers")
+
+Handler = Callable[[Any, Request, dict[str, Any]], "dict[str, Any] | None | Awaitable[dict[str, Any] | None]"]
+
+
+class HandlerMetrics(Protocol):
+    def handler_busy(self, seconds: float) -> None: ...
+
+
+class HandlerPool:
+    def __init__(self, channel: RequestChannel, routes: dict[int, Handler], ctx: Any, num_workers: int,
+                 metrics: HandlerMetrics) -> None:
+        self.channel = channel
+        self.routes = routes
+        self.ctx = ctx
+        self.num_workers = num_workers
+        self.metrics = metrics
+        self._workers: list[asyncio.Task[None]] = []
+        self._pending: set[asyncio.Future[Any]] = set()
+
+    def start(self) -> None:
+        self._workers = [asyncio.create_task(self._run(i)) for i in range(self.num_workers)]
+
+    async def stop(self) -> None:
+        for w in self._workers:
+            w.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        for fut in list(self._pending):
+            fut.cancel()
+
+    async def _run(self, index: int) -> None:
+        while True:
+            request = await self.channel.receive_request()
+            if request is None:
+                return
+            t0 = time.perf_counter()
+            request.dequeued_at = t0
+            self.handle(request)
+            self.metrics.handler_busy(time.perf_counter() - t0)
+
+    def handle(self, request: Request) -> None:
+        handler = self.routes.get(request.api_key)
+        if handler is None:
+            log.warning("no handler for %s v%d", request.api.name, request.version)
+            request.fail()
+            return
+        try:
+            body, _ = request.api.request_decoder(request.version)(memoryview(request.frame), request.body_pos)
+        except DecodeError as exc:
+            log.warning("malformed %s v%d request from %s: %s; closing the connection",
+                        request.api.name, request.version, request.client_host, exc)
+            request.fail()
+            return
+        try:
+            result = handler(self.ctx, request, body)
+        except Exception:
+            log.exception("%s handler failed; closing the connection", request.api.name)
+            request.fail()
+            return
+        if inspect.isawaitable(result):
+            fut = asyncio.ensure_future(result)
+            self._pending.add(fut)
+            fut.add_done_callback(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
+        else:
+            request.respond(result)
+
+    def _finish(self, fut: asyncio.Future[Any], request: Request) -> None:
+        self._pending.discard(fut)
+        if fut.cancelled():
+            request.fail()
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("%s handler failed: %r; closing the connection", request.api.name, exc, exc_info=exc)
+            request.fail()
+            return
+        request.respond(fut.result())

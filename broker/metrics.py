@@ -1,0 +1,282 @@
+"""Per-broker Prometheus metrics and the /metrics endpoint.
+
+Each broker owns a `BrokerMetrics` with its own `CollectorRegistry` (never the process-global one), so several
+brokers can live in one test process. Names use the `moldau_` prefix and Prometheus conventions (base units,
+`_total` for counters). The Kafka metric each one corresponds to, for porting dashboards:
+
+    moldau_request_handler_avg_idle_ratio     KafkaRequestHandlerPool RequestHandlerAvgIdlePercent (0-1)
+    moldau_network_processor_avg_idle_ratio   SocketServer NetworkProcessorAvgIdlePercent (0-1)
+    moldau_requests_total{api}                RequestMetrics RequestsPerSec{request}
+    moldau_request_latency_seconds{api}       RequestMetrics TotalTimeMs{request} (histogram, 0.1 ms..10 s)
+    moldau_bytes_in_total                     socket-server-metrics incoming-byte-total
+    moldau_bytes_out_total                    socket-server-metrics outgoing-byte-total
+    moldau_fetch_sendfile_bytes_total         (none) fetch record bytes sent with sendfile
+    moldau_fetch_copied_bytes_total           (none) fetch record bytes copied through Python
+    moldau_request_queue_size                 RequestChannel RequestQueueSize
+    moldau_purgatory_size{purgatory}          DelayedOperationPurgatory NumDelayedOperations{delayedOperation}
+    moldau_under_replicated_partitions        ReplicaManager UnderReplicatedPartitions
+    moldau_partitions                         ReplicaManager PartitionCount
+    moldau_leader_partitions                  ReplicaManager LeaderCount
+    moldau_connections                        socket-server-metrics connection-count
+
+What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
+prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
+data* of fetch responses by how it left the process: `sendfile` (zero-copy, os.sendfile from the segment file)
+or `copied` (read into Python and written, e.g. where sendfile is unavailable). If `copied` grows while
+`sendfile` does not, the zero-copy path is not in use.
+
+Gauges fed by callbacks are evaluated on the scrape thread; callbacks must only read simple state (len() of a
+queue, an int). A failing callback reports NaN and is logged instead of breaking the scrape.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import start_wsgi_server
+
+log = logging.getLogger(__name__)
+
+# 0.1 ms .. 10 s
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+)
+
+
+class IdleMeter:
+    """The average idle ratio of a pool of `n_workers` over a sliding window.
+
+    Workers report busy time: `record_busy(seconds)` after the fact (the interval is taken to end now), or
+    `with meter.busy(): ...`, which also counts a job still in progress when the ratio is read. The ratio is
+
+        idle = 1 - busy_seconds_in_window / (window_seconds * n_workers)
+
+    clamped to [0, 1]. The window is the last `window_s` seconds, kept in `bucket_s` buckets (the bucket
+    straddling the window start counts pro rata), but never reaches back before the meter was created, so a
+    young meter is not flattered by time that never happened. A busy interval is spread over the buckets it
+    covers, so a long job does not pile into one bucket.
+
+    `n_workers` is how many workers can be busy *at the same time*. Moldau's handler workers and connection
+    coroutines all run on the one event-loop thread and are timed around their synchronous work only (no
+    awaits), so their busy intervals never overlap and both broker meters use n_workers = 1:
+
+    * request handler idle: busy while a worker decodes a request and runs its handler up to the point where
+      the handler returns or parks the request. 1 - idle is the share of the loop's time spent in handlers;
+      near 0 means the loop is saturated by handler work and requests wait in the queue (the meaning of
+      Kafka's RequestHandlerAvgIdlePercent: no handler capacity left).
+    * network processor idle: busy while connection code decodes frames and headers and encodes responses.
+      1 - idle is the share of the loop's time spent on socket-side work.
+
+    If a component ever times work across awaits (worker slot occupancy rather than loop time), give its
+    meter n_workers = the slot count (num.io.threads). The clock is injectable (seconds, monotonic) so tests
+    control time. Thread-safe: the ratio is read from the scrape thread.
+    """
+
+    def __init__(self, n_workers: int, window_s: float = 10.0, bucket_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if n_workers < 1 or bucket_s <= 0 or window_s < bucket_s:
+            raise ValueError("need n_workers >= 1 and window_s >= bucket_s > 0")
+        self.n_workers = n_workers
+        self.bucket_s = bucket_s
+        self.n_buckets = max(1, round(window_s / bucket_s))
+        self._clock = clock
+        self._start = clock()
+        self._buckets: dict[int, float] = {}
+        self._in_flight: dict[int, float] = {}
+        self._tokens = itertools.count()
+        self._lock = threading.Lock()
+
+    def record_busy(self, seconds: float) -> None:
+        """Add `seconds` of busy time of one worker, ending now."""
+        if seconds <= 0:
+            return
+        now = self._clock()
+        with self._lock:
+            self._add(max(now - seconds, self._start), now)
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Measure the body as busy time of one worker (counted while in progress, too)."""
+        token = next(self._tokens)
+        with self._lock:
+            self._in_flight[token] = self._clock()
+        try:
+            yield
+        finally:
+            now = self._clock()
+            with self._lock:
+                started = self._in_flight.pop(token)
+                self._add(max(started, self._start), now)
+
+    def idle_ratio(self) -> float:
+        now = self._clock()
+        b = self.bucket_s
+        window_start = max(now - self.n_buckets * b, self._start)
+        span = now - window_start
+        if span <= 0:
+            return 1.0
+        first = math.floor(window_start / b)
+        # The oldest bucket straddles the window start: count the share of it inside the window (busy time is
+        # taken as spread evenly within a bucket), unless the window starts at the meter's birth.
+        first_weight = 1.0 if window_start == self._start else ((first + 1) * b - window_start) / b
+        with self._lock:
+            busy = sum(v * (first_weight if idx == first else 1.0)
+                       for idx, v in self._buckets.items() if idx >= first)
+            busy += sum(now - max(started, window_start) for started in self._in_flight.values())
+        ratio = 1.0 - busy / (span * self.n_workers)
+        return min(1.0, max(0.0, ratio))
+
+    def _add(self, start: float, end: float) -> None:
+        if end <= start:
+            return
+        b = self.bucket_s
+        last = math.floor(end / b)
+        oldest = last - self.n_buckets  # keep one bucket more than the window, for reads a moment later
+        start = max(start, oldest * b)
+        for idx in range(max(math.floor(start / b), oldest), last + 1):
+            overlap = min(end, (idx + 1) * b) - max(start, idx * b)
+            if overlap > 0:
+                self._buckets[idx] = self._buckets.get(idx, 0.0) + overlap
+        if len(self._buckets) > self.n_buckets + 1:
+            for idx in [i for i in self._buckets if i < oldest]:
+                del self._buckets[idx]
+
+
+def _safe(fn: Callable[[], float], what: str) -> Callable[[], float]:
+    def call() -> float:
+        try:
+            return float(fn())
+        except Exception:
+            log.exception("metrics callback for %s failed", what)
+            return math.nan
+
+    return call
+
+
+class BrokerMetrics:
+    """The metrics of one broker. Create it early, pass it to the components (it satisfies
+    network.NetworkMetrics and handler_pool.HandlerMetrics), call `start_http_server()` if metrics.port != -1,
+    and `close()` at shutdown. `num_io_threads`/`num_network_threads` are the meters' n_workers: how many
+    workers can be busy at the same time, i.e. 1 for Moldau's loop-time measurements (see IdleMeter), not the
+    num.io.threads setting."""
+
+    def __init__(self, num_io_threads: int = 1, num_network_threads: int = 1, *, window_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.request_handler_idle = IdleMeter(num_io_threads, window_s, clock=clock)
+        self.network_idle = IdleMeter(num_network_threads, window_s, clock=clock)
+        Gauge("moldau_request_handler_avg_idle_ratio",
+              "Share of the last window the request handlers were idle (0 = saturated)",
+              registry=r).set_function(self.request_handler_idle.idle_ratio)
+        Gauge("moldau_network_processor_avg_idle_ratio",
+              "Share of the last window the event loop was not busy with network processing (0 = saturated)",
+              registry=r).set_function(self.network_idle.idle_ratio)
+        self.requests_total = Counter("moldau_requests_total", "Requests handled, by API", ["api"],
+                                      registry=r)
+        self.request_latency = Histogram(
+            "moldau_request_latency_seconds", "Time from reading a request to writing its response, by API",
+            ["api"], registry=r, buckets=LATENCY_BUCKETS)
+        self.bytes_in_total = Counter("moldau_bytes_in_total", "Bytes read from client sockets", registry=r)
+        self.bytes_out_total = Counter("moldau_bytes_out_total",
+                                       "Bytes written to client sockets, sendfile included", registry=r)
+        self.fetch_sendfile_bytes_total = Counter(
+            "moldau_fetch_sendfile_bytes_total", "Fetch record bytes sent with sendfile (zero-copy)",
+            registry=r)
+        self.fetch_copied_bytes_total = Counter("moldau_fetch_copied_bytes_total",
+                                                "Fetch record bytes copied through user space", registry=r)
+        self.request_queue_size = Gauge("moldau_request_queue_size", "Requests waiting for a handler",
+                                        registry=r)
+        self.purgatory_size = Gauge("moldau_purgatory_size", "Delayed operations waiting in a purgatory",
+                                    ["purgatory"], registry=r)
+        self.under_replicated_partitions = Gauge(
+            "moldau_under_replicated_partitions",
+            "Partitions led here with fewer in-sync replicas than replicas", registry=r)
+        self.partitions = Gauge("moldau_partitions", "Partitions with a replica on this broker", registry=r)
+        self.leader_partitions = Gauge("moldau_leader_partitions", "Partitions led by this broker",
+                                       registry=r)
+        self.open_connections = Gauge("moldau_connections", "Open client connections", registry=r)
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- recording (these methods satisfy network.NetworkMetrics and handler_pool.HandlerMetrics)
+
+    def request_done(self, api: str, seconds: float) -> None:
+        """Count one request of `api` (e.g. "Produce") that took `seconds` from read to response written."""
+        self.requests_total.labels(api).inc()
+        self.request_latency.labels(api).observe(seconds)
+
+    def handler_busy(self, seconds: float) -> None:
+        """A request-handler worker was busy for `seconds`, ending now."""
+        self.request_handler_idle.record_busy(seconds)
+
+    def network_busy(self, seconds: float) -> None:
+        """The event loop spent `seconds`, ending now, on network processing."""
+        self.network_idle.record_busy(seconds)
+
+    def bytes_in(self, n: int) -> None:
+        self.bytes_in_total.inc(n)
+
+    def bytes_out(self, n: int, sendfile: int = 0) -> None:
+        """`n` bytes written to a client socket, `sendfile` of them fetch record bytes sent with sendfile."""
+        self.bytes_out_total.inc(n)
+        if sendfile:
+            self.fetch_sendfile_bytes_total.inc(sendfile)
+
+    def fetch_copied(self, n: int) -> None:
+        """`n` fetch record bytes were read into Python and written (the non-zero-copy path)."""
+        self.fetch_copied_bytes_total.inc(n)
+
+    def connections(self, delta: int) -> None:
+        self.open_connections.inc(delta)
+
+    def set_request_queue_size_callback(self, fn: Callable[[], float]) -> None:
+        self.request_queue_size.set_function(_safe(fn, "moldau_request_queue_size"))
+
+    def track_purgatory(self, name: str, fn: Callable[[], float]) -> None:
+        """Report `fn()` (e.g. `lambda: purgatory.num_delayed`) as moldau_purgatory_size{purgatory=name}."""
+        self.purgatory_size.labels(name).set_function(_safe(fn, f"moldau_purgatory_size{{{name}}}"))
+
+    def set_under_replicated_callback(self, fn: Callable[[], float]) -> None:
+        self.under_replicated_partitions.set_function(_safe(fn, "moldau_under_replicated_partitions"))
+
+    def set_partition_callbacks(self, partitions: Callable[[], float], leaders: Callable[[], float]) -> None:
+        self.partitions.set_function(_safe(partitions, "moldau_partitions"))
+        self.leader_partitions.set_function(_safe(leaders, "moldau_leader_partitions"))
+
+    def render(self) -> bytes:
+        """The text exposition of this registry (what /metrics serves)."""
+        return generate_latest(self.registry)
+
+    # --- HTTP endpoint
+
+    def start_http_server(self, host: str, port: int) -> int:
+        """Serve /metrics on host:port from a daemon thread; port 0 picks a free port. Returns the bound
+        port (log it: with port 0 it is the only way to find the endpoint)."""
+        if self._server is not None:
+            raise RuntimeError("the metrics endpoint is already running")
+        server, thread = start_wsgi_server(port, host or "0.0.0.0", self.registry)
+        self._server, self._thread = server, thread
+        return int(server.server_port)
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self._server is None else int(self._server.server_port)
+
+    def close(self) -> None:
+        """Stop the HTTP endpoint (if started). Safe to call more than once."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)

@@ -1,0 +1,290 @@
+"""Delayed operations (Kafka's DelayedOperation + DelayedOperationPurgatory).
+
+A request that cannot be answered yet (produce with acks=all waiting for the ISR, fetch waiting for
+min_bytes, ...) becomes a `DelayedOperation` parked in a `Purgatory` under one or more *watch keys* (usually a
+topic-partition). Whoever changes the state the operation waits for (an append moves the log end offset, the
+high watermark advances, ...) calls `purgatory.check_and_complete(key)`, which asks every operation watching
+that key to `try_complete()`. An operation still waiting when its delay runs out is forced complete by the
+timer and then told `on_expiration()`.
+
+Life cycle of one operation (all on the broker's event loop; the completion flag is also lock-protected, so a
+thread calling in cannot break the exactly-once guarantee):
+
+    try_complete()   -- subclass: check the condition; if met, call force_complete() and return its result
+    force_complete() -- first caller wins: marks completed, cancels the timeout, leaves every watch list,
+                        runs on_complete() exactly once; later callers get False
+    on_complete()    -- subclass: build and send the response
+    on_expiration()  -- subclass hook, after on_complete() when completion came from the timeout
+
+Completed operations leave all their watch lists at once (not lazily as in Kafka), so an operation completed
+via key A does not linger in key B's list; no purge pass is needed and memory is bounded by the pending
+operations.
+
+Time comes from an injected `Timer`: `LoopTimer` in the broker (loop.call_later), `ManualTimer` in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class Timer(Protocol):
+    """Runs `callback` once after `delay_ms`, unless the returned handle is cancelled first."""
+
+    def schedule(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle: ...
+
+
+class LoopTimer:
+    """Timer on an asyncio loop (call_later). Callbacks run on the loop thread."""
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop if loop is not None else asyncio.get_running_loop()
+
+    def schedule(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle:
+        return self._loop.call_later(max(0.0, delay_ms) / 1000.0, callback)
+
+
+def _nothing() -> None:
+    pass
+
+
+class _ManualHandle:
+    __slots__ = ("deadline_ms", "callback", "cancelled")
+
+    def __init__(self, deadline_ms: float, callback: Callable[[], None]) -> None:
+        self.deadline_ms = deadline_ms
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        # Drop the callback (and what it references) now, as asyncio's TimerHandle does; the heap entry stays
+        # until its deadline passes.
+        self.cancelled = True
+        self.callback = _nothing
+
+
+class ManualTimer:
+    """A timer driven by hand, for tests: `advance(ms)` runs the due callbacks in deadline order (ties in the
+    order they were scheduled), including callbacks scheduled by callbacks that fall due within the
+    advance."""
+
+    def __init__(self, now_ms: float = 0.0) -> None:
+        self.now_ms = now_ms
+        self._heap: list[tuple[float, int, _ManualHandle]] = []
+        self._seq = itertools.count()
+
+    def schedule(self, delay_ms: float, callback: Callable[[], None]) -> TimerHandle:
+        handle = _ManualHandle(self.now_ms + max(0.0, delay_ms), callback)
+        heapq.heappush(self._heap, (handle.deadline_ms, next(self._seq), handle))
+        return handle
+
+    def advance(self, ms: float) -> int:
+        """Move time forward by `ms`; returns how many callbacks ran."""
+        target = self.now_ms + ms
+        fired = 0
+        while self._heap and self._heap[0][0] <= target:
+            deadline, _, handle = heapq.heappop(self._heap)
+            if handle.cancelled:
+                continue
+            self.now_ms = max(self.now_ms, deadline)
+            handle.callback()
+            fired += 1
+        self.now_ms = target
+        return fired
+
+    @property
+    def pending(self) -> int:
+        """Scheduled callbacks not yet run or cancelled."""
+        return sum(1 for _, _, h in self._heap if not h.cancelled)
+
+
+class DelayedOperation:
+    """An operation that completes when a condition holds or when `delay_ms` has passed.
+
+    Subclasses implement `try_complete()` (call `force_complete()` when satisfied and return its result) and
+    `on_complete()` (send the response; it must read the current state, since it also runs on expiry), and may
+    override `on_expiration()`.
+    """
+
+    __slots__ = ("delay_ms", "_completed", "_lock", "_timeout", "_purgatory", "_keys", "__weakref__")
+
+    def __init__(self, delay_ms: float) -> None:
+        self.delay_ms = delay_ms
+        self._completed = False
+        self._lock = threading.Lock()
+        self._timeout: TimerHandle | None = None
+        self._purgatory: Purgatory | None = None
+        self._keys: tuple[Hashable, ...] = ()
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def try_complete(self) -> bool:
+        """Check whether the operation can complete; if so call and return `force_complete()`."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        """Send the result. Runs exactly once, whether the operation completed or expired."""
+        raise NotImplementedError
+
+    def on_expiration(self) -> None:
+        """Called after on_complete() when the operation completed because its delay ran out."""
+
+    def force_complete(self) -> bool:
+        """Complete now. Returns True only for the one caller that actually completed the operation."""
+        with self._lock:
+            if self._completed:
+                return False
+            self._completed = True
+        if self._timeout is not None:
+            self._timeout.cancel()
+            self._timeout = None
+        if self._purgatory is not None:
+            self._purgatory._unwatch(self)
+        self.on_complete()
+        return True
+
+    def __repr__(self) -> str:
+        state = "completed" if self._completed else "pending"
+        return f"{type(self).__name__}(delay_ms={self.delay_ms}, {state})"
+
+
+class Purgatory:
+    """Pending delayed operations of one kind (e.g. "Produce", "Fetch"), watched by key."""
+
+    def __init__(self, name: str, timer: Timer, broker_id: int = -1) -> None:
+        # broker_id is for introspection only: log lines get the broker tag from the logging setup.
+        self.name = name
+        self.broker_id = broker_id
+        self._timer = timer
+        # key -> {id(op): op}, insertion-ordered, of the pending operations watching it. Keyed by id() so that
+        # subclasses may be dataclasses with value equality (unhashable).
+        self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
+        self._pending: dict[int, DelayedOperation] = {}
+        self._shut_down = False
+        self.expired = 0  # operations completed by their timeout (a counter for metrics and tests)
+
+    # --- public API
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Complete `op` now if it can; otherwise watch it under every key and start its timeout.
+
+        Returns True if `op` was completed by this call. `keys` must not be empty.
+        """
+        keys = tuple(dict.fromkeys(keys))  # de-duplicated, order kept
+        if not keys:
+            raise ValueError("a delayed operation needs at least one watch key")
+        if op._purgatory is not None or op._keys:
+            raise ValueError(f"{op!r} is already watched")
+        if self._shut_down:
+            raise RuntimeError(f"purgatory {self.name} is shut down")
+        if self._try(op):
+            return True
+        if op.is_completed:
+            return False
+        op._purgatory = self
+        op._keys = keys
+        for key in keys:
+            self._watchers.setdefault(key, {})[id(op)] = op
+        self._pending[id(op)] = op
+        # The state may have changed between the first check and watching (a caller on another thread, or a
+        # try_complete() that triggered a check itself): check once more now that any change will find the op.
+        if self._try(op):
+            return True
+        if op.is_completed:  # completed elsewhere while we were adding it: make sure nothing is left behind
+            self._unwatch(op)
+        else:
+            op._timeout = self._timer.schedule(op.delay_ms, lambda: self._expire(op))
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Ask every operation watching `key` to try to complete; returns how many completed."""
+        watchers = self._watchers.get(key)
+        if not watchers:
+            return 0
+        completed = 0
+        for op in list(watchers.values()):  # completing ops leave the dict while we iterate
+            if not op.is_completed and self._try(op):
+                completed += 1
+        return completed
+
+    def watched(self) -> int:
+        """Total watch-list entries (an operation watched under n keys counts n times)."""
+        return sum(len(w) for w in self._watchers.values())
+
+    @property
+    def num_delayed(self) -> int:
+        """Operations waiting for completion or expiry."""
+        return len(self._pending)
+
+    size = num_delayed
+
+    @property
+    def num_keys(self) -> int:
+        return len(self._watchers)
+
+    def shutdown(self) -> int:
+        """Cancel every timeout and forget every pending operation (none of them completes); returns how many
+        were dropped. Call when the broker stops; connections are closing anyway."""
+        self._shut_down = True
+        dropped = list(self._pending.values())
+        for op in dropped:
+            if op._timeout is not None:
+                op._timeout.cancel()
+                op._timeout = None
+            op._purgatory = None
+            op._keys = ()
+        self._pending.clear()
+        self._watchers.clear()
+        return len(dropped)
+
+    def __repr__(self) -> str:
+        return f"Purgatory({self.name!r}, delayed={self.num_delayed}, keys={self.num_keys})"
+
+    # --- internals
+
+    def _try(self, op: DelayedOperation) -> bool:
+        try:
+            return op.try_complete()
+        except Exception:
+            # One broken operation must not stop the others watching the same key; complete it so that the
+            # client gets an answer (on_complete reads the state) instead of waiting for the timeout.
+            log.exception("%s purgatory: try_complete of %r failed", self.name, op)
+            try:
+                return op.force_complete()
+            except Exception:
+                log.exception("%s purgatory: on_complete of %r failed", self.name, op)
+                return False
+
+    def _expire(self, op: DelayedOperation) -> None:
+        op._timeout = None  # it has fired; nothing to cancel
+        try:
+            if op.force_complete():
+                self.expired += 1
+                op.on_expiration()
+        except Exception:
+            log.exception("%s purgatory: expiring %r failed", self.name, op)
+
+    def _unwatch(self, op: DelayedOperation) -> None:
+        for key in op._keys:
+            watchers = self._watchers.get(key)
+            if watchers is not None:
+                watchers.pop(id(op), None)
+                if not watchers:
+                    del self._watchers[key]
+        self._pending.pop(id(op), None)

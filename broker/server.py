@@ -1,0 +1,214 @@
+"""Builds the broker's components, starts them in order and stops them in reverse."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from broker.apis import ROUTES
+from broker.config import BrokerConfig
+from broker.coordinator.coordinator import GroupConfig, GroupCoordinator
+from broker.coordinator.offsets import OffsetStore
+from broker.handler_pool import HandlerPool
+from broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
+from broker.metrics import BrokerMetrics
+from broker.network import SocketServer
+from broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
+from broker.purgatory import LoopTimer, Purgatory
+from broker.replica_manager import ReplicaManager
+from broker.request_channel import RequestChannel
+from broker.zk_mode import ZkMode
+from storage.config import SystemClock
+from storage.log_manager import LogManager
+
+if TYPE_CHECKING:
+    from broker.controller.controller import Controller
+    from broker.controller.zk import KafkaZk
+
+log = logging.getLogger("moldau.server")
+
+
+class BrokerServer:
+    """One broker. Handlers receive this object as their context (config, metadata, replica manager, ...)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id if config.broker_id >= 0 else 0
+        self.clock = SystemClock()
+        self.metrics = BrokerMetrics(num_io_threads=1, num_network_threads=1)
+        self.log_dirs: list[Path] = list(config.log_dirs)
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.metadata: MetadataStore | None = None
+        self.fetch_purgatory: Purgatory | None = None
+        self.producer_ids: FileProducerIdManager | ZkProducerIdManager | None = None
+        self.zk_mode: ZkMode | None = None
+        self.channel: RequestChannel | None = None
+        self.socket_server: SocketServer | None = None
+        self.handler_pool: HandlerPool | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self.metrics_port: int | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.stopped = asyncio.Event()
+
+    async def start(self) -> None:
+        cfg = self.config
+        t0 = time.monotonic()
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        zk_cluster_id: str | None = None
+        if cfg.get("zookeeper.connect"):
+            self.zk_mode = ZkMode(self)
+            zk_cluster_id = await self.zk_mode.connect()
+        cluster_id = ensure_meta_properties(self.log_dirs, self.broker_id, zk_cluster_id)
+        self.log_manager = LogManager(self.log_dirs, cfg.log_config(), self.clock)
+        self.log_manager.load()
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, cfg.log_config,
+                                              int(cfg.get("min.insync.replicas")))
+        self.fetch_purgatory = Purgatory("Fetch", LoopTimer(asyncio.get_running_loop()), self.broker_id)
+        fetch_purgatory = self.fetch_purgatory
+        self.replica_manager.append_listeners.append(lambda tp: None if fetch_purgatory.check_and_complete(tp)
+                                                     else None)
+        if self.zk_mode is not None:
+            self.producer_ids = await self.zk_mode.producer_ids()
+        else:
+            self.producer_ids = FileProducerIdManager(self.log_dirs[0])
+        self.channel = RequestChannel(int(cfg.get("queued.max.requests")))
+        listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
+        self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
+                                          self.metrics, int(cfg.get("socket.send.buffer.bytes")),
+                                          int(cfg.get("socket.receive.buffer.bytes")))
+        await self.socket_server.start()
+        endpoint = self._advertised_endpoint()
+        metadata: MetadataStore
+        if self.zk_mode is not None:
+            metadata = await self.zk_mode.register(cluster_id, endpoint)
+        else:
+            standalone = StandaloneMetadata(self.broker_id, cluster_id, endpoint, self.log_dirs[0])
+            standalone.listeners.append(self.replica_manager.on_topic_change)
+            standalone.load()
+            metadata = standalone
+        self.metadata = metadata
+        # --- group coordinator (consumer groups, __consumer_offsets) ---------------------------------------
+        self.group_coordinator = GroupCoordinator(
+            OffsetStore(self.replica_manager, self.clock, int(cfg.get("offsets.topic.num.partitions")),
+                        load_buffer_size=int(cfg.get("offsets.load.buffer.size")),
+                        max_metadata_size=int(cfg.get("offset.metadata.max.bytes")), broker_id=self.broker_id),
+            LoopTimer(asyncio.get_running_loop()), self.clock, GroupConfig.from_broker_config(cfg), self.broker_id)
+        self.group_coordinator.startup()
+        metadata.listeners.append(self.group_coordinator.on_topic_change)
+        self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
+        # --- end group coordinator -------------------------------------------------------------------------
+        self.handler_pool = HandlerPool(self.channel, ROUTES, self, int(cfg.get("num.io.threads")), self.metrics)
+        self.handler_pool.start()
+        if self.zk_mode is not None:
+            self.zk_mode.start_controller()
+        self._wire_metrics()
+        self._schedule("log-retention", int(cfg.get("log.retention.check.interval.ms")),
+                       lambda: self._log_manager().cleanup(self.clock.time_ms()))
+        self._schedule("log-flush", min(int(cfg.get("log.flush.scheduler.interval.ms")), 1 << 31),
+                       lambda: self._log_manager().flush_due(self.clock.time_ms()))
+        self._schedule("recovery-point-checkpoint", int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
+                       lambda: self._log_manager().checkpoint())
+        log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
+                 time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
+
+    # ZooKeeper mode: what handlers and the controller need from the server.
+    @property
+    def zk(self) -> KafkaZk | None:
+        return self.zk_mode.zk if self.zk_mode is not None else None
+
+    @property
+    def controller(self) -> Controller | None:
+        return self.zk_mode.controller if self.zk_mode is not None else None
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.zk_mode.broker_epoch if self.zk_mode is not None else -1
+
+    def _log_manager(self) -> LogManager:
+        assert self.log_manager is not None
+        return self.log_manager
+
+    def advertised_endpoints(self) -> list[tuple[str, str, str, int]]:
+        """(listener, security protocol, host, port) of every advertised listener, with bound ports filled in."""
+        assert self.socket_server is not None
+        out = []
+        for ep in self.config.advertised_listeners:
+            host, port = ep.host, ep.port
+            bound = self.socket_server.bound.get(ep.name)
+            if bound is not None and port == 0:
+                port = bound[1]
+            if not host:
+                host = "127.0.0.1" if bound is None or not bound[0] else bound[0]
+            out.append((ep.name, ep.security_protocol, host, port))
+        return out
+
+    def _advertised_endpoint(self) -> BrokerEndpoint:
+        assert self.socket_server is not None
+        cfg = self.config
+        advertised = cfg.advertised_listeners
+        name = advertised[0].name
+        chosen = advertised[0]
+        host, port = chosen.host, chosen.port
+        bound = self.socket_server.bound.get(name)
+        if bound is not None and port == 0:
+            port = bound[1]
+        if not host:
+            host = "127.0.0.1" if bound is None or not bound[0] else bound[0]
+        return BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
+
+    def _wire_metrics(self) -> None:
+        m = self.metrics
+        rm, channel, purgatory = self.replica_manager, self.channel, self.fetch_purgatory
+        assert rm is not None and channel is not None and purgatory is not None
+        m.set_request_queue_size_callback(lambda: float(channel.size()))
+        m.track_purgatory("Fetch", lambda: float(purgatory.num_delayed))
+        m.set_under_replicated_callback(lambda: float(rm.under_replicated_count()))
+        m.set_partition_callbacks(lambda: float(len(rm.partitions)), lambda: float(rm.leader_count()))
+        port = int(self.config.get("metrics.port"))
+        if port != -1:
+            self.metrics_port = m.start_http_server(str(self.config.get("metrics.host")), port)
+            log.info("metrics on http://%s:%d/metrics", self.config.get("metrics.host"), self.metrics_port)
+
+    def _schedule(self, name: str, interval_ms: int, fn: Callable[[], Any]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    fn()
+                except Exception:
+                    log.exception("scheduled task %s failed", name)
+
+        if 0 < interval_ms < (1 << 31):
+            self._tasks.append(asyncio.create_task(loop(), name=name))
+
+    async def shutdown(self) -> None:
+        log.info("Moldau broker %d shutting down", self.broker_id)
+        if self.zk_mode is not None and self.handler_pool is not None:
+            await self.zk_mode.controlled_shutdown()
+        for task in self._tasks:
+            task.cancel()
+        if self.socket_server is not None:
+            self.socket_server.stop_accepting()
+        if self.fetch_purgatory is not None:
+            self.fetch_purgatory.shutdown()
+        # --- group coordinator ---
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
+        # --- end group coordinator ---
+        if self.socket_server is not None:
+            await self.socket_server.close_all()
+        if self.handler_pool is not None:
+            await self.handler_pool.stop()
+        if self.zk_mode is not None:
+            await self.zk_mode.close()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        self.metrics.close()
+        log.info("Moldau broker %d shut down cleanly", self.broker_id)
+        self.stopped.set()

@@ -1,0 +1,136 @@
+"""A group consumer run as a subprocess by test_groups.py (so that it can be SIGTERMed or SIGKILLed).
+
+    python group_consumer.py CLIENT BOOTSTRAP TOPIC GROUP OUT_FILE
+
+CLIENT is kafka-python, aiokafka or confluent. It subscribes to TOPIC in GROUP (session.timeout.ms 6000,
+heartbeats every second, earliest reset, no auto-commit) and writes JSON lines to OUT_FILE:
+
+    {"ev": "assigned", "partitions": [..]}     after every rebalance (eager: revoked first)
+    {"ev": "records", "items": [[partition, offset, value], ...]}   only after their commit succeeded
+    {"ev": "closed"}                            after a clean close (SIGTERM)
+
+Writing records only once their offsets are committed makes "every record exactly once across the group" a
+property the test can check even when members come and go. Stand-alone: imports nothing from the repository.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_MS = 1000
+
+
+class Out:
+    def __init__(self, path: str) -> None:
+        self.f = open(path, "a", buffering=1)
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        self.f.write(json.dumps({"ev": ev, "t": time.time(), **fields}) + "\n")
+        self.f.flush()
+
+
+def run_kafka_python(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool]) -> None:
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka.errors import KafkaError
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            out.emit("assigned", partitions=[])
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            out.emit("assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
+                             heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=20000)
+    consumer.subscribe([topic], listener=Listener())
+    while not stop[0]:
+        batch = consumer.poll(timeout_ms=200)
+        items = [[r.partition, r.offset, r.value.decode()] for recs in batch.values() for r in recs]
+        if not items:
+            continue
+        try:
+            consumer.commit()
+        except KafkaError:
+            continue  # a rebalance took the partitions: their next owner reads them from the last commit
+        out.emit("records", items=items)
+    consumer.close()
+    out.emit("closed")
+
+
+async def run_aiokafka(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool]) -> None:
+    from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+    from aiokafka.errors import KafkaError
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            out.emit("assigned", partitions=[])
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            out.emit("assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
+                                heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=20000)
+    consumer.subscribe([topic], listener=Listener())
+    await consumer.start()
+    while not stop[0]:
+        batch = await consumer.getmany(timeout_ms=200)
+        items = [[r.partition, r.offset, r.value.decode()] for recs in batch.values() for r in recs]
+        if not items:
+            continue
+        try:
+            await consumer.commit()
+        except KafkaError:
+            continue
+        out.emit("records", items=items)
+    await consumer.stop()
+    out.emit("closed")
+
+
+def run_confluent(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool]) -> None:
+    from confluent_kafka import Consumer, KafkaException
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
+                         "heartbeat.interval.ms": HEARTBEAT_MS, "max.poll.interval.ms": 20000})
+    consumer.subscribe([topic],
+                       on_assign=lambda c, ps: out.emit("assigned", partitions=sorted(p.partition for p in ps)),
+                       on_revoke=lambda c, ps: out.emit("assigned", partitions=[]))
+    while not stop[0]:
+        msgs = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
+        if not msgs:
+            continue
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException:
+            continue
+        out.emit("records", items=[[m.partition(), m.offset(), (m.value() or b"").decode()] for m in msgs])
+    consumer.close()
+    out.emit("closed")
+
+
+def main() -> int:
+    client, bootstrap, topic, group, path = sys.argv[1:6]
+    out = Out(path)
+    stop = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
+    if client == "kafka-python":
+        run_kafka_python(bootstrap, topic, group, out, stop)
+    elif client == "aiokafka":
+        asyncio.run(run_aiokafka(bootstrap, topic, group, out, stop))
+    elif client == "confluent":
+        run_confluent(bootstrap, topic, group, out, stop)
+    else:
+        raise SystemExit(f"unknown client {client}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
