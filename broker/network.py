@@ -99,7 +99,7 @@ class Connection:
         finally:
             self.close()
 
-    async def _handle_frame(self, frame: bytes) -> bool:
+    async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response; False closes the connection."""
         t0 = time.perf_counter()
         try:

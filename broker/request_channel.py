@@ -17,7 +17,7 @@ class Request:
 
     header: RequestHeader
     api: Api
-    frame: bytes
+    frame: bytes | bytearray
     body_pos: int
     client_host: str
     received_at: float = field(default_factory=time.perf_counter)

@@ -29,10 +29,10 @@ class FrameDecoder:
         self._buf = bytearray()
         self._need = -1
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
+    def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
         buf = self._buf
         buf += data
-        frames: list[bytes] = []
+        frames: list[bytearray] = []
         pos = 0
         end = len(buf)
         while True:
@@ -48,7 +48,8 @@ class FrameDecoder:
                 pos += 4
             if end - pos < self._need:
                 break
-            frames.append(bytes(buf[pos:pos + self._need]))
+            # One copy into a frame of its own; writable, so the produce path can patch offsets in place.
+            frames.append(buf[pos:pos + self._need])
             pos += self._need
             self._need = -1
         if pos:

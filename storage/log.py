@@ -239,10 +239,13 @@ class Log:
 
     def append_as_leader(self, records: Buffer, leader_epoch: int) -> AppendInfo:
         """Validates, assigns offsets from the log end offset, stamps the leader epoch (and LogAppendTime when
-        configured), checks producer sequences and appends. Nothing is written if anything fails."""
+        configured), checks producer sequences and appends. Nothing is written if anything fails.
+
+        A writable buffer (the broker's own request frame) is patched in place, saving a copy of every byte on
+        the produce path; a read-only one is copied first."""
         view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
         validated = validate_leader_batches(view, self.config.max_message_bytes)
-        buf = bytearray(view)
+        buf: memoryview | bytearray = view if not view.readonly else bytearray(view)
         append_time = self.clock.time_ms() if self.config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         batches: Batches = []
