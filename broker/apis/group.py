@@ -27,13 +27,17 @@ def coordinator_of(ctx: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------- FindCoordinator
+# How long FindCoordinator waits for the new offsets topic's leaders before answering "not available yet".
+OFFSETS_TOPIC_CREATE_WAIT_MS = 5000
+
+
 async def ensure_offsets_topic(ctx: Any, coordinator: Any) -> ErrorCode:
     """Create __consumer_offsets on first use (compacted; replication capped at the live brokers)."""
     async with coordinator.topic_lock:
         if ctx.metadata.topic(OFFSETS_TOPIC) is not None:
             return ErrorCode.NONE
-        if not ctx.metadata.is_controller():
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        # Any broker may create it: standalone brokers are their own controller, and in ZooKeeper mode the
+        # topic znodes may be written from any broker (the controller then elects the leaders).
         cfg = ctx.config
         live = len(ctx.metadata.live_brokers())
         replication = min(int(cfg.get("offsets.topic.replication.factor")), live)
@@ -42,10 +46,12 @@ async def ensure_offsets_topic(ctx: Any, coordinator: Any) -> ErrorCode:
         try:
             plan = plan_topic(ctx, OFFSETS_TOPIC, int(cfg.get("offsets.topic.num.partitions")), replication, [],
                               configs)
-            await create_topic(ctx, OFFSETS_TOPIC, plan, configs)
+            await create_topic(ctx, OFFSETS_TOPIC, plan, configs, timeout_ms=OFFSETS_TOPIC_CREATE_WAIT_MS)
         except TopicCreationError as exc:
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE
+            if exc.code == ErrorCode.REQUEST_TIMED_OUT:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE  # created; leaders not elected yet: the client retries
             log.error("[broker %d] cannot create %s: %s", ctx.broker_id, OFFSETS_TOPIC, exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         log.info("[broker %d] created %s with %d partitions, replication factor %d", ctx.broker_id,
