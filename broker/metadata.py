@@ -41,6 +41,8 @@ class PartitionState:
     replicas: list[int]
     isr: list[int]
     offline_replicas: list[int] = field(default_factory=list)
+    zk_version: int = -1  # the state znode's version (LeaderAndIsr's partition epoch); -1 in standalone mode
+    controller_epoch: int = 0
 
 
 @dataclass(slots=True)

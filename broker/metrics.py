@@ -15,6 +15,10 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_request_queue_size                 RequestChannel RequestQueueSize
     moldau_purgatory_size{purgatory}          DelayedOperationPurgatory NumDelayedOperations{delayedOperation}
     moldau_under_replicated_partitions        ReplicaManager UnderReplicatedPartitions
+    moldau_offline_partitions                 KafkaController OfflinePartitionsCount
+    moldau_isr_shrinks_total                  ReplicaManager IsrShrinksPerSec
+    moldau_isr_expands_total                  ReplicaManager IsrExpandsPerSec
+    moldau_replica_max_lag                    ReplicaFetcherManager MaxLag
     moldau_partitions                         ReplicaManager PartitionCount
     moldau_leader_partitions                  ReplicaManager LeaderCount
     moldau_connections                        socket-server-metrics connection-count
@@ -200,6 +204,16 @@ class BrokerMetrics:
         self.under_replicated_partitions = Gauge(
             "moldau_under_replicated_partitions",
             "Partitions led here with fewer in-sync replicas than replicas", registry=r)
+        self.offline_partitions = Gauge(
+            "moldau_offline_partitions", "Partitions without a leader (reported by the active controller)",
+            registry=r)
+        self.isr_shrinks_total = Counter("moldau_isr_shrinks_total", "ISR shrinks of partitions led here",
+                                         registry=r)
+        self.isr_expands_total = Counter("moldau_isr_expands_total", "ISR expansions of partitions led here",
+                                         registry=r)
+        self.replica_max_lag = Gauge("moldau_replica_max_lag",
+                                     "Largest lag in records of a partition this broker follows (leader HW minus "
+                                     "own log end offset)", registry=r)
         self.partitions = Gauge("moldau_partitions", "Partitions with a replica on this broker", registry=r)
         self.leader_partitions = Gauge("moldau_leader_partitions", "Partitions led by this broker",
                                        registry=r)
@@ -247,6 +261,13 @@ class BrokerMetrics:
 
     def set_under_replicated_callback(self, fn: Callable[[], float]) -> None:
         self.under_replicated_partitions.set_function(_safe(fn, "moldau_under_replicated_partitions"))
+
+    def isr_changed(self, shrunk: bool) -> None:
+        (self.isr_shrinks_total if shrunk else self.isr_expands_total).inc()
+
+    def set_replication_callbacks(self, max_lag: Callable[[], float], offline: Callable[[], float]) -> None:
+        self.replica_max_lag.set_function(_safe(max_lag, "moldau_replica_max_lag"))
+        self.offline_partitions.set_function(_safe(offline, "moldau_offline_partitions"))
 
     def set_partition_callbacks(self, partitions: Callable[[], float], leaders: Callable[[], float]) -> None:
         self.partitions.set_function(_safe(partitions, "moldau_partitions"))

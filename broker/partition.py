@@ -1,4 +1,13 @@
-"""One partition on this broker: its log, leadership state, ISR and high watermark."""
+"""One partition on this broker: its log, leadership state, ISR and high watermark.
+
+The leader tracks each follower from its fetches (Kafka's ``Replica``/``Partition``): the offset it fetched from is
+its log end offset; it is *caught up* at the time of a fetch from the leader's log end offset (or from the log end
+offset the leader had at the follower's previous fetch, which covers a follower that keeps pace with a steady
+stream). The high watermark is the smallest log end offset over the ISR. The ISR changes only after ZooKeeper
+accepted the new one (``isr`` is what ZooKeeper holds, ``pending_isr`` a change being written); while a change is
+in flight the high watermark counts the larger of the two sets, so it never runs ahead of a replica that may still
+be in the ISR. Everything here is pure state: time is passed in, I/O is the replica manager's business.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,17 @@ from typing import Any
 
 from broker.metadata import PartitionState
 from storage.log import Log
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    # The leader's log end offset when this follower last fetched.
+    leader_leo_at_last_fetch: int = UNKNOWN_OFFSET
 
 
 @dataclass(slots=True)
@@ -17,45 +37,136 @@ class Partition:
     log: Log
     leader_id: int = -1
     leader_epoch: int = 0
+    # Version of the partition state znode (Kafka's zkVersion / partition epoch): the leader's ISR writes are
+    # conditional on it.
+    zk_version: int = -1
+    controller_epoch: int = 0
     replicas: list[int] = field(default_factory=list)
     isr: list[int] = field(default_factory=list)
+    pending_isr: list[int] | None = None
     high_watermark: int = 0
     min_insync_replicas: int = 1
-    # Log end offsets of followers as the leader last saw them (filled in by replication).
-    follower_leo: dict[int, int] = field(default_factory=dict)
-    # Whether followers' log end offsets bound the high watermark. Off until follower fetchers exist (the
-    # replication issue): followers then copy nothing, so the leader's own log end offset is the HW.
-    track_followers: bool = False
+    # The leader's log end offset when it took this leader epoch: a follower rejoins the ISR only once it has
+    # everything up to there (it holds no divergent tail from an older epoch).
+    leader_epoch_start_offset: int = 0
+    followers: dict[int, FollowerState] = field(default_factory=dict)
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
 
-    def apply_state(self, state: PartitionState) -> None:
+    @property
+    def follower_leo(self) -> dict[int, int]:
+        return {r: f.log_end_offset for r, f in self.followers.items()}
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the high watermark must respect: the committed one plus any being written."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
+    def apply_state(self, state: PartitionState, now_ms: int = 0) -> bool:
+        """Takes a LeaderAndIsr (or standalone metadata) state; True if this broker became the leader of a new
+        leader epoch (follower tracking starts afresh then)."""
+        new_leadership = state.leader == self.broker_id and (not self.is_leader
+                                                             or state.leader_epoch != self.leader_epoch)
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
+        self.zk_version = state.zk_version
+        self.controller_epoch = state.controller_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
-        self.maybe_advance_high_watermark()
+        self.pending_isr = None
+        if new_leadership:
+            leo = self.log.log_end_offset
+            self.leader_epoch_start_offset = leo
+            self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
+            self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in self.isr else 0,
+                                               last_fetch_ms=now_ms)
+                              for r in self.replicas if r != self.broker_id}
+        elif self.is_leader:
+            for r in self.replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerState(last_fetch_ms=now_ms)
+        else:
+            self.followers = {}
+        if self.is_leader:
+            self.maybe_advance_high_watermark()
+        return new_leadership
 
     def append_as_leader(self, records: Any) -> Any:
         info = self.log.append_as_leader(records, self.leader_epoch)
         self.maybe_advance_high_watermark()
         return info
 
-    def maybe_advance_high_watermark(self) -> bool:
-        """HW = the smallest log end offset among in-sync replicas (only ourselves until replication)."""
+    # ------------------------------------------------------------------ leader: followers and the ISR
+    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset``: record its log end offset and whether it is caught up.
+        Returns True when the high watermark advanced."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            if replica_id not in self.replicas:
+                return False
+            f = self.followers[replica_id] = FollowerState()
         leo = self.log.log_end_offset
-        candidates = [leo]
-        if self.track_followers:
-            candidates += [self.follower_leo.get(r, 0) for r in self.isr if r != self.broker_id]
-        new_hw = min(candidates)
+        if fetch_offset >= leo:
+            f.last_caught_up_ms = now_ms
+        elif f.leader_leo_at_last_fetch != UNKNOWN_OFFSET and fetch_offset >= f.leader_leo_at_last_fetch:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.log_end_offset = fetch_offset
+        f.leader_leo_at_last_fetch = leo
+        f.last_fetch_ms = now_ms
+        return self.maybe_advance_high_watermark()
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """Followers in the ISR that have not caught up, or not fetched at all, within ``max_lag_ms``."""
+        out = []
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            f = self.followers.get(r)
+            if f is None or now_ms - f.last_caught_up_ms > max_lag_ms or now_ms - f.last_fetch_ms > max_lag_ms:
+                out.append(r)
+        return out
+
+    def replicas_to_add(self) -> list[int]:
+        """Followers outside the ISR that have everything up to the high watermark and this epoch's start."""
+        out = []
+        for r in self.replicas:
+            if r == self.broker_id or r in self.isr:
+                continue
+            f = self.followers.get(r)
+            if f is not None and f.log_end_offset >= max(self.high_watermark, self.leader_epoch_start_offset):
+                out.append(r)
+        return out
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """HW = the smallest log end offset among the in-sync replicas; it only moves forward."""
+        leo = self.log.log_end_offset
+        new_hw = leo
+        for r in self.maximal_isr:
+            if r != self.broker_id:
+                f = self.followers.get(r)
+                new_hw = min(new_hw, f.log_end_offset if f is not None else UNKNOWN_OFFSET)
         advanced = False
-        if new_hw > self.high_watermark or new_hw < self.log.log_start_offset:
-            self.high_watermark = max(new_hw, self.log.log_start_offset)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
             advanced = True
-        elif self.high_watermark > leo:
-            self.high_watermark = leo
-        # Retention never deletes what consumers cannot read yet.
-        self.log.high_watermark = self.high_watermark
+        self.clamp_high_watermark()
         return advanced
+
+    def clamp_high_watermark(self) -> None:
+        """Keeps log start <= HW <= LEO (truncation, deleted records); retention never passes the HW."""
+        self.high_watermark = max(min(self.high_watermark, self.log.log_end_offset), self.log.log_start_offset)
+        self.log.high_watermark = self.high_watermark
+
+    def max_follower_lag(self) -> int:
+        leo = self.log.log_end_offset
+        return max((leo - f.log_end_offset for f in self.followers.values() if f.log_end_offset >= 0), default=0)
+
+    # ------------------------------------------------------------------ follower
+    def update_follower_high_watermark(self, leader_hw: int) -> None:
+        """Follower: HW = min(the leader's HW, own log end offset)."""
+        self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+        self.clamp_high_watermark()

@@ -1,19 +1,26 @@
-"""The partitions hosted on this broker: append and read, and the wake-ups of delayed fetches.
+"""The partitions hosted on this broker: append and read, follower tracking, ISR changes, and the wake-ups of
+delayed operations.
 
-Handlers call only ``append``/``read``/``get_partition``; whether a partition is led here or followed (when
-replication arrives) is the partition's business, so adding follower fetchers changes no handler.
+Handlers call ``append``/``read``/``update_follower``/``get_partition``. Role changes from LeaderAndIsr go to
+``role_listeners`` (the replica fetcher manager starts or stops fetching). The leader writes ISR changes through
+``isr_writer`` (ZooKeeper mode: a versioned write of the partition state znode plus an ISR change notification)
+and takes the new ISR only once it was accepted. ``append_listeners`` hear of every append (follower fetches wait
+for the log end offset), ``hw_listeners`` of every high-watermark advance (acks=all produces and consumer fetches
+wait for it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.metadata import PartitionState, TopicMetadata
 from broker.partition import Partition
 from protocol.errors import ErrorCode
+from storage.config import SystemClock
 from storage.errors import DuplicateSequence, OffsetOutOfRangeError, StorageError
 from storage.log_manager import LogManager
 from storage.segment import FileRegion
@@ -21,6 +28,8 @@ from storage.segment import FileRegion
 log = logging.getLogger("moldau.replica_manager")
 
 TopicPartition = tuple[str, int]
+# (partition, new ISR) -> (the state znode's new version, the ISR it holds), or None when the controller moved on.
+IsrWriter = Callable[[Partition, list[int]], Awaitable[tuple[int, list[int]] | None]]
 
 
 @dataclass(slots=True)
@@ -30,6 +39,7 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    last_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -57,21 +67,42 @@ class RecordsView:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
-                 log_config_for: Callable[[dict[str, str]], Any], min_insync_replicas: int = 1) -> None:
+                 log_config_for: Callable[[dict[str, str]], Any], min_insync_replicas: int = 1, *,
+                 clock: Any = None, replica_lag_time_max_ms: int = 30000,
+                 high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         self.broker_id = broker_id
         self.min_insync_replicas = min_insync_replicas
         self.log_manager = log_manager
         self.log_config_for = log_config_for
+        self.clock = clock if clock is not None else SystemClock()
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
-        # Called with the topic-partition after every append (delayed fetches watch these keys).
-        self.append_listeners: list[Callable[[TopicPartition], None]] = []
-        # Called with (partition, became_leader) after a LeaderAndIsr changed its role; the follower fetchers of
-        # the replication issue hook in here, so the LeaderAndIsr handler does not change.
+        # High watermarks from the replication-offset-checkpoint files, for partitions not loaded yet.
+        self.checkpointed_hw: dict[TopicPartition, int] = dict(high_watermarks or {})
+        # Called with the topic-partition after every append (follower fetches wait for the log end offset).
+        self.append_listeners: list[Callable[[TopicPartition], object]] = []
+        # Called with the topic-partition when its high watermark advanced (acks=all, consumer fetches).
+        self.hw_listeners: list[Callable[[TopicPartition], object]] = []
+        # Called with (partition, became_leader) after a LeaderAndIsr or StopReplica changed its role; the follower
+        # fetchers hook in here, so the LeaderAndIsr handler does not change.
         self.role_listeners: list[Callable[[Partition, bool], None]] = []
-        self.track_followers = False  # see Partition.track_followers
+        self.isr_writer: IsrWriter | None = None
+        # Called with True after an ISR shrink, False after an expansion (metrics).
+        self.isr_change_listeners: list[Callable[[bool], None]] = []
+        self._isr_tasks: set[asyncio.Task[None]] = set()
+        # Internal writers (the group coordinator) waiting for the HW: tp -> [(offset, future)].
+        self._hw_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
 
     # ------------------------------------------------------------------ state changes
+    def _new_partition(self, topic: str, index: int, log_: Any) -> Partition:
+        partition = Partition(topic, index, self.broker_id, log_)
+        partition.high_watermark = self.checkpointed_hw.pop((topic, index), 0)
+        partition.clamp_high_watermark()
+        self.partitions[(topic, index)] = partition
+        return partition
+
     def on_topic_change(self, name: str, topic: TopicMetadata | None) -> None:
+        """Standalone mode: every partition is led here and its ISR is this broker."""
         if topic is None:
             for tp in [tp for tp in self.partitions if tp[0] == name]:
                 self.remove_partition(tp, delete=True)
@@ -85,14 +116,11 @@ class ReplicaManager:
                 continue
             partition = self.partitions.get(tp)
             if partition is None:
-                log_ = self.log_manager.get_or_create_log(name, index, config)
-                partition = Partition(name, index, self.broker_id, log_)
-                partition.high_watermark = log_.log_end_offset if state.replicas == [self.broker_id] else 0
-                self.partitions[tp] = partition
+                partition = self._new_partition(name, index, self.log_manager.get_or_create_log(name, index, config))
             partition.log.config = config
             partition.min_insync_replicas = int(topic.configs.get("min.insync.replicas",
                                                                   self.min_insync_replicas))
-            partition.apply_state(state)
+            partition.apply_state(state, self.clock.time_ms())
 
     def become_leader_or_follower(self, topic: str, state: PartitionState, configs: dict[str, str]) -> ErrorCode:
         """Applies one partition of a LeaderAndIsr (ZooKeeper mode): creates the log when needed, takes the new
@@ -108,16 +136,24 @@ class ReplicaManager:
             except (OSError, StorageError) as exc:
                 log.error("cannot create the log of %s-%d: %s", topic, state.partition, exc)
                 return ErrorCode.KAFKA_STORAGE_ERROR
-            partition = Partition(topic, state.partition, self.broker_id, log_, track_followers=self.track_followers)
-            partition.high_watermark = log_.log_end_offset if not self.track_followers else 0
-            self.partitions[tp] = partition
-        was_leader = partition.is_leader and partition.leader_epoch == state.leader_epoch
+            partition = self._new_partition(topic, state.partition, log_)
+        was_leader = partition.is_leader
+        old_hw = partition.high_watermark
         partition.log.config = config
         partition.min_insync_replicas = int(configs.get("min.insync.replicas", self.min_insync_replicas))
-        partition.apply_state(state)
-        if partition.is_leader != was_leader or not partition.is_leader:
+        became_leader = partition.apply_state(state, self.clock.time_ms())
+        if became_leader:
+            log.info("%s-%d: leader now (epoch %d, ISR %s, log end offset %d, high watermark %d)", topic,
+                     state.partition, state.leader_epoch, state.isr, partition.log.log_end_offset,
+                     partition.high_watermark)
+        if became_leader or not partition.is_leader:
             for listener in self.role_listeners:
                 listener(partition, partition.is_leader)
+        if was_leader and not partition.is_leader:
+            log.info("%s-%d: follower now (leader %d, epoch %d)", topic, state.partition, state.leader,
+                     state.leader_epoch)
+        if partition.high_watermark != old_hw or was_leader != partition.is_leader:
+            self._hw_changed(tp)  # waiting produces learn the outcome, consumer fetches the new HW
         return ErrorCode.NONE
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> ErrorCode:
@@ -128,6 +164,7 @@ class ReplicaManager:
             partition.leader_id = -1
             for listener in self.role_listeners:
                 listener(partition, False)
+            self._hw_changed(tp)
         if delete:
             self.remove_partition(tp, delete=True)
         return ErrorCode.NONE
@@ -148,6 +185,43 @@ class ReplicaManager:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
         return partition, ErrorCode.NONE
 
+    def _hw_changed(self, tp: TopicPartition) -> None:
+        for listener in self.hw_listeners:
+            listener(tp)
+        if tp in self._hw_waiters:
+            self._check_hw_waiters(tp)
+
+    async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_ms: int) -> ErrorCode:
+        """For internal acks=all writes: NONE once the HW reached ``offset`` (NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        if the ISR is below min.insync.replicas then), NOT_LEADER_OR_FOLLOWER if leadership moved,
+        REQUEST_TIMED_OUT after ``timeout_ms``."""
+        tp = (topic, index)
+        fut: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._hw_waiters.setdefault(tp, []).append((offset, fut))
+        self._check_hw_waiters(tp)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+        except TimeoutError:
+            fut.cancel()
+            return ErrorCode.REQUEST_TIMED_OUT
+        finally:
+            waiters = [w for w in self._hw_waiters.get(tp, []) if not w[1].done()]
+            if waiters:
+                self._hw_waiters[tp] = waiters
+            else:
+                self._hw_waiters.pop(tp, None)
+
+    def _check_hw_waiters(self, tp: TopicPartition) -> None:
+        partition = self.partitions.get(tp)
+        for offset, fut in self._hw_waiters.get(tp, []):
+            if fut.done():
+                continue
+            if partition is None or not partition.is_leader:
+                fut.set_result(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            elif partition.high_watermark >= offset:
+                fut.set_result(ErrorCode.NONE if len(partition.isr) >= partition.min_insync_replicas
+                               else ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+
     # ------------------------------------------------------------------ data path
     def append(self, topic: str, index: int, records: Any, acks: int = 1) -> AppendResult:
         partition, error = self.leader_partition(topic, index)
@@ -159,32 +233,41 @@ class ReplicaManager:
             return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS,
                                 message=f"The size of the current ISR {partition.isr} is insufficient to satisfy "
                                         f"the min.isr requirement of {partition.min_insync_replicas}")
+        hw = partition.high_watermark
         try:
             info = partition.append_as_leader(records)
         except DuplicateSequence as dup:
-            return AppendResult(ErrorCode.NONE, dup.first_offset, -1, partition.log.log_start_offset)
+            return AppendResult(ErrorCode.NONE, dup.first_offset, -1, partition.log.log_start_offset,
+                                last_offset=dup.last_offset)
         except StorageError as exc:
             log.info("append to %s-%d refused: %s", topic, index, exc)
             return AppendResult(exc.error_code, message=str(exc))
-        for listener in self.append_listeners:
-            listener((topic, index))
+        if partition.high_watermark != hw:
+            self._hw_changed((topic, index))
+        else:
+            for listener in self.append_listeners:
+                listener((topic, index))
         append_time = info.log_append_time if partition.log.config.log_append_time else -1
-        return AppendResult(ErrorCode.NONE, info.first_offset, append_time, partition.log.log_start_offset)
+        return AppendResult(ErrorCode.NONE, info.first_offset, append_time, partition.log.log_start_offset,
+                            last_offset=info.last_offset)
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
-             min_one: bool = True) -> ReadResult:
+             min_one: bool = True, current_leader_epoch: int = -1) -> ReadResult:
         partition = self.partitions.get((topic, index))
         if partition is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if not partition.is_leader:
             return ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+            return ReadResult(ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < partition.leader_epoch
+                              else ErrorCode.UNKNOWN_LEADER_EPOCH)
         log_ = partition.log
         hw = partition.high_watermark
         result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, log_.log_end_offset)
         # Consumers read only below the high watermark: a fetch at or above it is an empty answer, not an
-        # error, as long as it is within the log.
+        # error, as long as it is within the log. Followers read up to the log end offset.
         upper = hw if consumer else None
-        if consumer and hw <= offset <= log_.log_end_offset:
+        if (consumer and hw <= offset <= log_.log_end_offset) or offset == log_.log_end_offset:
             return result
         try:
             data = log_.read(offset, max_bytes, max_offset=upper, min_one=min_one)
@@ -197,6 +280,81 @@ class ReplicaManager:
         result.records = RecordsView(data.regions, data.size)
         result.size = data.size
         return result
+
+    # ------------------------------------------------------------------ leader: followers and the ISR
+    def update_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch: its log end offset, caught-up time, the HW, and an ISR expansion when due."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader:
+            return
+        if partition.update_follower(replica_id, fetch_offset, self.clock.time_ms()):
+            self._hw_changed((topic, index))
+        if replica_id not in partition.isr and replica_id in partition.replicas_to_add():
+            self._change_isr(partition, [r for r in partition.replicas if r in partition.isr or r == replica_id])
+
+    def maybe_shrink_isrs(self) -> None:
+        """Leaves out of the ISR the followers that fell behind (run every replica.lag.time.max.ms / 2)."""
+        now = self.clock.time_ms()
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader or partition.pending_isr is not None:
+                continue
+            lagging = partition.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
+            if lagging:
+                log.info("%s-%d: replicas %s are out of sync (lag > %d ms); shrinking the ISR %s", partition.topic,
+                         partition.index, lagging, self.replica_lag_time_max_ms, partition.isr)
+                self._change_isr(partition, [r for r in partition.isr if r not in lagging])
+
+    def _change_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        if self.isr_writer is None or partition.pending_isr is not None or new_isr == partition.isr:
+            return
+        partition.pending_isr = new_isr
+        task = asyncio.get_running_loop().create_task(self._write_isr(partition, new_isr),
+                                                      name=f"isr-{partition.topic}-{partition.index}")
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _write_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        assert self.isr_writer is not None
+        epoch, old_isr = partition.leader_epoch, partition.isr
+        try:
+            written = await self.isr_writer(partition, new_isr)
+        except Exception as exc:
+            log.warning("%s-%d: writing the ISR %s failed: %r", partition.topic, partition.index, new_isr, exc)
+            written = None
+        if partition.pending_isr is not new_isr or partition.leader_epoch != epoch or not partition.is_leader:
+            return  # a LeaderAndIsr came in meanwhile; it has the final word
+        partition.pending_isr = None
+        if written is None:
+            log.info("%s-%d: the partition state changed under us (zk version %d); waiting for the controller",
+                     partition.topic, partition.index, partition.zk_version)
+            return
+        version, isr = written
+        partition.isr = isr
+        partition.zk_version = version
+        if isr != new_isr:
+            log.info("%s-%d: ZooKeeper holds ISR %s (zk version %d); building on it", partition.topic,
+                     partition.index, isr, version)
+            partition.maybe_advance_high_watermark()
+            self._hw_changed((partition.topic, partition.index))
+            return
+        for listener in self.isr_change_listeners:
+            listener(len(new_isr) < len(old_isr))
+        log.info("%s-%d: ISR %s -> %s (zk version %d)", partition.topic, partition.index, old_isr, new_isr,
+                 version)
+        partition.maybe_advance_high_watermark()
+        self._hw_changed((partition.topic, partition.index))
+
+    # ------------------------------------------------------------------ checkpoints and shutdown
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return {tp: p.high_watermark for tp, p in self.partitions.items()} | self.checkpointed_hw
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.log_manager.write_high_watermarks(self.high_watermarks())
+
+    async def shutdown(self) -> None:
+        for task in list(self._isr_tasks):
+            task.cancel()
+        await asyncio.gather(*self._isr_tasks, return_exceptions=True)
 
     # ------------------------------------------------------------------ metrics
     def under_replicated_count(self) -> int:

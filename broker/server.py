@@ -19,6 +19,7 @@ from broker.metrics import BrokerMetrics
 from broker.network import SocketServer
 from broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
 from broker.purgatory import LoopTimer, Purgatory
+from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.request_channel import RequestChannel
 from broker.zk_mode import ZkMode
@@ -45,6 +46,8 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.metadata: MetadataStore | None = None
         self.fetch_purgatory: Purgatory | None = None
+        self.produce_purgatory: Purgatory | None = None
+        self.fetcher_manager: ReplicaFetcherManager | None = None
         self.producer_ids: FileProducerIdManager | ZkProducerIdManager | None = None
         self.zk_mode: ZkMode | None = None
         self.channel: RequestChannel | None = None
@@ -67,12 +70,26 @@ class BrokerServer:
         cluster_id = ensure_meta_properties(self.log_dirs, self.broker_id, zk_cluster_id)
         self.log_manager = LogManager(self.log_dirs, cfg.log_config(), self.clock)
         self.log_manager.load()
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager, cfg.log_config,
-                                              int(cfg.get("min.insync.replicas")))
-        self.fetch_purgatory = Purgatory("Fetch", LoopTimer(asyncio.get_running_loop()), self.broker_id)
-        fetch_purgatory = self.fetch_purgatory
-        self.replica_manager.append_listeners.append(lambda tp: None if fetch_purgatory.check_and_complete(tp)
-                                                     else None)
+        self.replica_manager = rm = ReplicaManager(
+            self.broker_id, self.log_manager, cfg.log_config, int(cfg.get("min.insync.replicas")), clock=self.clock,
+            replica_lag_time_max_ms=int(cfg.get("replica.lag.time.max.ms")),
+            high_watermarks=self.log_manager.read_high_watermarks())
+        loop = asyncio.get_running_loop()
+        self.fetch_purgatory = fetch_purgatory = Purgatory("Fetch", LoopTimer(loop), self.broker_id)
+        self.produce_purgatory = produce_purgatory = Purgatory("Produce", LoopTimer(loop), self.broker_id)
+        rm.append_listeners.append(fetch_purgatory.check_and_complete)
+        rm.hw_listeners.append(fetch_purgatory.check_and_complete)
+        rm.hw_listeners.append(produce_purgatory.check_and_complete)
+        if self.zk_mode is not None:
+            rm.isr_writer = self.zk_mode.write_isr
+            self.fetcher_manager = ReplicaFetcherManager(FetcherSettings(
+                self.broker_id, max_wait_ms=int(cfg.get("replica.fetch.wait.max.ms")),
+                min_bytes=int(cfg.get("replica.fetch.min.bytes")),
+                max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
+                partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
+                backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
+                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms"))), self._endpoint_of)
+            rm.role_listeners.append(self.fetcher_manager.on_role_change)
         if self.zk_mode is not None:
             self.producer_ids = await self.zk_mode.producer_ids()
         else:
@@ -114,6 +131,10 @@ class BrokerServer:
                        lambda: self._log_manager().flush_due(self.clock.time_ms()))
         self._schedule("recovery-point-checkpoint", int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
                        lambda: self._log_manager().checkpoint())
+        self._schedule("isr-expiration", max(int(cfg.get("replica.lag.time.max.ms")) // 2, 1),
+                       rm.maybe_shrink_isrs)
+        self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
+                       rm.checkpoint_high_watermarks)
         log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
                  time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
 
@@ -129,6 +150,15 @@ class BrokerServer:
     @property
     def broker_epoch(self) -> int:
         return self.zk_mode.broker_epoch if self.zk_mode is not None else -1
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where a replica fetcher finds a leader: the cluster view of the last UpdateMetadata."""
+        if self.metadata is None:
+            return None
+        for b in self.metadata.live_brokers():
+            if b.broker_id == broker_id:
+                return b.host, b.port
+        return None
 
     def _log_manager(self) -> LogManager:
         assert self.log_manager is not None
@@ -169,6 +199,14 @@ class BrokerServer:
         m.set_request_queue_size_callback(lambda: float(channel.size()))
         m.track_purgatory("Fetch", lambda: float(purgatory.num_delayed))
         m.set_under_replicated_callback(lambda: float(rm.under_replicated_count()))
+        fetchers, controller = self.fetcher_manager, self.controller
+        rm.isr_change_listeners.append(m.isr_changed)
+        m.set_replication_callbacks(
+            max_lag=lambda: float(fetchers.max_lag() if fetchers is not None else 0),
+            offline=lambda: float(controller.offline_partition_count() if controller is not None else 0))
+        produce = self.produce_purgatory
+        assert produce is not None
+        m.track_purgatory("Produce", lambda: float(produce.num_delayed))
         m.set_partition_callbacks(lambda: float(len(rm.partitions)), lambda: float(rm.leader_count()))
         port = int(self.config.get("metrics.port"))
         if port != -1:
@@ -197,6 +235,12 @@ class BrokerServer:
             self.socket_server.stop_accepting()
         if self.fetch_purgatory is not None:
             self.fetch_purgatory.shutdown()
+        if self.produce_purgatory is not None:
+            self.produce_purgatory.shutdown()
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+        if self.replica_manager is not None:
+            await self.replica_manager.shutdown()
         # --- group coordinator ---
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
@@ -208,6 +252,8 @@ class BrokerServer:
         if self.zk_mode is not None:
             await self.zk_mode.close()
         if self.log_manager is not None:
+            if self.replica_manager is not None:
+                self.replica_manager.checkpoint_high_watermarks()
             self.log_manager.shutdown()
         self.metrics.close()
         log.info("Moldau broker %d shut down cleanly", self.broker_id)

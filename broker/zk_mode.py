@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 
 from broker.controller.controller import Controller, ControllerSettings
 from broker.controller.zk import KafkaZk, ZkClient
-from broker.controller.zk_data import BrokerInfo
+from broker.controller.zk_data import BrokerInfo, LeaderIsr
 from broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
 from broker.metadata_cache import MetadataCache
+from broker.partition import Partition
 from broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
 from client.connection import BrokerConnection, api_for
 from protocol.api import ApiKey
@@ -123,6 +124,12 @@ class ZkMode:
             await self._register()
         except Exception:
             log.exception("registering again after the session expired failed")
+
+    async def write_isr(self, partition: Partition, isr: list[int]) -> tuple[int, list[int]] | None:
+        """The replica manager's ISR writer: a versioned write of the partition state znode."""
+        state = LeaderIsr(partition.leader_id, partition.leader_epoch, isr, partition.controller_epoch,
+                          partition.zk_version)
+        return await self.zk.update_leader_and_isr(partition.topic, partition.index, state)
 
     async def controlled_shutdown(self) -> bool:
         """Asks the controller to move this broker's leaderships away; retries as configured."""

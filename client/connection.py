@@ -342,7 +342,7 @@ class BrokerConnection:
             if not self._on_frame(frame):
                 return
 
-    def _on_frame(self, frame: bytes) -> bool:
+    def _on_frame(self, frame: bytes | bytearray) -> bool:
         """Matches one response frame with the oldest pending request. False: the connection was failed."""
         if len(frame) < 4:
             self._fail(ProtocolViolationError(f"{self.host}:{self.port}: {len(frame)}-byte response frame"))

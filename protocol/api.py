@@ -76,7 +76,7 @@ REGISTRY: dict[int, Api] = {
 # Registered (so clients and the controller can encode them) but not yet handled by broker/apis: kept out of the
 # ApiVersions answer, since a client that tried one would have its connection closed. Remove a key here when
 # its handler lands in ROUTES.
-NOT_YET_SERVED: frozenset[int] = frozenset({23})
+NOT_YET_SERVED: frozenset[int] = frozenset()
 
 # The API keys the broker advertises in ApiVersions.
 ADVERTISED: frozenset[int] = frozenset(REGISTRY) - NOT_YET_SERVED

@@ -21,6 +21,7 @@ from broker.apis.inter_broker import (
     handle_stop_replica,
     handle_update_metadata,
 )
+from broker.apis.leader_epoch import handle_offset_for_leader_epoch
 from broker.apis.list_offsets import handle_list_offsets
 from broker.apis.metadata import handle_metadata
 from broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -53,4 +54,5 @@ ROUTES: dict[int, Handler] = {
     ApiKey.STOP_REPLICA: handle_stop_replica,
     ApiKey.UPDATE_METADATA: handle_update_metadata,
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
 }

@@ -1,4 +1,5 @@
-"""Fetch: read each partition (bounded by the HW for consumers), or wait in the fetch purgatory.
+"""Fetch: read each partition (bounded by the HW for consumers, by the log end offset for followers), or wait in
+the fetch purgatory. A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
 
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
@@ -30,7 +31,8 @@ def _read_all(ctx: Any, body: dict[str, Any], version: int) -> tuple[list[dict[s
         for p in t["partitions"]:
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
-            r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0))
+            r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0),
+                        current_leader_epoch=-1 if consumer else p["current_leader_epoch"])
             entry: dict[str, Any] = {"partition_index": index, "error_code": r.error,
                                      "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
                                      "log_start_offset": r.log_start_offset, "aborted_transactions": None,
@@ -74,6 +76,13 @@ class DelayedFetch(DelayedOperation):
 
 
 def handle_fetch(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+    replica_id = body["replica_id"]
+    if replica_id >= 0:
+        # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
+        # high watermark this very fetch may have advanced.
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"])
     responses, total, error = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:

@@ -53,7 +53,8 @@ async def handle_leader_and_isr(ctx: Any, request: Request, body: dict[str, Any]
             if topic not in configs:
                 configs[topic] = await ctx.zk.topic_config(topic)
             state = PartitionState(s["partition_index"], s["leader"], s["leader_epoch"], list(s["replicas"]),
-                                   list(s["isr"]))
+                                   list(s["isr"]), zk_version=s["partition_epoch"],
+                                   controller_epoch=s["controller_epoch"])
             code = ctx.replica_manager.become_leader_or_follower(topic, state, configs[topic])
             results.append((topic, topic_id, s["partition_index"], code))
         led = sum(1 for t, _, s in states if s["leader"] == ctx.broker_id)

@@ -17,7 +17,7 @@ def _known_partition(ctx: Any, topic: str, partition: int) -> bool:
     return t is not None and partition in t.partitions
 
 
-def handle_offset_commit(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_commit(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     coordinator = coordinator_of(ctx)
     now = ctx.clock.time_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -34,8 +34,16 @@ def handle_offset_commit(ctx: Any, request: Request, body: dict[str, Any]) -> di
                 offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
                                                 "" if metadata is None else metadata, now)
     if coordinator is not None:
-        errors.update(coordinator.commit_offsets(body["group_id"], body["member_id"], body["group_instance_id"],
-                                                 body["generation_id_or_member_epoch"], offsets))
+        committed = coordinator.commit_offsets(body["group_id"], body["member_id"], body["group_instance_id"],
+                                               body["generation_id_or_member_epoch"], offsets)
+        if any(e == ErrorCode.NONE for e in committed.values()):
+            # Answered once replicated (acks=all), as Kafka's coordinator does.
+            store = coordinator.store
+            error = await store.replicated(store.partition_for(body["group_id"]),
+                                           int(ctx.config.get("offsets.commit.timeout.ms")))
+            if error != ErrorCode.NONE:
+                committed = {tp: error if e == ErrorCode.NONE else e for tp, e in committed.items()}
+        errors.update(committed)
     topics = [{"name": t["name"],
                "partitions": [{"partition_index": p["partition_index"],
                                "error_code": errors[(t["name"], p["partition_index"])]} for p in t["partitions"]]}

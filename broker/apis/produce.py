@@ -1,17 +1,70 @@
-"""Produce: validate acks, append each partition's batches, answer (or stay silent for acks=0)."""
+"""Produce: validate acks, append each partition's batches, answer (or stay silent for acks=0).
+
+acks=all (-1) answers once the high watermark has passed every appended partition's last offset: the request
+waits in the produce purgatory (Kafka's DelayedProduce), watched by its partitions, and is re-checked whenever
+their HW moves or their leadership changes. At ``timeout_ms`` the partitions still waiting answer
+REQUEST_TIMED_OUT. A partition whose ISR shrank below min.insync.replicas while waiting answers
+NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data is written, but not as durably as asked).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from broker.purgatory import DelayedOperation
 from broker.request_channel import Request
 from protocol.errors import ErrorCode
 
+# One partition's answer while it waits: (entry of the response, offset the HW must reach).
+Waiting = list[tuple[str, dict[str, Any], int]]
 
-def handle_produce(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any] | None:
+
+def _check(ctx: Any, topic: str, entry: dict[str, Any], required: int) -> bool:
+    """True once the partition's outcome is known; sets its error code then."""
+    partition = ctx.replica_manager.get_partition(topic, entry["index"])
+    if partition is None or not partition.is_leader:
+        entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return True
+    if partition.high_watermark >= required:
+        if len(partition.isr) < partition.min_insync_replicas:
+            entry["error_code"] = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return True
+    return False
+
+
+class DelayedProduce(DelayedOperation):
+    __slots__ = ("ctx", "waiting", "response", "future")
+
+    def __init__(self, ctx: Any, timeout_ms: int, waiting: Waiting, response: dict[str, Any],
+                 future: asyncio.Future[Any]) -> None:
+        super().__init__(timeout_ms)
+        self.ctx = ctx
+        self.waiting = waiting
+        self.response = response
+        self.future = future
+
+    def try_complete(self) -> bool:
+        if self.future.done():  # the client went away
+            return self.force_complete()
+        self.waiting = [w for w in self.waiting if not _check(self.ctx, *w)]
+        if not self.waiting:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        for _, entry, _ in self.waiting:
+            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            entry["base_offset"] = -1
+        if not self.future.done():
+            self.future.set_result(self.response)
+
+
+def handle_produce(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
     acks = body["acks"]
     valid_acks = acks in (-1, 0, 1)
     responses = []
+    waiting: Waiting = []
     failed = False
     for t in body["topic_data"]:
         name = t["name"]
@@ -24,13 +77,22 @@ def handle_produce(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str
                 continue
             r = ctx.replica_manager.append(name, p["index"], p["records"], acks)
             failed = failed or r.error != ErrorCode.NONE
-            partitions.append({"index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
-                               "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
-                               "error_message": r.message})
+            entry = {"index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
+                     "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
+                     "error_message": r.message}
+            partitions.append(entry)
+            if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):
+                waiting.append((name, entry, r.last_offset + 1))
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         # No response for acks=0; on failure Kafka closes the connection so the client notices.
         if failed:
             request.close_connection = True
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
+    ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
+    return future

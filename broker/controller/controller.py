@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kazoo.exceptions import BadVersionError
+
 from broker.controller import election as E
 from broker.controller import requests as R
 from broker.controller import zk_data as Z
@@ -28,10 +30,9 @@ log = logging.getLogger("moldau.controller")
 
 TP = tuple[str, int]
 
-# Until follower fetchers exist (the replication issue), nothing puts a returning replica back into the ISR; the
-# controller does it when the broker registers, so preferred leadership can move back to it. The replication
-# issue turns this off: then the leader expands the ISR when the follower has caught up.
-RESTORE_ISR_ON_BROKER_STARTUP = True
+# A leader's ISR change can land in ZooKeeper between the controller reading a state and writing it; the
+# controller's write (conditional on the znode version) then fails, and it re-reads and decides again.
+STATE_WRITE_ATTEMPTS = 5
 MULTI_CHUNK = 200
 
 
@@ -187,8 +188,7 @@ class Controller:
             await self._load_topic(topic)
         # New partitions get their first state; partitions whose leader is gone get a new one.
         await self._initialize_new_partitions(ctx.all_partitions())
-        changes = self._elect_offline(ctx.all_partitions())
-        await self._write_states(changes)
+        await self._decide_and_write(ctx.all_partitions(), self._elect_one)
         self._send_update_metadata(list(ctx.live), ctx.all_partitions())
         for broker_id in ctx.live:
             self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
@@ -244,22 +244,51 @@ class Controller:
             await self.zk.controller_multi(self.ctx.epoch_zk_version, ops[i:i + MULTI_CHUNK])
         ctx.states.update(created)
 
-    def _elect_offline(self, tps: list[TP]) -> dict[TP, Z.LeaderIsr]:
+    def _elect_one(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        """A new leader from the live ISR if the current one is gone (None: nothing to change)."""
         ctx = self.ctx
-        changes: dict[TP, Z.LeaderIsr] = {}
         live = [b for b in ctx.live if b not in ctx.shutting_down]
-        for tp in tps:
-            state = ctx.states.get(tp)
-            if state is None or state.leader in live:
-                continue
-            result = E.offline_partition_election(ctx.replicas(tp), state.isr, live, self._unclean(tp[0]))
-            if result.leader == state.leader and result.isr == state.isr:
-                continue
-            if not result.elected:
-                log.warning("partition %s-%d has no live in-sync replica (replicas %s, ISR %s): offline", *tp,
-                            ctx.replicas(tp), state.isr)
-            changes[tp] = self._new_state(tp, result.leader, result.isr)
-        return changes
+        if state.leader in live:
+            return None
+        result = E.offline_partition_election(ctx.replicas(tp), state.isr, live, self._unclean(tp[0]))
+        if result.leader == state.leader and result.isr == state.isr:
+            return None
+        if not result.elected:
+            log.warning("partition %s-%d has no live in-sync replica (replicas %s, ISR %s): offline", *tp,
+                        ctx.replicas(tp), state.isr)
+        return self._new_state(tp, result.leader, result.isr)
+
+    async def _decide_and_write(self, tps: list[TP],
+                                decide: Callable[[TP, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TP, Z.LeaderIsr]:
+        """Decides the new state of each partition from its current one and writes the changes; when a leader
+        changed a state meanwhile (version conflict), re-reads those states and decides again."""
+        written: dict[TP, Z.LeaderIsr] = {}
+        for attempt in range(1, STATE_WRITE_ATTEMPTS + 1):
+            changes: dict[TP, Z.LeaderIsr] = {}
+            for tp in tps:
+                state = self.ctx.states.get(tp)
+                new = decide(tp, state) if state is not None else None
+                if new is not None:
+                    changes[tp] = new
+            try:
+                await self._write_states(changes)
+                written.update(changes)
+                return written
+            except BadVersionError:
+                written.update({tp: s for tp, s in changes.items() if self.ctx.states.get(tp) is s})
+                log.info("partition states changed in ZooKeeper meanwhile (attempt %d); re-reading them", attempt)
+                for tp in tps:
+                    fresh = await self.zk.partition_state(*tp)
+                    if fresh is not None and tp[0] in self.ctx.assignments:
+                        self.ctx.states[tp] = fresh
+        log.error("could not write the states of %d partitions after %d attempts", len(tps), STATE_WRITE_ATTEMPTS)
+        return written
+
+    def offline_partition_count(self) -> int:
+        """Partitions without a leader (only the active controller knows)."""
+        if not self.active:
+            return 0
+        return sum(1 for s in list(self.ctx.states.values()) if s.leader == E.NO_LEADER)
 
     async def _write_states(self, changes: dict[TP, Z.LeaderIsr]) -> None:
         """Conditional writes (controller epoch check + each state's znode version) of changed states."""
@@ -356,12 +385,16 @@ class Controller:
             ctx.shutting_down.discard(b)
             if self.channel is not None:
                 await self.channel.remove_broker(b)
-        led = [tp for tp, s in ctx.states.items() if s.leader in dead]
-        changes = self._elect_offline(led)
-        for tp, state in ctx.states.items():
-            if tp not in changes and state.leader != E.NO_LEADER and any(r in dead for r in state.isr):
-                changes[tp] = self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
-        await self._write_states(changes)
+
+        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+            if state.leader in dead:
+                return self._elect_one(tp, state)
+            if state.leader != E.NO_LEADER and any(r in dead for r in state.isr):
+                return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
+            return None
+
+        touched = [tp for tp, s in ctx.states.items() if s.leader in dead or any(r in dead for r in s.isr)]
+        changes = await self._decide_and_write(touched, decide)
         self._propagate(sorted(changes))
 
     async def _on_brokers_started(self, brokers: list[Z.BrokerInfo]) -> None:
@@ -375,19 +408,10 @@ class Controller:
         # The newcomers learn everything; the others learn the new broker list.
         self._send_update_metadata(new_ids, ctx.all_partitions())
         self._send_update_metadata([b for b in ctx.live if b not in new_ids], [])
-        changes: dict[TP, Z.LeaderIsr] = {}
+        # A returning replica rejoins the ISR only when its leader sees it caught up; here it may only end an
+        # offline period of partitions whose last in-sync replica it is.
         hosted = [tp for tp in ctx.all_partitions() if any(b in ctx.replicas(tp) for b in new_ids)]
-        if RESTORE_ISR_ON_BROKER_STARTUP:
-            for tp in hosted:
-                state = ctx.states.get(tp)
-                missing = [b for b in new_ids if b in ctx.replicas(tp) and state is not None and b not in state.isr]
-                if state is not None and missing and state.leader != E.NO_LEADER:
-                    isr = [r for r in ctx.replicas(tp) if r in state.isr or r in missing]
-                    changes[tp] = self._new_state(tp, state.leader, isr, bump_epoch=False)
-        await self._write_states(changes)
-        elections = self._elect_offline(hosted)
-        await self._write_states(elections)
-        changes.update(elections)
+        changes = await self._decide_and_write(hosted, self._elect_one)
         self._propagate(sorted(changes), {b: hosted for b in new_ids})
 
     # ------------------------------------------------------------------ topics
@@ -442,7 +466,7 @@ class Controller:
             ctx.topic_configs.pop(topic, None)
 
     async def _on_isr_change(self) -> None:
-        """Leaders report ISR changes they wrote (replication issue): refresh those states, tell everyone."""
+        """Leaders report ISR changes they wrote: refresh those states, tell everyone."""
         changed: set[TP] = set()
         for path, tps in await self.zk.isr_changes():
             for tp in tps:
@@ -484,21 +508,24 @@ class Controller:
         log.info("controlled shutdown of broker %d", broker_id)
         ctx.shutting_down.add(broker_id)
         live = [b for b in ctx.live if b not in ctx.shutting_down]
-        changes: dict[TP, Z.LeaderIsr] = {}
-        followed: list[TP] = []
-        for tp, state in sorted(ctx.states.items()):
+        shrunk: set[TP] = set()
+
+        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
             replicas = ctx.replicas(tp)
             if broker_id not in replicas or state.leader == R.LEADER_DURING_DELETE:
-                continue
+                return None
             if state.leader == broker_id:
                 if len(replicas) > 1:
                     result = E.controlled_shutdown_election(replicas, state.isr, live, ctx.shutting_down)
                     if result.elected:
-                        changes[tp] = self._new_state(tp, result.leader, result.isr)
+                        return self._new_state(tp, result.leader, result.isr)
             elif broker_id in state.isr:
-                changes[tp] = self._new_state(tp, state.leader, E.shrink_isr(state.isr, [broker_id]))
-                followed.append(tp)
-        await self._write_states(changes)
+                shrunk.add(tp)
+                return self._new_state(tp, state.leader, E.shrink_isr(state.isr, [broker_id]))
+            return None
+
+        changes = await self._decide_and_write(sorted(ctx.states), decide)
+        followed = sorted(tp for tp in changes if tp in shrunk)
         self._propagate(sorted(changes))
         self._send_stop_replica(broker_id, followed, delete=False)
         remaining = sorted(tp for tp, s in ctx.states.items() if s.leader == broker_id)
@@ -515,13 +542,16 @@ class Controller:
         live = [b for b in ctx.live if b not in ctx.shutting_down]
         leaders = {tp: (ctx.replicas(tp), s.leader) for tp, s in ctx.states.items()
                    if s.leader != R.LEADER_DURING_DELETE}
-        changes: dict[TP, Z.LeaderIsr] = {}
-        for tp in E.imbalanced_partitions(leaders, live, self.settings.imbalance_percentage):
-            state = ctx.states[tp]
+
+        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+            # Only to a preferred replica that is in sync (the ISR as ZooKeeper has it: a conflict re-reads it).
             result = E.preferred_replica_election(ctx.replicas(tp), state.isr, live, ctx.shutting_down)
             if result.elected and result.leader != state.leader:
-                changes[tp] = self._new_state(tp, result.leader, result.isr)
+                return self._new_state(tp, result.leader, result.isr)
+            return None
+
+        changes = await self._decide_and_write(E.imbalanced_partitions(leaders, live, self.settings.imbalance_percentage),
+                                               decide)
         if changes:
-            log.info("moving %d partitions back to their preferred leaders", len(changes))
-            await self._write_states(changes)
+            log.info("moved %d partitions back to their preferred leaders", len(changes))
             self._propagate(sorted(changes))

@@ -512,6 +512,28 @@ class KafkaZk:
         return await self.client.get_children(Z.DELETE_TOPICS)
 
     # ------------------------------------------------------------------ ISR change notifications
+    async def update_leader_and_isr(self, topic: str, partition: int,
+                                    state: Z.LeaderIsr) -> tuple[int, list[int]] | None:
+        """A leader's ISR change: written only if the state znode still has the version the leader last saw
+        (``state.zk_version``), then announced under /isr_change_notification. Returns (new version, ISR).
+
+        On a version conflict, a state with the same leader and leader epoch is still this leader's to change
+        (an earlier write of ours landed after a LeaderAndIsr reset our view): its version and ISR are returned
+        to build on. Otherwise None: the controller moved on, and its LeaderAndIsr will tell."""
+        path = Z.state_path(topic, partition)
+        try:
+            stat = await self.client.set(path, Z.partition_state(state), state.zk_version)
+        except BadVersionError:
+            current = await self.partition_state(topic, partition)
+            if current is not None and current.leader == state.leader and current.leader_epoch == state.leader_epoch:
+                return current.zk_version, list(current.isr)
+            return None
+        except NoNodeError:
+            return None
+        await self.client.create(f"{Z.ISR_CHANGE}/{Z.ISR_CHANGE_PREFIX}", Z.isr_change([(topic, partition)]),
+                                 sequence=True)
+        return int(stat.version), list(state.isr)
+
     async def isr_changes(self) -> list[tuple[str, list[tuple[str, int]]]]:
         out = []
         for child in await self.client.get_children(Z.ISR_CHANGE):

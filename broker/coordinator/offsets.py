@@ -88,6 +88,8 @@ class OffsetStore:
         self.loading: set[int] = set()
         # Bumped on every unload, so a load that finishes after its partition moved away is discarded.
         self._epochs: dict[int, int] = {}
+        # The end offset of the latest write to each partition: a commit is durable once the HW passed it.
+        self.written_end: dict[int, int] = {}
 
     # ------------------------------------------------------------------------------------------ ownership
     def partition_for(self, group_id: str) -> int:
@@ -213,10 +215,19 @@ class OffsetStore:
         batch = build_batch([(k, v, [], now) for k, v in records])
         result = self.replica_manager.append(OFFSETS_TOPIC, partition, batch, -1)
         if result.error == ErrorCode.NONE:
+            self.written_end[partition] = result.last_offset + 1
             return ErrorCode.NONE
         log.warning("[broker %d] write to %s-%d failed: %s", self.broker_id, OFFSETS_TOPIC, partition,
                     ErrorCode(result.error).name)
         return _APPEND_ERRORS.get(ErrorCode(result.error), ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    async def replicated(self, partition: int, timeout_ms: int) -> ErrorCode:
+        """Waits until the latest write to ``partition`` is below its high watermark (acks=all semantics)."""
+        end = self.written_end.get(partition)
+        if end is None:
+            return ErrorCode.NONE
+        error = await self.replica_manager.wait_for_high_watermark(OFFSETS_TOPIC, partition, end, timeout_ms)
+        return ErrorCode.NONE if error == ErrorCode.NONE else _APPEND_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def group_record_value(self, group: GroupMetadata, assignment: dict[str, bytes]) -> bytes:
         members = []

@@ -86,6 +86,7 @@ class FakePartition:
 @dataclass
 class Result:
     error: E = E.NONE
+    last_offset: int = -1
 
 
 class FakeReplicaManager:
@@ -99,8 +100,9 @@ class FakeReplicaManager:
     def append(self, topic: str, index: int, records: bytes, acks: int) -> Result:
         if self.fail_with is not None:
             return Result(self.fail_with)
-        self.partitions[(topic, index)].log.append(records)
-        return Result()
+        log = self.partitions[(topic, index)].log
+        log.append(records)
+        return Result(last_offset=log.log_end_offset - 1)
 
 
 class FakeClock:

@@ -209,3 +209,15 @@ def test_http_endpoint_serves_the_names(metrics: BrokerMetrics) -> None:
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
     metrics.close()  # idempotent
+
+
+def test_replication_metrics(metrics: BrokerMetrics) -> None:
+    metrics.isr_changed(True)
+    metrics.isr_changed(True)
+    metrics.isr_changed(False)
+    metrics.set_replication_callbacks(max_lag=lambda: 42.0, offline=lambda: 3.0)
+    text = metrics.render().decode()
+    assert "moldau_isr_shrinks_total 2.0" in text
+    assert "moldau_isr_expands_total 1.0" in text
+    assert "moldau_replica_max_lag 42.0" in text
+    assert "moldau_offline_partitions 3.0" in text

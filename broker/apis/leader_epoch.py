@@ -1,0 +1,35 @@
+"""OffsetForLeaderEpoch (KIP-101/279/320): the end offset of a leader epoch in the leader's log.
+
+Followers ask it for the latest epoch in their own log to find where they diverge from the leader; consumers
+ask it to validate their position after a leader change. The answer is the largest epoch <= the requested one
+that the leader knows and the offset where the next epoch starts (its log end offset for the current epoch).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.request_channel import Request
+from protocol.errors import ErrorCode
+
+
+def handle_offset_for_leader_epoch(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    topics = []
+    for t in body["topics"]:
+        partitions = []
+        for p in t["partitions"]:
+            entry: dict[str, Any] = {"partition": p["partition"], "error_code": ErrorCode.NONE,
+                                     "leader_epoch": -1, "end_offset": -1}
+            partitions.append(entry)
+            partition, error = ctx.replica_manager.leader_partition(t["topic"], p["partition"])
+            if partition is None:
+                entry["error_code"] = error
+                continue
+            current = p["current_leader_epoch"]
+            if current >= 0 and current != partition.leader_epoch:
+                entry["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch
+                                       else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                continue
+            entry["leader_epoch"], entry["end_offset"] = partition.log.end_offset_for_epoch(p["leader_epoch"])
+        topics.append({"topic": t["topic"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,301 @@
+"""Follower fetchers (Kafka's ReplicaFetcherThread): one task per source broker, fetching every partition this
+broker follows from it in one Fetch request (replica_id = this broker's id).
+
+A partition joins a fetcher when a LeaderAndIsr makes this broker its follower, first in the *truncating* state:
+the fetcher asks the leader (OffsetForLeaderEpoch) where the latest epoch of the local log ends in the leader's
+log and truncates there (KIP-101/279), never below the high watermark; then it fetches from its log end offset,
+appends the leader's batches exactly as they are, and takes the high watermark from the answers (HW = min(leader
+HW, own log end offset)). FENCED_LEADER_EPOCH parks the partition until the next LeaderAndIsr; other errors
+(the leader may not know of its leadership yet) back off and retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.partition import Partition
+from client.connection import BrokerConnection, api_for
+from protocol.api import ApiKey
+from protocol.errors import ErrorCode
+from storage.errors import StorageError
+from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+
+log = logging.getLogger("moldau.replica_fetcher")
+
+TP = tuple[str, int]
+# Our leader epoch is older than the leader's: a LeaderAndIsr is on its way. (NOT_LEADER_OR_FOLLOWER and
+# UNKNOWN_LEADER_EPOCH mean the leader has not heard of its leadership yet: retried after the backoff.)
+PARK = (ErrorCode.FENCED_LEADER_EPOCH,)
+
+
+def divergence_offset(leader_epoch: int, leader_end_offset: int,
+                      follower_end_for: Callable[[int], tuple[int, int]], log_end_offset: int,
+                      high_watermark: int) -> tuple[int, bool]:
+    """Where a follower truncates, from the leader's OffsetForLeaderEpoch answer for the follower's latest epoch.
+
+    Returns (offset, final). Not final when the follower does not know the epoch the leader answered with: it
+    then drops everything after that epoch's position and asks again with its new latest epoch. A leader that
+    knows no epoch (an old log) leaves the high watermark as the only safe point. Never below the high
+    watermark: what the ISR committed is on every in-sync replica, hence on the leader.
+    """
+    if leader_epoch == UNDEFINED_EPOCH or leader_end_offset == UNDEFINED_EPOCH_OFFSET:
+        return min(high_watermark, log_end_offset), True
+    follower_epoch, follower_end = follower_end_for(leader_epoch)
+    if follower_epoch == leader_epoch:
+        offset, final = min(leader_end_offset, follower_end, log_end_offset), True
+    else:
+        offset, final = min(follower_end if follower_end >= 0 else high_watermark, log_end_offset), False
+    floor = min(high_watermark, log_end_offset)
+    if offset < floor:
+        log.warning("divergence point %d is below the high watermark %d; truncating to the high watermark", offset,
+                    floor)
+        return floor, True
+    return offset, final
+
+
+@dataclass(slots=True)
+class FollowState:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    parked: bool = False
+
+
+@dataclass(slots=True)
+class FetcherSettings:
+    broker_id: int
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 10 * 1024 * 1024
+    partition_max_bytes: int = 1024 * 1024
+    backoff_ms: int = 1000
+    socket_timeout_ms: int = 30000
+
+
+class Fetcher:
+    """The fetch loop for the partitions led by one source broker."""
+
+    def __init__(self, source: int, settings: FetcherSettings,
+                 endpoint_for: Callable[[int], tuple[str, int] | None]) -> None:
+        self.source = source
+        self.settings = settings
+        self.endpoint_for = endpoint_for
+        self.partitions: dict[TP, FollowState] = {}
+        self.lag: dict[TP, int] = {}
+        self._wakeup = asyncio.Event()
+        self._conn: BrokerConnection | None = None
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
+
+    def add(self, partition: Partition) -> None:
+        tp = (partition.topic, partition.index)
+        current = self.partitions.get(tp)
+        if current is not None and current.leader_epoch == partition.leader_epoch and current.partition is partition:
+            current.parked = False
+        else:
+            self.partitions[tp] = FollowState(partition, partition.leader_epoch)
+        self._wakeup.set()
+
+    def remove(self, tp: TP) -> None:
+        self.partitions.pop(tp, None)
+        self.lag.pop(tp, None)
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is not None and self._conn.connected:
+            return self._conn
+        await self._close()
+        endpoint = self.endpoint_for(self.source)
+        if endpoint is None:
+            raise ConnectionError(f"no address known for broker {self.source}")
+        conn = BrokerConnection(endpoint[0], endpoint[1], client_id=f"broker-{self.settings.broker_id}-fetcher",
+                                request_timeout_ms=self.settings.socket_timeout_ms)
+        await conn.connect()
+        self._conn = conn
+        return conn
+
+    async def _run(self) -> None:
+        backoff = self.settings.backoff_ms / 1000
+        failures = 0
+        while True:
+            active = [s for s in self.partitions.values() if not s.parked]
+            if not active:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                conn = await self._connection()
+                progressed = await self._truncate(conn)
+                progressed = await self._fetch(conn) or progressed
+                failures = 0
+                if not progressed:
+                    await asyncio.sleep(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                (log.info if failures > 1 else log.warning)("fetching from broker %d failed: %r; retrying",
+                                                             self.source, exc)
+                await self._close()
+                await asyncio.sleep(backoff)
+
+    # ------------------------------------------------------------------ truncation
+    async def _truncate(self, conn: BrokerConnection) -> bool:
+        ask: dict[TP, FollowState] = {}
+        for tp, st in self.partitions.items():
+            if not st.truncating or st.parked:
+                continue
+            log_ = st.partition.log
+            if log_.log_end_offset == log_.log_start_offset:
+                st.truncating = False  # nothing to lose
+            elif log_.latest_epoch == UNDEFINED_EPOCH:
+                self._truncate_to(st, min(st.partition.high_watermark, log_.log_end_offset))
+                st.truncating = False
+            else:
+                ask[tp] = st
+        if not ask:
+            return True
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), st in ask.items():
+            by_topic.setdefault(topic, []).append({"partition": index, "current_leader_epoch": st.leader_epoch,
+                                                   "leader_epoch": st.partition.log.latest_epoch})
+        body = {"replica_id": self.settings.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+        response = await conn.send(api_for(ApiKey.OFFSET_FOR_LEADER_EPOCH), body)
+        progressed = False
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition"])
+                asked = ask.get(tp)
+                if asked is None or self.partitions.get(tp) is not asked:
+                    continue  # the partition left this fetcher meanwhile
+                st = asked
+                error = ErrorCode.for_code(int(p["error_code"]))
+                if error in PARK:
+                    st.parked = True
+                    continue
+                if error != ErrorCode.NONE:
+                    log.info("%s-%d: OffsetForLeaderEpoch answered %s; retrying", *tp, error.name)
+                    continue
+                log_ = st.partition.log
+                offset, final = divergence_offset(p["leader_epoch"], p["end_offset"], log_.end_offset_for_epoch,
+                                                  log_.log_end_offset, st.partition.high_watermark)
+                self._truncate_to(st, offset)
+                st.truncating = not final
+                progressed = True
+        return progressed
+
+    def _truncate_to(self, st: FollowState, offset: int) -> None:
+        partition = st.partition
+        leo = partition.log.log_end_offset
+        if offset < leo and partition.log.truncate_to(offset):
+            log.info("%s-%d: truncated from %d to %d (leader %d, epoch %d)", partition.topic, partition.index, leo,
+                     partition.log.log_end_offset, self.source, st.leader_epoch)
+        partition.clamp_high_watermark()
+
+    # ------------------------------------------------------------------ fetching
+    async def _fetch(self, conn: BrokerConnection) -> bool:
+        sent: dict[TP, FollowState] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, st in self.partitions.items():
+            if st.parked or st.truncating:
+                continue
+            log_ = st.partition.log
+            sent[tp] = st
+            by_topic.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": st.leader_epoch, "fetch_offset": log_.log_end_offset,
+                "last_fetched_epoch": log_.latest_epoch, "log_start_offset": log_.log_start_offset,
+                "partition_max_bytes": self.settings.partition_max_bytes})
+        if not sent:
+            return False
+        s = self.settings
+        body = {"replica_id": s.broker_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
+                "max_bytes": s.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        response = await conn.send(api_for(ApiKey.FETCH), body)
+        error = ErrorCode.for_code(int(response.get("error_code", 0)))
+        if error != ErrorCode.NONE:
+            raise ConnectionError(f"fetch answered {error.name}")
+        progressed = False
+        for t in response["responses"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition_index"])
+                fs = sent.get(tp)
+                if fs is not None and self.partitions.get(tp) is fs and fs.partition.leader_epoch == fs.leader_epoch:
+                    progressed = self._on_partition(tp, fs, p) or progressed
+        return progressed
+
+    def _on_partition(self, tp: TP, st: FollowState, p: dict[str, Any]) -> bool:
+        error = ErrorCode.for_code(int(p["error_code"]))
+        partition = st.partition
+        log_ = partition.log
+        if error == ErrorCode.NONE:
+            records = p["records"]
+            if records is not None and len(records) > 0:
+                try:
+                    log_.append_as_follower(records)
+                except StorageError as exc:
+                    log.warning("%s-%d: cannot append the leader's batches (%s); re-syncing", *tp, exc)
+                    st.truncating = True
+                    return False
+            partition.update_follower_high_watermark(int(p["high_watermark"]))
+            self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)
+            return True
+        if error in PARK:
+            log.info("%s-%d: leader %d answered %s; waiting for the next LeaderAndIsr", *tp, self.source,
+                     error.name)
+            st.parked = True
+        elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            leader_start = int(p["log_start_offset"])
+            if leader_start > log_.log_end_offset:
+                log.info("%s-%d: the leader's log starts at %d, after ours ends; starting over there", *tp,
+                         leader_start)
+                log_.truncate_fully_and_start_at(leader_start)
+                partition.clamp_high_watermark()
+            else:
+                st.truncating = True
+        else:
+            log.info("%s-%d: leader %d answered %s; retrying", *tp, self.source, error.name)
+        return False
+
+
+class ReplicaFetcherManager:
+    """Starts and stops follower fetching as LeaderAndIsr changes partitions' roles (a role listener of the
+    replica manager)."""
+
+    def __init__(self, settings: FetcherSettings, endpoint_for: Callable[[int], tuple[str, int] | None]) -> None:
+        self.settings = settings
+        self.endpoint_for = endpoint_for
+        self.fetchers: dict[int, Fetcher] = {}
+
+    def on_role_change(self, partition: Partition, is_leader: bool) -> None:
+        tp = (partition.topic, partition.index)
+        source = partition.leader_id
+        for broker_id, fetcher in list(self.fetchers.items()):
+            if broker_id != source or is_leader:
+                fetcher.remove(tp)
+        if is_leader or source < 0 or source == self.settings.broker_id:
+            return
+        if source not in self.fetchers:
+            self.fetchers[source] = Fetcher(source, self.settings, self.endpoint_for)
+        self.fetchers[source].add(partition)
+
+    def max_lag(self) -> int:
+        return max((lag for f in list(self.fetchers.values()) for lag in list(f.lag.values())), default=0)
+
+    async def shutdown(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        await asyncio.gather(*(f.stop() for f in fetchers), return_exceptions=True)

@@ -1,0 +1,240 @@
+"""Replication logic without processes: follower tracking, ISR decisions with a hand-moved clock, the high
+watermark, and the divergence point of a follower's log (KIP-101/279)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.metadata import PartitionState
+from broker.partition import Partition
+from broker.replica_fetcher import divergence_offset
+from protocol.records import build_batch
+from storage.config import LogConfig
+from storage.log import Log
+
+LAG_MS = 3000
+
+
+def records(n: int) -> bytes:
+    return build_batch([(None, f"v{i}".encode(), [], 1000) for i in range(n)])
+
+
+def leader(tmp_path: Path, isr: list[int] | None = None, now: int = 0) -> Partition:
+    p = Partition("t", 0, 1, Log(tmp_path / "t-0", LogConfig()))
+    p.apply_state(PartitionState(0, 1, 5, [1, 2, 3], isr if isr is not None else [1, 2, 3], zk_version=7), now)
+    return p
+
+
+def test_high_watermark_is_the_smallest_log_end_offset_of_the_isr(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    p.append_as_leader(records(10))
+    assert p.log.log_end_offset == 10 and p.high_watermark == 0  # followers have not fetched yet
+    assert not p.update_follower(2, 10, 100)
+    assert p.high_watermark == 0  # replica 3 still unknown
+    assert p.update_follower(3, 4, 100)
+    assert p.high_watermark == 4
+    assert p.update_follower(3, 10, 200)
+    assert p.high_watermark == 10
+    # A replica outside the ISR does not hold the HW back.
+    p2 = leader(tmp_path / "b", isr=[1, 2])
+    p2.append_as_leader(records(5))
+    p2.update_follower(2, 5, 10)
+    assert p2.high_watermark == 5
+
+
+def test_high_watermark_never_moves_back_and_respects_a_pending_isr(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    p.append_as_leader(records(10))
+    p.update_follower(2, 10, 1)
+    p.update_follower(3, 10, 1)
+    assert p.high_watermark == 10
+    p.append_as_leader(records(5))
+    p.update_follower(2, 15, 2)
+    # Replica 3 is being removed, but until ZooKeeper accepted it the HW still waits for it.
+    p.pending_isr = [1, 2]
+    assert not p.maybe_advance_high_watermark() and p.high_watermark == 10
+    p.isr, p.pending_isr = [1, 2], None
+    assert p.maybe_advance_high_watermark() and p.high_watermark == 15
+    # An expansion being written counts the newcomer already.
+    p.pending_isr = [1, 2, 3]
+    p.append_as_leader(records(1))
+    p.update_follower(2, 16, 3)
+    assert p.high_watermark == 15
+
+
+def test_a_follower_that_stops_fetching_or_falls_behind_leaves_the_isr(tmp_path: Path) -> None:
+    p = leader(tmp_path, now=0)
+    assert p.out_of_sync_replicas(LAG_MS, LAG_MS) == []
+    p.append_as_leader(records(3))
+    # Replica 2 fetches regularly and catches up; replica 3 fetches but stays behind.
+    for t in range(500, 6001, 500):
+        p.update_follower(2, p.log.log_end_offset, t)
+        p.update_follower(3, 1, t)
+    assert p.out_of_sync_replicas(6000, LAG_MS) == [3]
+    # Replica 2 stops fetching: out once the lag time has passed since its last fetch, even though it was caught up.
+    assert p.out_of_sync_replicas(6000 + LAG_MS, LAG_MS) == [3]
+    assert p.out_of_sync_replicas(6001 + LAG_MS, LAG_MS) == [2, 3]
+
+
+def test_a_follower_keeping_pace_with_a_steady_stream_stays_in_sync(tmp_path: Path) -> None:
+    p = leader(tmp_path, now=0)
+    t = 0
+    for _ in range(20):
+        t += 500
+        # Each fetch asks for what the leader had at the previous fetch, while new records keep arriving.
+        p.update_follower(2, p.log.log_end_offset, t)
+        p.update_follower(3, p.log.log_end_offset, t)
+        p.append_as_leader(records(2))
+    assert p.out_of_sync_replicas(t + 100, LAG_MS) == []
+
+
+def test_a_follower_rejoins_once_it_has_the_high_watermark_and_the_epoch_start(tmp_path: Path) -> None:
+    p = Partition("t", 0, 1, Log(tmp_path / "t-0", LogConfig()))
+    p.log.append_as_leader(records(4), 4)  # written under an older epoch
+    p.apply_state(PartitionState(0, 1, 5, [1, 2, 3], [1, 2], zk_version=3), 0)
+    assert p.leader_epoch_start_offset == 4 and p.log.latest_epoch == 5
+    p.append_as_leader(records(6))
+    p.update_follower(2, 10, 10)
+    assert p.high_watermark == 10
+    p.update_follower(3, 3, 10)
+    assert p.replicas_to_add() == []
+    p.update_follower(3, 9, 20)
+    assert p.replicas_to_add() == []
+    p.update_follower(3, 10, 30)
+    assert p.replicas_to_add() == [3]
+
+
+def test_a_new_leader_epoch_resets_follower_tracking(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    p.append_as_leader(records(2))
+    p.update_follower(2, 2, 1)
+    assert p.follower_leo[2] == 2
+    assert not p.apply_state(PartitionState(0, 1, 5, [1, 2, 3], [1, 2], zk_version=8), 2)  # same epoch
+    assert p.follower_leo[2] == 2 and p.zk_version == 8
+    assert p.apply_state(PartitionState(0, 1, 6, [1, 2, 3], [1, 2], zk_version=9), 3)
+    assert p.follower_leo == {2: -1, 3: -1}
+    p.apply_state(PartitionState(0, 2, 7, [1, 2, 3], [1, 2], zk_version=10), 4)
+    assert not p.is_leader and p.followers == {}
+
+
+def epochs(entries: list[tuple[int, int]], leo: int):  # type: ignore[no-untyped-def]
+    """A follower's end_offset_for_epoch over (epoch, start offset) entries (Kafka's rules)."""
+
+    def end_for(epoch: int) -> tuple[int, int]:
+        if entries and epoch == entries[-1][0]:
+            return epoch, leo
+        higher = [o for e, o in entries if e > epoch]
+        if not higher:
+            return -1, -1
+        floor = [e for e, _ in entries if e <= epoch]
+        return (floor[-1] if floor else epoch), higher[0]
+
+    return end_for
+
+
+def test_divergence_point_of_an_old_leader_with_an_unreplicated_tail() -> None:
+    # The old leader wrote 100..104 in epoch 5 that nobody copied; the new leader (epoch 6) started at 100.
+    follower = epochs([(3, 0), (5, 60)], 105)
+    assert divergence_offset(5, 100, follower, 105, 90) == (100, True)
+    # The leader never saw epoch 5: it answers with epoch 3 ending at 60; the follower drops its epoch-5 part and
+    # asks again.
+    assert divergence_offset(3, 60, follower, 105, 50) == (60, True)
+    follower2 = epochs([(2, 0), (5, 60)], 105)
+    assert divergence_offset(3, 70, follower2, 105, 10) == (60, False)
+
+
+def test_divergence_point_falls_back_to_the_high_watermark_and_never_goes_below_it() -> None:
+    follower = epochs([(5, 0)], 50)
+    assert divergence_offset(-1, -1, follower, 50, 42) == (42, True)
+    assert divergence_offset(5, 80, follower, 50, 42) == (50, True)  # nothing to cut: the leader has more
+    assert divergence_offset(5, 30, follower, 50, 42) == (42, True)  # committed data stays
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def time_ms(self) -> int:
+        return self.now
+
+
+def test_high_watermarks_survive_a_restart_through_the_checkpoint(tmp_path: Path) -> None:
+    from broker.replica_manager import ReplicaManager
+    from storage.log_manager import LogManager
+
+    clock = FakeClock()
+
+    def manager() -> tuple[LogManager, ReplicaManager]:
+        lm = LogManager([tmp_path], LogConfig(), clock)
+        lm.load()
+        hws = lm.read_high_watermarks()
+        return lm, ReplicaManager(1, lm, lambda _: LogConfig(), clock=clock, high_watermarks=hws)
+
+    lm, rm = manager()
+    state = PartitionState(0, 1, 3, [1, 2], [1, 2], zk_version=1)
+    assert rm.become_leader_or_follower("t", state, {}) == 0
+    assert rm.append("t", 0, records(6), acks=1).error == 0
+    rm.update_follower("t", 0, 2, 4)
+    assert rm.get_partition("t", 0).high_watermark == 4  # type: ignore[union-attr]
+    rm.checkpoint_high_watermarks()
+    lm.shutdown()
+
+    lm, rm = manager()
+    # Back as a follower: the HW it knew is where it starts (never below what the ISR committed).
+    rm.become_leader_or_follower("t", PartitionState(0, 2, 4, [1, 2], [1, 2], zk_version=2), {})
+    p = rm.get_partition("t", 0)
+    assert p is not None and p.high_watermark == 4 and p.log.log_end_offset == 6
+    lm.shutdown()
+
+
+def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
+    import asyncio
+
+    from broker.apis.produce import handle_produce
+    from broker.purgatory import ManualTimer, Purgatory
+    from broker.replica_manager import ReplicaManager
+    from storage.log_manager import LogManager
+
+    lm = LogManager([tmp_path], LogConfig(), FakeClock())
+    lm.load()
+    rm = ReplicaManager(1, lm, lambda _: LogConfig(), clock=FakeClock())
+    rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2, 3], [1, 2, 3], zk_version=0),
+                                 {"min.insync.replicas": "2"})
+    timer = ManualTimer()
+
+    class Ctx:
+        replica_manager = rm
+        produce_purgatory = Purgatory("Produce", timer)
+
+    rm.hw_listeners.append(Ctx.produce_purgatory.check_and_complete)
+
+    def body(n: int, timeout_ms: int = 1000) -> dict[str, object]:
+        return {"acks": -1, "timeout_ms": timeout_ms,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records(n)}]}]}
+
+    async def scenario() -> None:
+        fut = handle_produce(Ctx(), None, body(3))  # type: ignore[arg-type]
+        assert isinstance(fut, asyncio.Future) and not fut.done()
+        rm.update_follower("t", 0, 2, 3)
+        assert not fut.done()  # replica 3 is in the ISR and has nothing yet
+        rm.update_follower("t", 0, 3, 3)
+        answer = (await fut)["responses"][0]["partition_responses"][0]
+        assert answer["error_code"] == 0 and answer["base_offset"] == 0
+        # Nobody copies the next one: REQUEST_TIMED_OUT when the timeout passes.
+        fut = handle_produce(Ctx(), None, body(1, timeout_ms=500))  # type: ignore[arg-type]
+        timer.advance(499)
+        assert not fut.done()
+        timer.advance(1)
+        answer = (await fut)["responses"][0]["partition_responses"][0]
+        assert answer["error_code"] == 7  # REQUEST_TIMED_OUT
+        # The ISR shrinks to the leader while a produce waits: the HW passes it, but below min.insync.replicas.
+        fut = handle_produce(Ctx(), None, body(1))  # type: ignore[arg-type]
+        rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2, 3], [1], zk_version=1),
+                                     {"min.insync.replicas": "2"})
+        answer = (await fut)["responses"][0]["partition_responses"][0]
+        assert answer["error_code"] == 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        answer = handle_produce(Ctx(), None, body(1))["responses"][0]["partition_responses"][0]  # type: ignore[arg-type,index]
+        assert answer["error_code"] == 19  # NOT_ENOUGH_REPLICAS, before the append
+
+    asyncio.run(scenario())
+    lm.shutdown()
