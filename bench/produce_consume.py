@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/produce_consume.py                      # 1,000,000 x 100 B, then 200,000 x 1 KiB
     .venv/bin/python bench/produce_consume.py --records 200000 --skip-1k --json
+    .venv/bin/python bench/produce_consume.py --replicated             # RF 3 acks=all vs 1 broker acks=1 (replicated.py)
 
 Starts its own broker process (like the test fixture) on a free 127.0.0.1 port with a temporary log dir.
 For each record size it measures:
@@ -214,7 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker setting")
     parser.add_argument("--keep", action="store_true", help="keep the broker's data directory")
+    parser.add_argument("--replicated", action="store_true",
+                        help="three brokers, RF 3, acks=all, min.insync.replicas=2 next to one broker with acks=1, "
+                             "plus end-to-end latency at 10,000 records/s (see bench/replicated.py)")
     args = parser.parse_args(argv)
+    if args.replicated:
+        from bench.replicated import main as replicated_main
+
+        return replicated_main(["--records", str(min(args.records, 500_000))])
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
