@@ -3,6 +3,8 @@ controller, so a client whose bootstrap list names only a non-controller broker 
 
 from __future__ import annotations
 
+import signal
+import time
 import uuid
 
 import pytest
@@ -53,3 +55,60 @@ def test_find_coordinator_on_a_non_controller_creates_the_offsets_topic(cluster:
         assert committed[0].offset == 5
     finally:
         consumer.close()
+
+
+def _consume(bootstrap: str, group: str, topic: str, want: int, timeout_s: float = 40) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": 6000})
+    got: list[bytes] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout_s
+        while len(got) < want and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        if got:
+            consumer.commit(asynchronous=False)
+        # Nothing beyond `want` may arrive: poll a little longer.
+        for _ in range(4):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.slow
+def test_committed_offsets_survive_the_loss_of_the_coordinator(cluster: Cluster) -> None:  # noqa: F811
+    """Kill the group coordinator's broker: the group finds the new coordinator (the new leader of its
+    __consumer_offsets partition, which loads the group from its replica) and resumes at the committed offsets."""
+    cluster.start([1, 2, 3], extra=lambda _id: {"offsets.topic.num.partitions": "6",
+                                                "group.initial.rebalance.delay.ms": "0",
+                                                "replica.lag.time.max.ms": "5000"})
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = cluster.bootstrap()
+    create_topic_confluent(bootstrap, topic, partitions=3, rf=3)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce(topic, f"a{i}".encode())
+    assert producer.flush(30) == 0
+    first = _consume(bootstrap, group, topic, 30)
+    assert sorted(first) == sorted(f"a{i}".encode() for i in range(30))
+
+    answer = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group]}))
+    coordinator = answer["coordinators"][0]["node_id"]
+    assert coordinator in cluster.brokers
+    # Let the followers of the offsets partition catch up with the commit before the kill.
+    time.sleep(2)
+    cluster.brokers[coordinator].stop(signal.SIGKILL)
+
+    survivors = cluster.bootstrap(exclude=coordinator)
+    producer = Producer({"bootstrap.servers": survivors, "acks": "all", "message.timeout.ms": 60000})
+    for i in range(10):
+        producer.produce(topic, f"b{i}".encode())
+    assert producer.flush(60) == 0
+    second = _consume(survivors, group, topic, 10, timeout_s=60)
+    assert sorted(second) == sorted(f"b{i}".encode() for i in range(10)), \
+        f"expected only the 10 records produced after the commit, got {len(second)}: {second[:12]}"
