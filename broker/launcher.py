@@ -45,6 +45,14 @@ def zookeeper_command(workdir: Path, port: int, tick_time_ms: int = 2000, heap_m
             "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg.resolve())]
 
 
+def replication_defaults(brokers: int) -> dict[str, str]:
+    """A launched cluster protects its data: new topics (and the offsets topic) get up to three replicas, and with
+    three, acks=all needs two in sync. Kafka's own defaults (one replica) suit a single broker, not a cluster."""
+    factor = min(3, brokers)
+    return {"default.replication.factor": str(factor), "offsets.topic.replication.factor": str(factor),
+            "min.insync.replicas": "2" if factor >= 3 else "1"}
+
+
 def _listening(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -88,6 +96,7 @@ class Cluster:
         _wait_port("ZooKeeper", zk, a.zookeeper_port, 30, self.data / "zookeeper.log")
         print(f"ZooKeeper     127.0.0.1:{a.zookeeper_port}   (data {self.data / 'zookeeper'})", flush=True)
         connect = f"127.0.0.1:{a.zookeeper_port}{a.chroot}"
+        replication = replication_defaults(a.brokers)
         for i in range(a.brokers):
             broker_id, port, metrics = a.first_id + i, a.port + i, a.metrics_port + i
             cmd = [sys.executable, "-m", "broker", str(Path(a.config).resolve()),
@@ -96,7 +105,9 @@ class Cluster:
                    "--override", f"log.dirs={self.data / f'broker-{broker_id}'}",
                    "--override", f"metrics.port={metrics}",
                    "--override", f"zookeeper.connect={connect}"]
-            for override in a.override:
+            for key, value in replication.items():
+                cmd += ["--override", f"{key}={value}"]
+            for override in a.override:  # the user's overrides come last, so they win
                 cmd += ["--override", override]
             proc = self._spawn(f"broker-{broker_id}", cmd)
             _wait_port(f"broker {broker_id}", proc, port, 60, self.data / f"broker-{broker_id}.log")
@@ -108,8 +119,9 @@ class Cluster:
         return (f"\nBootstrap servers: {bootstrap}\n"
                 "Try it from another terminal:\n"
                 f"  produce:          kcat -b {bootstrap} -P -t test -K:      (key:value lines, Ctrl-D ends;\n"
-                "                    the topic is created on first use; admin clients can choose partitions and\n"
-                "                    replication factor)\n"
+                f"                    the topic is created on first use with replication factor "
+                f"{replication_defaults(self.args.brokers)['default.replication.factor']};\n"
+                "                    admin clients can choose partitions and replication factor)\n"
                 f"  consume:          kcat -b {bootstrap} -C -t test -o beginning -e -f '%k:%s @%o p%p\\n'\n"
                 f"  brokers, leaders: kcat -b {bootstrap} -L\n"
                 "Stop everything with Ctrl-C (or SIGTERM to this process).\n")

@@ -538,6 +538,21 @@ def test_launcher_starts_and_stops_a_cluster(tmp_path: Path) -> None:
             wait_until(lambda: len(admin.describe_cluster()["brokers"]) == 2, 20, "two brokers in the cluster")
         finally:
             admin.close()
+        assert "created on first use with replication factor 2" in text
+        # An auto-created topic gets the launcher's replication factor (min(3, brokers) = 2 here).
+        from kafka import KafkaProducer
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=15000)
+        try:
+            producer.send("launched", b"v").get(timeout=30)
+        finally:
+            producer.close()
+
+        async def launched_metadata() -> dict[str, Any]:
+            async with BrokerConnection("127.0.0.1", port, client_id="launcher-test") as conn:
+                return await conn.send(api_for(ApiKey.METADATA), {"topics": None, "allow_auto_topic_creation": False})
+
+        topics = {t["name"]: t for t in run(launched_metadata())["topics"]}
+        assert [len(p["replica_nodes"]) for p in topics["launched"]["partitions"]] == [2]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         text = out_path.read_text()
