@@ -380,8 +380,10 @@ class Membership:
         self._propagate_assignment(group, ErrorCode.NONE)
 
     @staticmethod
-    def _sync_error(group: GroupMetadata | None, generation_id: int, member_id: str, group_instance_id: str | None,
-                    protocol_type: str | None, protocol_name: str | None) -> ErrorCode | None:
+    def _member_error(group: GroupMetadata | None, generation_id: int, member_id: str,
+                      group_instance_id: str | None) -> ErrorCode | None:
+        """The checks SyncGroup and Heartbeat share: is this a current member of this generation?
+        (An Empty group has no members, so it answers UNKNOWN_MEMBER_ID here too.)"""
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(S.DEAD):
@@ -392,6 +394,15 @@ class Membership:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    @classmethod
+    def _sync_error(cls, group: GroupMetadata | None, generation_id: int, member_id: str,
+                    group_instance_id: str | None, protocol_type: str | None,
+                    protocol_name: str | None) -> ErrorCode | None:
+        error = cls._member_error(group, generation_id, member_id, group_instance_id)
+        if error is not None or group is None:
+            return error
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
@@ -410,16 +421,9 @@ class Membership:
         if error is not None:
             return error
         group = self.store.get_group(group_id)
-        if group is None or group.is_(S.EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(S.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        member_error = self._member_error(group, generation_id, member_id, group_instance_id)
+        if member_error is not None or group is None:
+            return member_error or ErrorCode.UNKNOWN_MEMBER_ID
         self.complete_and_schedule_heartbeat(group, group.get(member_id))
         return ErrorCode.REBALANCE_IN_PROGRESS if group.is_(S.PREPARING_REBALANCE) else ErrorCode.NONE
 
