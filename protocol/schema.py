@@ -140,6 +140,12 @@ class _Gen:
         regular = [f for f in active if f not in tagged]
         return regular, tagged, absent
 
+    def _fixed_struct(self, type_name: str) -> str:
+        """Name of a precompiled struct.Struct for one fixed-width field, placed in the generated namespace."""
+        sname = self._name("_S")
+        self.ns[sname] = struct.Struct(">" + FIXED[type_name])
+        return sname
+
     def _nullable(self, f: F) -> bool:
         return f.nullable is not None and in_range(self.v, f.nullable)
 
@@ -191,8 +197,7 @@ class _Gen:
             sub = self.decoder(f.subfields())
             return [f"{target}, pos = {sub}(buf, pos)"]
         if kind == "primitive" and f.type in FIXED:
-            sname = self._name("_S")
-            self.ns[sname] = struct.Struct(">" + FIXED[str(f.type)])
+            sname = self._fixed_struct(str(f.type))
             return [f"{target}, = {sname}.unpack_from(buf, pos)", f"pos += {self.ns[sname].size}"]
         if kind == "primitive":
             out = self._decode_len(f, f.type != "string") + self._null_check(f, target)
@@ -293,9 +298,7 @@ class _Gen:
             sub = self.encoder(f.subfields())
             return [f"{sub}({out}, w, v)"]
         if kind == "primitive" and f.type in FIXED:
-            sname = self._name("_S")
-            self.ns[sname] = struct.Struct(">" + FIXED[str(f.type)])
-            return [f"{out} += {sname}.pack(v)"]
+            return [f"{out} += {self._fixed_struct(str(f.type))}.pack(v)"]
         lines = self._encode_null(f, out)
         if kind == "primitive":
             if f.type == "string":
