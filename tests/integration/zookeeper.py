@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -17,19 +16,10 @@ from pathlib import Path
 
 from broker.launcher import zookeeper_command
 
-from .harness import free_port
+from .harness import free_port, port_accepts
 
 START_TIMEOUT_S = 30.0
 _LIVE: set[ZooKeeperProcess] = set()
-
-
-def ruok(port: int, host: str = "127.0.0.1") -> bool:
-    """True once the server accepts a TCP connection and answers a ZooKeeper handshake-free probe."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @dataclass(eq=False)
@@ -58,7 +48,7 @@ class ZooKeeperProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n{self.tail()}")
-            if ruok(self.port):
+            if port_accepts(self.port):
                 return self
             time.sleep(0.1)
         self.stop()
