@@ -23,9 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from client.connection import BrokerConnection  # noqa: E402
-from protocol.api import REGISTRY, ApiKey  # noqa: E402
-from protocol.records import build_batch, iter_headers  # noqa: E402
+from moldau.connection import BrokerConnection  # noqa: E402
+from moldau.protocol.api import REGISTRY, ApiKey  # noqa: E402
+from moldau.protocol.records import build_batch, iter_headers  # noqa: E402
 from tests.integration.harness import BrokerProcess  # noqa: E402
 
 PRODUCE, FETCH, CREATE = REGISTRY[ApiKey.PRODUCE], REGISTRY[ApiKey.FETCH], REGISTRY[ApiKey.CREATE_TOPICS]

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from broker.config import BrokerConfig, ConfigError
+from moldau.broker.config import BrokerConfig, ConfigError
 
 
 class _BrokerIdFilter(logging.Filter):
@@ -33,7 +33,7 @@ def setup_logging(broker_id: int, level: str = "INFO") -> None:
 
 
 async def run(config: BrokerConfig) -> int:
-    from broker.server import BrokerServer
+    from moldau.broker.server import BrokerServer
 
     server = BrokerServer(config)
     loop = asyncio.get_running_loop()

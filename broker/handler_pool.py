@@ -15,8 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from broker.request_channel import Request, RequestChannel
-from protocol.types import DecodeError
+from moldau.broker.request_channel import Request, RequestChannel
+from moldau.protocol.types import DecodeError
 
 log = logging.getLogger("moldau.handlers")
 

@@ -1,4 +1,4 @@
-"""``python -m broker.launcher --brokers 3 --data ./data``: ZooKeeper plus a cluster of brokers on this machine.
+"""``python -m moldau.broker.launcher --brokers 3 --data ./data``: ZooKeeper plus a cluster of brokers on this machine.
 
 Starts ZooKeeper (Debian's ``zookeeper`` package: ZooKeeperServerMain on its jar) and the brokers as child
 processes, prints their addresses and how to try them with kcat, and stops everything on Ctrl-C or SIGTERM
@@ -99,7 +99,7 @@ class Cluster:
         replication = replication_defaults(a.brokers)
         for i in range(a.brokers):
             broker_id, port, metrics = a.first_id + i, a.port + i, a.metrics_port + i
-            cmd = [sys.executable, "-m", "broker", str(Path(a.config).resolve()),
+            cmd = [sys.executable, "-m", "moldau.broker", str(Path(a.config).resolve()),
                    "--override", f"broker.id={broker_id}",
                    "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                    "--override", f"log.dirs={self.data / f'broker-{broker_id}'}",
@@ -160,7 +160,7 @@ def _terminate(name: str, proc: subprocess.Popen[bytes], timeout: float) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m broker.launcher", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m moldau.broker.launcher", description=__doc__.split("\n\n")[0])
     p.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     p.add_argument("--data", default="./data", help="data directory (default ./data)")
     p.add_argument("--config", default=str(REPO_ROOT / "config" / "server.properties"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.metadata")
 

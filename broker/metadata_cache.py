@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.controller import requests as R
-from broker.controller.zk import KafkaZk, TopicExistsError
-from broker.controller.zk_data import new_topic_id
-from broker.metadata import BrokerEndpoint, MetadataStore, PartitionState, TopicError, TopicMetadata
-from protocol.errors import ErrorCode
+from moldau.broker.controller import requests as R
+from moldau.broker.controller.zk import KafkaZk, TopicExistsError
+from moldau.broker.controller.zk_data import new_topic_id
+from moldau.broker.metadata import BrokerEndpoint, MetadataStore, PartitionState, TopicError, TopicMetadata
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.metadata_cache")
 

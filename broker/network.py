@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from broker.request_channel import Request, RequestChannel
-from protocol.api import ADVERTISED, REGISTRY, api_name
-from protocol.errors import ErrorCode
-from protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
-from protocol.header import (
+from moldau.broker.request_channel import Request, RequestChannel
+from moldau.protocol.api import ADVERTISED, REGISTRY, api_name
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
+from moldau.protocol.header import (
     API_VERSIONS_KEY,
     decode_request_header,
     encode_response_header,
@@ -28,9 +28,9 @@ from protocol.header import (
     request_header_version,
     response_header_version,
 )
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.schema import assemble
-from protocol.types import INT16, INT32, DecodeError
+from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.schema import assemble
+from moldau.protocol.types import INT16, INT32, DecodeError
 
 log = logging.getLogger("moldau.network")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.metadata import PartitionState
-from storage.log import Log
+from moldau.broker.metadata import PartitionState
+from moldau.storage.log import Log
 
 UNKNOWN_OFFSET = -1
 

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.partition import Partition
-from client.connection import BrokerConnection, api_for
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from storage.errors import StorageError
-from storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from moldau.broker.partition import Partition
+from moldau.connection import BrokerConnection, api_for
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.storage.errors import StorageError
+from moldau.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 log = logging.getLogger("moldau.replica_fetcher")
 

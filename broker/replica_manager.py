@@ -17,13 +17,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.metadata import PartitionState, TopicMetadata
-from broker.partition import Partition
-from protocol.errors import ErrorCode
-from storage.config import SystemClock
-from storage.errors import DuplicateSequence, OffsetOutOfRangeError, StorageError
-from storage.log_manager import LogManager
-from storage.segment import FileRegion
+from moldau.broker.metadata import PartitionState, TopicMetadata
+from moldau.broker.partition import Partition
+from moldau.protocol.errors import ErrorCode
+from moldau.storage.config import SystemClock
+from moldau.storage.errors import DuplicateSequence, OffsetOutOfRangeError, StorageError
+from moldau.storage.log_manager import LogManager
+from moldau.storage.segment import FileRegion
 
 log = logging.getLogger("moldau.replica_manager")
 

@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.header import RequestHeader
-from protocol.schema import Api
+from moldau.protocol.header import RequestHeader
+from moldau.protocol.schema import Api
 
 
 @dataclass(slots=True, eq=False)

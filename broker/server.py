@@ -9,26 +9,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from broker.apis import ROUTES
-from broker.config import BrokerConfig
-from broker.coordinator.coordinator import GroupConfig, GroupCoordinator
-from broker.coordinator.offsets import OffsetStore
-from broker.handler_pool import HandlerPool
-from broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
-from broker.metrics import BrokerMetrics
-from broker.network import SocketServer
-from broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
-from broker.purgatory import LoopTimer, Purgatory
-from broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
-from broker.replica_manager import ReplicaManager
-from broker.request_channel import RequestChannel
-from broker.zk_mode import ZkMode
-from storage.config import SystemClock
-from storage.log_manager import LogManager
+from moldau.broker.apis import ROUTES
+from moldau.broker.config import BrokerConfig
+from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
+from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.handler_pool import HandlerPool
+from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
+from moldau.broker.metrics import BrokerMetrics
+from moldau.broker.network import SocketServer
+from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
+from moldau.broker.purgatory import LoopTimer, Purgatory
+from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.request_channel import RequestChannel
+from moldau.broker.zk_mode import ZkMode
+from moldau.storage.config import SystemClock
+from moldau.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
-    from broker.controller.controller import Controller
-    from broker.controller.zk import KafkaZk
+    from moldau.broker.controller.controller import Controller
+    from moldau.broker.controller.zk import KafkaZk
 
 log = logging.getLogger("moldau.server")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from broker.config import ConfigError, validate_topic_configs
-from broker.controller.assignment import AssignmentError, assign_replicas
-from broker.metadata import TopicError
-from protocol.errors import ErrorCode
+from moldau.broker.config import ConfigError, validate_topic_configs
+from moldau.broker.controller.assignment import AssignmentError, assign_replicas
+from moldau.broker.metadata import TopicError
+from moldau.protocol.errors import ErrorCode
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")

@@ -12,19 +12,19 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from broker.controller.controller import Controller, ControllerSettings
-from broker.controller.zk import KafkaZk, ZkClient
-from broker.controller.zk_data import BrokerInfo, LeaderIsr
-from broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
-from broker.metadata_cache import MetadataCache
-from broker.partition import Partition
-from broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
-from client.connection import BrokerConnection, api_for
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from moldau.broker.controller.controller import Controller, ControllerSettings
+from moldau.broker.controller.zk import KafkaZk, ZkClient
+from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
+from moldau.broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
+from moldau.broker.metadata_cache import MetadataCache
+from moldau.broker.partition import Partition
+from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
+from moldau.connection import BrokerConnection, api_for
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.server import BrokerServer
+    from moldau.broker.server import BrokerServer
 
 log = logging.getLogger("moldau.zk_mode")
 

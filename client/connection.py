@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from client.errors import (
+from moldau.errors import (
     ConnectFailedError,
     ConnectionLostError,
     CorruptResponseError,
@@ -34,19 +34,19 @@ from client.errors import (
     RequestTimeoutError,
     UnsupportedVersionError,
 )
-from protocol.api import REGISTRY, ApiKey
-from protocol.errors import ErrorCode
-from protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
-from protocol.header import (
+from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
+from moldau.protocol.header import (
     RequestHeader,
     decode_response_header,
     encode_request_header,
     request_header_version,
     response_header_version,
 )
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.schema import Api
-from protocol.types import INT16, INT32, DecodeError
+from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.schema import Api
+from moldau.protocol.types import INT16, INT32, DecodeError
 
 log = logging.getLogger("moldau.client.connection")
 

@@ -7,7 +7,7 @@ the built-in ``TimeoutError``.
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode
 
 
 class ClientError(Exception):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from protocol.messages.api_versions import API_VERSIONS
-from protocol.messages.create_topics import CREATE_TOPICS
-from protocol.messages.delete_topics import DELETE_TOPICS
-from protocol.messages.fetch import FETCH
-from protocol.messages.group import (
+from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.messages.create_topics import CREATE_TOPICS
+from moldau.protocol.messages.delete_topics import DELETE_TOPICS
+from moldau.protocol.messages.fetch import FETCH
+from moldau.protocol.messages.group import (
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
     FIND_COORDINATOR,
@@ -18,19 +18,19 @@ from protocol.messages.group import (
     LIST_GROUPS,
     SYNC_GROUP,
 )
-from protocol.messages.init_producer_id import INIT_PRODUCER_ID
-from protocol.messages.inter_broker import (
+from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
+from moldau.protocol.messages.inter_broker import (
     CONTROLLED_SHUTDOWN,
     LEADER_AND_ISR,
     OFFSET_FOR_LEADER_EPOCH,
     STOP_REPLICA,
     UPDATE_METADATA,
 )
-from protocol.messages.list_offsets import LIST_OFFSETS
-from protocol.messages.metadata import METADATA
-from protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
-from protocol.messages.produce import PRODUCE
-from protocol.schema import Api
+from moldau.protocol.messages.list_offsets import LIST_OFFSETS
+from moldau.protocol.messages.metadata import METADATA
+from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from moldau.protocol.messages.produce import PRODUCE
+from moldau.protocol.schema import Api
 
 
 class ApiKey(IntEnum):

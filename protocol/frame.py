@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.types import INT32
+from moldau.protocol.types import INT32
 
 
 class FrameTooLarge(ValueError):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol import types as T
-from protocol.types import DecodeError
+from moldau.protocol import types as T
+from moldau.protocol.types import DecodeError
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7

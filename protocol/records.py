@@ -36,8 +36,8 @@ from typing import Any, Final, NamedTuple
 
 from crc32c import crc32c
 
-from protocol.compression import compress as _compress
-from protocol.compression import decompress
+from moldau.protocol.compression import compress as _compress
+from moldau.protocol.compression import decompress
 
 Buffer = bytes | bytearray | memoryview
 WritableBuffer = bytearray | memoryview

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import types as T
-from protocol.types import DecodeError
+from moldau.protocol import types as T
+from moldau.protocol.types import DecodeError
 
 _MISSING: Any = object()
 

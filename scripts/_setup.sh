@@ -116,3 +116,19 @@ moldau_setup() {
     moldau_system_packages
     moldau_venv
 }
+
+# mypy cannot follow setuptools' editable import hook, so it type-checks a tree of symlinks that has the
+# installed package's shape: build/typecheck/moldau/ = client/'s entries + broker/, protocol/, storage/.
+# Rebuilt on every call (cheap), so new files are always seen; mypy reads it through mypy_path.
+moldau_typecheck_tree() {
+    local tree=build/typecheck/moldau entry
+    rm -rf build/typecheck
+    mkdir -p "$tree"
+    for entry in client/*; do
+        case "$entry" in *__pycache__*) continue ;; esac
+        ln -s "../../../$entry" "$tree/$(basename "$entry")"
+    done
+    for entry in broker protocol storage; do
+        ln -s "../../../$entry" "$tree/$entry"
+    done
+}

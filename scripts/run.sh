@@ -13,4 +13,4 @@ source scripts/_setup.sh
 moldau_setup
 
 mkdir -p data
-exec "$MOLDAU_VENV/bin/python" -m broker.launcher --brokers 3 --data "$PWD/data" "$@"
+exec "$MOLDAU_VENV/bin/python" -m moldau.broker.launcher --brokers 3 --data "$PWD/data" "$@"

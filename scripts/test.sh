@@ -21,6 +21,7 @@ echo "== ruff check ."
 "$PY" -m ruff check . || failed+=(ruff)
 
 echo "== mypy"
+moldau_typecheck_tree
 "$PY" -m mypy || failed+=(mypy)
 
 echo "== pytest"

@@ -1,9 +1,9 @@
 """Kafka's on-disk log layout: segments, indexes, partition logs and the log manager (synchronous file I/O)."""
 
-from storage.config import Clock, LogConfig, SystemClock
-from storage.log import AppendInfo, FetchData, Log
-from storage.log_manager import LogManager
-from storage.segment import FileRegion, LogSegment
+from moldau.storage.config import Clock, LogConfig, SystemClock
+from moldau.storage.log import AppendInfo, FetchData, Log
+from moldau.storage.log_manager import LogManager
+from moldau.storage.segment import FileRegion, LogSegment
 
 __all__ = [
     "AppendInfo",

@@ -6,7 +6,7 @@ of the response without a lookup table of its own.
 
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode
 
 
 class StorageError(Exception):

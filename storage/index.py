@@ -23,7 +23,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import BinaryIO
 
-from storage.errors import CorruptIndexError
+from moldau.storage.errors import CorruptIndexError
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")

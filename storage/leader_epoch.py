@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from storage.checkpoint import (
+from moldau.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
     read_leader_epochs,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from protocol.records import (
+from moldau.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
     Buffer,
@@ -24,12 +24,12 @@ from protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from storage.checkpoint import fsync_dir
-from storage.config import Clock, LogConfig, SystemClock
-from storage.errors import OffsetOutOfRangeError
-from storage.leader_epoch import LeaderEpochCache
-from storage.producer_state import ProducerStateManager
-from storage.segment import (
+from moldau.storage.checkpoint import fsync_dir
+from moldau.storage.config import Clock, LogConfig, SystemClock
+from moldau.storage.errors import OffsetOutOfRangeError
+from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.producer_state import ProducerStateManager
+from moldau.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -37,7 +37,7 @@ from storage.segment import (
     FileRegion,
     LogSegment,
 )
-from storage.validation import Batches, batches_end, validate_follower_batches, validate_leader_batches
+from moldau.storage.validation import Batches, batches_end, validate_follower_batches, validate_leader_batches
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from storage.checkpoint import (
+from moldau.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -27,9 +27,9 @@ from storage.checkpoint import (
     read_offsets,
     write_offsets,
 )
-from storage.config import Clock, LogConfig, SystemClock
-from storage.errors import LogDirLockedError, StorageError
-from storage.log import Log, parse_topic_partition
+from moldau.storage.config import Clock, LogConfig, SystemClock
+from moldau.storage.errors import LogDirLockedError, StorageError
+from moldau.storage.log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)
 

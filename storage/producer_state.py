@@ -26,9 +26,9 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from protocol.records import BatchHeader
-from storage.checkpoint import fsync_dir
-from storage.errors import DuplicateSequence, InvalidProducerEpochError, OutOfOrderSequenceError
+from moldau.protocol.records import BatchHeader
+from moldau.storage.checkpoint import fsync_dir
+from moldau.storage.errors import DuplicateSequence, InvalidProducerEpochError, OutOfOrderSequenceError
 
 SNAPSHOT_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from protocol.records import (
+from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
     MAGIC,
     MIN_BATCH_LENGTH,
@@ -27,8 +27,8 @@ from protocol.records import (
     read_header,
     valid_crc,
 )
-from storage.errors import CorruptIndexError
-from storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from moldau.storage.errors import CorruptIndexError
+from moldau.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -4,7 +4,7 @@ checks of ``LogValidator``). Never decompresses: the work is per batch, not per 
 
 from __future__ import annotations
 
-from protocol.records import (
+from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
     MAGIC,
     MAGIC_OFFSET,
@@ -15,7 +15,7 @@ from protocol.records import (
     read_header,
     valid_crc,
 )
-from storage.errors import (
+from moldau.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     RecordTooLargeError,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from broker.apis.api_versions import handle_api_versions
-from broker.apis.fetch import handle_fetch
-from broker.apis.group import (
+from moldau.broker.apis.api_versions import handle_api_versions
+from moldau.broker.apis.fetch import handle_fetch
+from moldau.broker.apis.group import (
     handle_delete_groups,
     handle_describe_groups,
     handle_find_coordinator,
@@ -14,21 +14,21 @@ from broker.apis.group import (
     handle_list_groups,
     handle_sync_group,
 )
-from broker.apis.init_producer_id import handle_init_producer_id
-from broker.apis.inter_broker import (
+from moldau.broker.apis.init_producer_id import handle_init_producer_id
+from moldau.broker.apis.inter_broker import (
     handle_controlled_shutdown,
     handle_leader_and_isr,
     handle_stop_replica,
     handle_update_metadata,
 )
-from broker.apis.leader_epoch import handle_offset_for_leader_epoch
-from broker.apis.list_offsets import handle_list_offsets
-from broker.apis.metadata import handle_metadata
-from broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
-from broker.apis.produce import handle_produce
-from broker.apis.topics import handle_create_topics, handle_delete_topics
-from broker.handler_pool import Handler
-from protocol.api import ApiKey
+from moldau.broker.apis.leader_epoch import handle_offset_for_leader_epoch
+from moldau.broker.apis.list_offsets import handle_list_offsets
+from moldau.broker.apis.metadata import handle_metadata
+from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
+from moldau.broker.handler_pool import Handler
+from moldau.protocol.api import ApiKey
 
 ROUTES: dict[int, Handler] = {
     ApiKey.PRODUCE: handle_produce,

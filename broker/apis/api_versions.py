@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.network import supported_api_versions
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.network import supported_api_versions
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 
 def handle_api_versions(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:

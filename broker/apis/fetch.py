@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.purgatory import DelayedOperation
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.purgatory import DelayedOperation
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 READ_UNCOMMITTED = 0
 

@@ -10,10 +10,10 @@ import asyncio
 import logging
 from typing import Any
 
-from broker.coordinator.offsets import OFFSETS_TOPIC
-from broker.request_channel import Request
-from broker.topics import TopicCreationError, create_topic, plan_topic
-from protocol.errors import ErrorCode
+from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
+from moldau.broker.request_channel import Request
+from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.apis.group")
 

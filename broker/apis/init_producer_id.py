@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.producer_ids import ProducerIdsUnavailable
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.producer_ids import ProducerIdsUnavailable
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 MAX_EPOCH = 32767
 

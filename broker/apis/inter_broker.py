@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.controller import requests as R
-from broker.metadata import PartitionState
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.controller import requests as R
+from moldau.broker.metadata import PartitionState
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.apis.inter_broker")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 
 def handle_offset_for_leader_epoch(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:

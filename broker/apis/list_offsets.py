@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 

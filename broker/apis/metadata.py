@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.request_channel import Request
-from broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
-from protocol.errors import ErrorCode
+from moldau.broker.request_channel import Request
+from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
+from moldau.protocol.errors import ErrorCode
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.apis.group import coordinator_of
-from broker.coordinator.group import OffsetAndMetadata
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.apis.group import coordinator_of
+from moldau.broker.coordinator.group import OffsetAndMetadata
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 NO_OFFSET = -1
 

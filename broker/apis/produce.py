@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from broker.purgatory import DelayedOperation
-from broker.request_channel import Request
-from protocol.errors import ErrorCode
+from moldau.broker.purgatory import DelayedOperation
+from moldau.broker.request_channel import Request
+from moldau.protocol.errors import ErrorCode
 
 # One partition's answer while it waits: (entry of the response, offset the HW must reach).
 Waiting = list[tuple[str, dict[str, Any], int]]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.metadata import TopicError
-from broker.request_channel import Request
-from broker.topics import TopicCreationError, create_topic, plan_topic
-from protocol.errors import ErrorCode
+from moldau.broker.metadata import TopicError
+from moldau.broker.request_channel import Request
+from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.apis.topics")
 

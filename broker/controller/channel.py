@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.controller.zk_data import BrokerInfo
-from client.connection import BrokerConnection, api_for
-from protocol.api import ApiKey
-from protocol.schema import Api
+from moldau.broker.controller.zk_data import BrokerInfo
+from moldau.connection import BrokerConnection, api_for
+from moldau.protocol.api import ApiKey
+from moldau.protocol.schema import Api
 
 log = logging.getLogger("moldau.controller.channel")
 

@@ -18,13 +18,13 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError
 
-from broker.controller import election as E
-from broker.controller import requests as R
-from broker.controller import zk_data as Z
-from broker.controller.channel import ControllerChannel
-from broker.controller.zk import ControllerMovedError, KafkaZk, Op
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from moldau.broker.controller import election as E
+from moldau.broker.controller import requests as R
+from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller.channel import ControllerChannel
+from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.controller")
 

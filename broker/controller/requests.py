@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from broker.controller.zk_data import SECURITY_PROTOCOL_IDS, BrokerInfo, LeaderIsr
+from moldau.broker.controller.zk_data import SECURITY_PROTOCOL_IDS, BrokerInfo, LeaderIsr
 
 LEADER_DURING_DELETE = -2  # UpdateMetadata: the partition is being deleted
 

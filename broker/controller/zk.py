@@ -30,7 +30,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from broker.controller import zk_data as Z
+from moldau.broker.controller import zk_data as Z
 
 log = logging.getLogger("moldau.zk")
 

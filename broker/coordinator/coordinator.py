@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
-from broker.coordinator.membership import Membership
-from broker.coordinator.offsets import OFFSETS_TOPIC, Clock, OffsetStore, TopicPartition
-from broker.purgatory import Purgatory, Timer, TimerHandle
-from protocol.errors import ErrorCode
+from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
+from moldau.broker.coordinator.membership import Membership
+from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, Clock, OffsetStore, TopicPartition
+from moldau.broker.purgatory import Purgatory, Timer, TimerHandle
+from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.coordinator")
 

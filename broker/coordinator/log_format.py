@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from protocol.schema import F, compile_decoder, compile_encoder
+from moldau.protocol.schema import F, compile_decoder, compile_encoder
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2

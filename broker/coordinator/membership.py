@@ -14,13 +14,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata
-from broker.purgatory import DelayedOperation, Purgatory
-from protocol.errors import ErrorCode
+from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata
+from moldau.broker.purgatory import DelayedOperation, Purgatory
+from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from broker.coordinator.coordinator import GroupConfig
-    from broker.coordinator.offsets import OffsetStore
+    from moldau.broker.coordinator.coordinator import GroupConfig
+    from moldau.broker.coordinator.offsets import OffsetStore
 
 log = logging.getLogger("moldau.coordinator")
 

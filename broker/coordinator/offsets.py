@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from broker.coordinator import log_format as fmt
-from broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
-from protocol.errors import ErrorCode
-from protocol.records import RecordBatchError, build_batch, iter_headers, iter_records
+from moldau.broker.coordinator import log_format as fmt
+from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import RecordBatchError, build_batch, iter_headers, iter_records
 
 log = logging.getLogger("moldau.coordinator.offsets")
 

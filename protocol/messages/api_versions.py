@@ -1,6 +1,6 @@
 """ApiVersions (key 18): v0-v3. v3 is flexible in its body; the response header stays v0 (see header.py)."""
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 API_VERSIONS = Api(
     18, "ApiVersions", versions=(0, 3), flexible=3,

@@ -3,7 +3,7 @@
 From v5 the response echoes the resulting partition count, replication factor and configs; v7 adds topic IDs.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 CREATE_TOPICS = Api(
     19, "CreateTopics", versions=(0, 7), flexible=5,

@@ -4,7 +4,7 @@ Up to v5 the request names topics in ``topic_names``; v6 replaces it with ``topi
 topic ID.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 DELETE_TOPICS = Api(
     20, "DeleteTopics", versions=(0, 6), flexible=4,

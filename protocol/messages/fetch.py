@@ -5,7 +5,7 @@ topic names with topic IDs, which we do not assign yet. Records decode to a memo
 may be a file region that the network layer sends with sendfile.
 """
 
-from protocol.schema import Api, F, Struct
+from moldau.protocol.schema import Api, F, Struct
 
 FETCH = Api(
     1, "Fetch", versions=(4, 12), flexible=12,

@@ -7,7 +7,7 @@ keys), aiokafka 0.14 (JoinGroup 0-2/5, SyncGroup 0-1/3, FindCoordinator 0-1) and
 transactions and share groups, which Moldau does not coordinate.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 FIND_COORDINATOR = Api(
     10, "FindCoordinator", versions=(0, 4), flexible=3,

@@ -4,7 +4,7 @@ Idempotent producers call it with a null transactional id to get a producer id a
 its current id/epoch so the broker can bump the epoch instead of issuing a new id.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 INIT_PRODUCER_ID = Api(
     22, "InitProducerId", versions=(0, 4), flexible=2,

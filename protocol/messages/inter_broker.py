@@ -13,7 +13,7 @@
 ``is_kraft_controller`` is always false here: Moldau's controller is the ZooKeeper one.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 _LEADER_AND_ISR_PARTITION_STATE = [
     F("topic_name", "string", "0-1"),

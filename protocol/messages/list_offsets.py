@@ -4,7 +4,7 @@ v0 answers with a list of offsets (``old_style_offsets``) instead of one timesta
 single pair. v7 adds no fields: it lets a client ask for the offset of the largest timestamp (-3).
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 LIST_OFFSETS = Api(
     2, "ListOffsets", versions=(0, 7), flexible=6,

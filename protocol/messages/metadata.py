@@ -4,7 +4,7 @@ A null topic list (v1+) asks for every topic; an empty list in v0 means the same
 replace names in requests from v10 and in responses from v12.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 _MIN_INT32 = -(1 << 31)  # "authorized operations not requested"
 

@@ -5,7 +5,7 @@ are gone from Kafka 4.0); no client we serve needs them. v9 of both belongs to t
 (member epochs), which Moldau does not implement. OffsetFetch v8 batches several groups in one request.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 OFFSET_COMMIT = Api(
     8, "OffsetCommit", versions=(2, 8), flexible=8,

@@ -5,7 +5,7 @@ only because clients probe for them (see docs/protocol.md). The records field is
 memoryview over the request and is validated batch by batch by the log.
 """
 
-from protocol.schema import Api, F
+from moldau.protocol.schema import Api, F
 
 PRODUCE = Api(
     0, "Produce", versions=(0, 9), flexible=9,

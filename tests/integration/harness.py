@@ -81,7 +81,7 @@ def port_accepts(port: int, host: str = "127.0.0.1") -> bool:
 
 @dataclass(eq=False)
 class BrokerProcess:
-    """One broker process: `python -m broker server.properties --override ...`.
+    """One broker process: `python -m moldau.broker server.properties --override ...`.
 
     The properties file holds the static settings; listeners, log.dirs and metrics.port are passed as
     --override so that both ways of configuring the broker are exercised.
@@ -142,7 +142,7 @@ class BrokerProcess:
             "metrics.port": str(self.metrics_port),
             **self.overrides,
         }
-        cmd = [sys.executable, "-m", "broker", str(self.props_path)]
+        cmd = [sys.executable, "-m", "moldau.broker", str(self.props_path)]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd

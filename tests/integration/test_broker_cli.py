@@ -1,4 +1,4 @@
-"""The `python -m broker` contract: config errors name the key, SIGTERM is a clean exit, /metrics answers."""
+"""The `python -m moldau.broker` contract: config errors name the key, SIGTERM is a clean exit, /metrics answers."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_bad_config_value_exits_nonzero_naming_the_key(tmp_path: Path, key: str,
         f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{free_port()}\nlog.dirs={tmp_path / 'logs'}\nmetrics.port=-1\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "broker", str(props), "--override", f"{key}={value}"],
+        [sys.executable, "-m", "moldau.broker", str(props), "--override", f"{key}={value}"],
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -46,7 +46,7 @@ def test_bad_config_value_exits_nonzero_naming_the_key(tmp_path: Path, key: str,
 
 def test_missing_properties_file_exits_nonzero(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "broker", str(tmp_path / "nope.properties")],
+        [sys.executable, "-m", "moldau.broker", str(tmp_path / "nope.properties")],
         cwd=REPO_ROOT,
         stdin=subprocess.DEVNULL,
         capture_output=True,

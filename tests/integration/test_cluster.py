@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from broker.controller.assignment import assign_rack_unaware
-from client.connection import BrokerConnection, api_for
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from moldau.broker.controller.assignment import assign_rack_unaware
+from moldau.connection import BrokerConnection, api_for
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 from .conftest import _remember
 from .harness import BrokerProcess, wait_until
@@ -522,7 +522,7 @@ def test_launcher_starts_and_stops_a_cluster(tmp_path: Path) -> None:
     from kafka.admin import KafkaAdminClient
 
     port, metrics, zk_port = _consecutive_free_ports(2), _consecutive_free_ports(2), _consecutive_free_ports(1)
-    cmd = [sys.executable, "-m", "broker.launcher", "--brokers", "2", "--data", str(tmp_path / "data"),
+    cmd = [sys.executable, "-m", "moldau.broker.launcher", "--brokers", "2", "--data", str(tmp_path / "data"),
            "--port", str(port), "--metrics-port", str(metrics), "--zookeeper-port", str(zk_port),
            "--chroot", "/launched", "--override", "controlled.shutdown.retry.backoff.ms=200"]
     out_path = tmp_path / "launcher.out"
@@ -570,8 +570,8 @@ def test_launcher_starts_and_stops_a_cluster(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------------------------------ ZooKeeper layer
 def test_zombie_controller_writes_are_refused(zookeeper: ZooKeeperProcess) -> None:
-    from broker.controller import zk_data as Z
-    from broker.controller.zk import ControllerMovedError, KafkaZk, ZkClient
+    from moldau.broker.controller import zk_data as Z
+    from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, ZkClient
 
     chroot = "/" + uuid.uuid4().hex[:10] + "/nested"
 

@@ -10,8 +10,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
 
 from .test_cluster import Cluster, cluster, create_topic_confluent, run, send, zookeeper  # noqa: F401
 

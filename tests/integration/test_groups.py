@@ -258,7 +258,7 @@ def test_group_resumes_from_committed_offsets_after_broker_restart(
 
 
 def _groups_tool(*args: str) -> Any:
-    proc = subprocess.run([sys.executable, "-m", "client.consumer_groups", *args], cwd=REPO_ROOT,
+    proc = subprocess.run([sys.executable, "-m", "moldau.consumer_groups", *args], cwd=REPO_ROOT,
                           capture_output=True, timeout=60, text=True)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from client.connection import BrokerConnection, api_for
-from protocol.api import ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import build_batch
+from moldau.connection import BrokerConnection, api_for
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import build_batch
 
 from .harness import BrokerProcess, wait_until
 from .test_cluster import SESSION_TIMEOUT_MS, Cluster, cluster, run, send, zookeeper  # noqa: F401

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from broker.launcher import zookeeper_command
+from moldau.broker.launcher import zookeeper_command
 
 from .harness import free_port, port_accepts
 

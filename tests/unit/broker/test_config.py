@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker import config as config_mod
-from broker.config import (
+from moldau.broker import config as config_mod
+from moldau.broker.config import (
     BROKER_SETTINGS,
     LONG_MAX,
     SETTINGS,
@@ -241,7 +241,7 @@ def test_override_value_may_contain_equals() -> None:
 
 
 def test_unknown_keys_are_ignored_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="broker.config"):
+    with caplog.at_level(logging.WARNING, logger="moldau.broker.config"):
         c = make({"broker.id": "3", "no.such.setting": "x", "log.message.format.version": "2.8"})
     assert c.broker_id == 3
     text = caplog.text
@@ -331,7 +331,7 @@ def test_topic_settings_fall_back_to_broker_settings() -> None:
 
 
 def test_log_config() -> None:
-    from storage.config import LogConfig
+    from moldau.storage.config import LogConfig
 
     c = make({"log.retention.ms": "1000", "log.roll.ms": "2000", "log.flush.interval.messages": "5",
               "log.message.timestamp.type": "LogAppendTime", "log.index.size.max.bytes": "4096"})
@@ -371,7 +371,7 @@ def test_describe_sources_and_secrets() -> None:
 def test_docs_are_up_to_date() -> None:
     doc = REPO / "docs" / "configuration.md"
     assert doc.read_text(encoding="utf-8") == render_markdown(), (
-        "docs/configuration.md is stale: run `python -m broker.config --markdown > docs/configuration.md`")
+        "docs/configuration.md is stale: run `python -m moldau.broker.config --markdown > docs/configuration.md`")
 
 
 def test_markdown_lists_every_setting() -> None:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from broker.coordinator import log_format as fmt
-from broker.coordinator.coordinator import GroupConfig, GroupCoordinator
-from broker.coordinator.group import GroupState, OffsetAndMetadata
-from broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore, java_string_hashcode, partition_for
-from broker.purgatory import ManualTimer
-from protocol.errors import ErrorCode as E
-from protocol.records import iter_records, read_header, set_base_offset
+from moldau.broker.coordinator import log_format as fmt
+from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
+from moldau.broker.coordinator.group import GroupState, OffsetAndMetadata
+from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore, java_string_hashcode, partition_for
+from moldau.broker.purgatory import ManualTimer
+from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.records import iter_records, read_header, set_base_offset
 
 SESSION = 10_000
 REBALANCE = 30_000
@@ -511,7 +511,7 @@ async def test_list_and_describe(h: Harness) -> None:
 
 
 async def test_leadership_follows_the_offsets_topic_metadata() -> None:
-    from broker.metadata import PartitionState, TopicMetadata
+    from moldau.broker.metadata import PartitionState, TopicMetadata
 
     h = Harness(num_partitions=3)
     h.c.broker_id = 1

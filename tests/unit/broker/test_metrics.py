@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.metrics import BrokerMetrics, IdleMeter
+from moldau.broker.metrics import BrokerMetrics, IdleMeter
 
 
 class FakeClock:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from broker.purgatory import DelayedOperation, LoopTimer, ManualTimer, Purgatory
+from moldau.broker.purgatory import DelayedOperation, LoopTimer, ManualTimer, Purgatory
 
 
 class WaitFor(DelayedOperation):

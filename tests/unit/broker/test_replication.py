@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.metadata import PartitionState
-from broker.partition import Partition
-from broker.replica_fetcher import divergence_offset
-from protocol.records import build_batch
-from storage.config import LogConfig
-from storage.log import Log
+from moldau.broker.metadata import PartitionState
+from moldau.broker.partition import Partition
+from moldau.broker.replica_fetcher import divergence_offset
+from moldau.protocol.records import build_batch
+from moldau.storage.config import LogConfig
+from moldau.storage.log import Log
 
 LAG_MS = 3000
 
@@ -159,8 +159,8 @@ class FakeClock:
 
 
 def test_high_watermarks_survive_a_restart_through_the_checkpoint(tmp_path: Path) -> None:
-    from broker.replica_manager import ReplicaManager
-    from storage.log_manager import LogManager
+    from moldau.broker.replica_manager import ReplicaManager
+    from moldau.storage.log_manager import LogManager
 
     clock = FakeClock()
 
@@ -190,10 +190,10 @@ def test_high_watermarks_survive_a_restart_through_the_checkpoint(tmp_path: Path
 def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     import asyncio
 
-    from broker.apis.produce import handle_produce
-    from broker.purgatory import ManualTimer, Purgatory
-    from broker.replica_manager import ReplicaManager
-    from storage.log_manager import LogManager
+    from moldau.broker.apis.produce import handle_produce
+    from moldau.broker.purgatory import ManualTimer, Purgatory
+    from moldau.broker.replica_manager import ReplicaManager
+    from moldau.storage.log_manager import LogManager
 
     lm = LogManager([tmp_path], LogConfig(), FakeClock())
     lm.load()

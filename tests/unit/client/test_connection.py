@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from client.connection import BrokerConnection
-from client.errors import (
+from moldau.connection import BrokerConnection
+from moldau.errors import (
     ConnectFailedError,
     ConnectionLostError,
     NotConnectedError,
     RequestTimeoutError,
     UnsupportedVersionError,
 )
-from protocol.api import ADVERTISED, NOT_YET_SERVED, REGISTRY, ApiKey
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, iter_records
+from moldau.protocol.api import ADVERTISED, NOT_YET_SERVED, REGISTRY, ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import build_batch, iter_records
 from tests.integration.harness import BrokerProcess, closed_port
 
 METADATA = REGISTRY[ApiKey.METADATA]

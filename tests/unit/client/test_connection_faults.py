@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from client.connection import MAX_CORRELATION_ID, BrokerConnection
-from client.errors import (
+from moldau.connection import MAX_CORRELATION_ID, BrokerConnection
+from moldau.errors import (
     ConnectFailedError,
     ConnectionLostError,
     CorruptResponseError,
@@ -23,15 +23,15 @@ from client.errors import (
     ProtocolViolationError,
     UnsupportedVersionError,
 )
-from protocol.api import REGISTRY, ApiKey
-from protocol.errors import ErrorCode
-from protocol.header import (
+from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.header import (
     decode_request_header,
     encode_response_header,
     request_header_version,
     response_header_version,
 )
-from protocol.schema import Api
+from moldau.protocol.schema import Api
 
 METADATA = REGISTRY[ApiKey.METADATA]
 API_VERSIONS = REGISTRY[ApiKey.API_VERSIONS]

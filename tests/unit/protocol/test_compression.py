@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
-from protocol.compression import (
+from moldau.protocol.compression import (
     XERIAL_MAGIC,
     Codec,
     DecompressionError,

@@ -4,7 +4,7 @@ from typing import Any
 import kafka.errors as kafka_errors
 import pytest
 
-from protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode
 
 # Kafka's current names where kafka-python still uses an older one.
 _KAFKA_PYTHON_ALIASES = {

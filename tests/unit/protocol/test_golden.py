@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from protocol.api import REGISTRY, api_name
-from protocol.schema import Api, F, in_range
+from moldau.protocol.api import REGISTRY, api_name
+from moldau.protocol.schema import Api, F, in_range
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CASES = sorted(GOLDEN.glob("*.json"))

@@ -10,8 +10,8 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.util import decode_varint as kp_decode_varint
 from kafka.record.util import encode_varint as kp_encode_varint
 
-from protocol import records as R
-from protocol.compression import Codec
+from moldau.protocol import records as R
+from moldau.protocol.compression import Codec
 
 CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
 

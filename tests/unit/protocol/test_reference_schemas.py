@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from protocol import schema
-from protocol.api import REGISTRY
-from protocol.schema import Api, F, in_range
+from moldau.protocol import schema
+from moldau.protocol.api import REGISTRY
+from moldau.protocol.schema import Api, F, in_range
 
 REFERENCE = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "kafka-message-schemas"
 

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import schema
-from protocol.api import REGISTRY
-from protocol.schema import Api, F, assemble, in_range
-from protocol.types import DecodeError
+from moldau.protocol import schema
+from moldau.protocol.api import REGISTRY
+from moldau.protocol.schema import Api, F, assemble, in_range
+from moldau.protocol.types import DecodeError
 
 CASES = [(api, v, kind) for api in REGISTRY.values() for v in range(api.versions[0], api.versions[1] + 1)
          for kind in ("request", "response")]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.schema import Api, F, Struct, assemble, compile_decoder, compile_encoder
-from protocol.types import DecodeError
+from moldau.protocol.schema import Api, F, Struct, assemble, compile_decoder, compile_encoder
+from moldau.protocol.types import DecodeError
 
 FIELDS = [
     F("id", "int32"),

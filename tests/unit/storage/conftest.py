@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import build_batch, iter_headers
-from storage import Log, LogConfig
+from moldau.protocol.records import build_batch, iter_headers
+from moldau.storage import Log, LogConfig
 
 
 class FakeClock:

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.checkpoint import (
+from moldau.storage.checkpoint import (
     CheckpointError,
     read_leader_epochs,
     read_offsets,
     write_leader_epochs,
     write_offsets,
 )
-from storage.leader_epoch import LeaderEpochCache
+from moldau.storage.leader_epoch import LeaderEpochCache
 
 
 def test_offsets_format(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.errors import CorruptIndexError
-from storage.index import OffsetIndex, TimeIndex
+from moldau.storage.errors import CorruptIndexError
+from moldau.storage.index import OffsetIndex, TimeIndex
 
 
 def test_offset_index_file_format_and_lookup(tmp_path: Path) -> None:

@@ -8,16 +8,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from protocol.records import build_batch, iter_headers, iter_records, read_header
-from storage import Log
-from storage.errors import (
+from moldau.protocol.records import build_batch, iter_headers, iter_records, read_header
+from moldau.storage import Log
+from moldau.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from storage.log import parse_topic_partition
+from moldau.storage.log import parse_topic_partition
 from tests.unit.storage.conftest import FakeClock, batch, batch_offsets, small_config
 
 MakeLog = Callable[..., Log]

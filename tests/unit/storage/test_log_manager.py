@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from storage import LogManager
-from storage.checkpoint import read_offsets
-from storage.errors import LogDirLockedError
+from moldau.storage import LogManager
+from moldau.storage.checkpoint import read_offsets
+from moldau.storage.errors import LogDirLockedError
 from tests.unit.storage.conftest import FakeClock, batch, small_config
 
 

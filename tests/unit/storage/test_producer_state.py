@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import Log
-from storage.errors import DuplicateSequence, InvalidProducerEpochError, OutOfOrderSequenceError
+from moldau.storage import Log
+from moldau.storage.errors import DuplicateSequence, InvalidProducerEpochError, OutOfOrderSequenceError
 from tests.unit.storage.conftest import batch, small_config
 
 MakeLog = Callable[..., Log]

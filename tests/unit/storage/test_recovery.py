@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol.records import iter_headers
-from storage import Log, LogConfig, LogManager
+from moldau.protocol.records import iter_headers
+from moldau.storage import Log, LogConfig, LogManager
 from tests.unit.storage.conftest import FakeClock, batch, batch_offsets, small_config
 
 MakeLog = Callable[..., Log]

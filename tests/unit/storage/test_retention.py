@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from storage import Log
-from storage.errors import OffsetOutOfRangeError
+from moldau.storage import Log
+from moldau.storage.errors import OffsetOutOfRangeError
 from tests.unit.storage.conftest import FakeClock, batch, small_config
 
 MakeLog = Callable[..., Log]

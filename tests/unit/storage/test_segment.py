@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.records import build_batch, iter_headers, read_header, set_base_offset
-from storage.segment import FileRegion, LogSegment, filename_prefix
+from moldau.protocol.records import build_batch, iter_headers, read_header, set_base_offset
+from moldau.storage.segment import FileRegion, LogSegment, filename_prefix
 
 
 def open_segment(d: Path, base: int = 0, interval: int = 100) -> LogSegment:

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from broker.controller.assignment import (
+from moldau.broker.controller.assignment import (
     AssignmentError,
     assign_rack_aware,
     assign_rack_unaware,

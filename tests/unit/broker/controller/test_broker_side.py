@@ -5,12 +5,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from broker.apis.inter_broker import handle_stop_replica, handle_update_metadata
-from broker.controller import requests as R
-from broker.controller import zk_data as Z
-from broker.metadata import BrokerEndpoint
-from broker.metadata_cache import MetadataCache
-from protocol.errors import ErrorCode
+from moldau.broker.apis.inter_broker import handle_stop_replica, handle_update_metadata
+from moldau.broker.controller import requests as R
+from moldau.broker.controller import zk_data as Z
+from moldau.broker.metadata import BrokerEndpoint
+from moldau.broker.metadata_cache import MetadataCache
+from moldau.protocol.errors import ErrorCode
 
 LIVE = [Z.BrokerInfo(1, "h1", 9092, "ra", [("PLAINTEXT", "PLAINTEXT", "h1", 9092)]),
         Z.BrokerInfo(2, "h2", 9093, "rb", [("PLAINTEXT", "PLAINTEXT", "h2", 9093)])]

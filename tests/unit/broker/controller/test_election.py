@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.controller.election import (
+from moldau.broker.controller.election import (
     NO_LEADER,
     controlled_shutdown_election,
     imbalanced_partitions,

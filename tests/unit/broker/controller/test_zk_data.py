@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from broker.controller import requests as R
-from broker.controller import zk_data as Z
-from broker.controller.zk import split_chroot
-from protocol.api import REGISTRY, ApiKey
+from moldau.broker.controller import requests as R
+from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller.zk import split_chroot
+from moldau.protocol.api import REGISTRY, ApiKey
 
 
 def test_broker_registration_round_trip() -> None:
