@@ -109,14 +109,15 @@ class Message:
 class _Gen:
     """Generates the source of one (fields, version, flexible) codec and its nested helpers."""
 
-    def __init__(self, version: int, flexible: bool) -> None:
+    def __init__(self, version: int, flexible: bool, label: str = "message") -> None:
         self.v = version
         self.flex = flexible
+        self.label = label
         self.funcs: list[str] = []
         self.ns: dict[str, Any] = {
             "DecodeError": DecodeError, "read_uvarint": T.read_uvarint, "write_uvarint": T.write_uvarint,
             "read_string": T.read_string, "INT16": T.INT16, "INT32": T.INT32, "struct": struct,
-            "_is_bytes": (bytes, bytearray, memoryview),
+            "_is_bytes": (bytes, bytearray, memoryview), "_unknown": _unknown_fields,
         }
         self._ids = itertools.count()
 
@@ -241,10 +242,15 @@ class _Gen:
         return out
 
     # ---------------------------------------------------------------- encoding
-    def encoder(self, fields: list[F]) -> str:
+    def encoder(self, fields: list[F], path: str = "") -> str:
         name = self._name("_e")
         regular, tagged, _ = self._split(fields)
-        body: list[str] = ["g = r.get"]
+        # Strictness costs one subset test per struct: the names this struct declares in *any* version
+        # (clients pass one dict for many versions), precomputed; anything else is a typo and raises.
+        known = self._name("_K")
+        self.ns[known] = frozenset(f.name for f in fields)
+        where = f"{self.label} v{self.v}" + (f" {path}" if path else "")
+        body: list[str] = [f"if not r.keys() <= {known}: _unknown(r, {known}, {where!r})", "g = r.get"]
         i = 0
         while i < len(regular):
             run = []
@@ -260,7 +266,7 @@ class _Gen:
             f = regular[i]
             i += 1
             body.append(f"v = g({f.name!r}, {self._const(f.default_for(self.v))})")
-            body += self._encode_value(f, "b")
+            body += self._encode_value(f, "b", path)
         if self.flex:
             if not tagged:
                 body.append("b.append(0)")
@@ -269,7 +275,7 @@ class _Gen:
                 for f in tagged:
                     default = self._const(f.default_for(self.v))
                     body += [f"v = g({f.name!r}, {default})", f"if v != {default}:", "    tb = bytearray()"]
-                    body += ["    " + line for line in self._encode_value(f, "tb")]
+                    body += ["    " + line for line in self._encode_value(f, "tb", path)]
                     body.append(f"    tags.append(({f.tag}, tb))")
                 body += ["write_uvarint(b, len(tags))", "for tag, tb in tags:", "    write_uvarint(b, tag)",
                          "    write_uvarint(b, len(tb))", "    b += tb"]
@@ -292,10 +298,11 @@ class _Gen:
             return ["if v is None:", f"    {null}", "else:"]
         return ["if v is None:", f"    raise ValueError('field {f.name} is not nullable in this version')", "else:"]
 
-    def _encode_value(self, f: F, out: str) -> list[str]:
+    def _encode_value(self, f: F, out: str, path: str = "") -> list[str]:
         kind = f.kind()
+        sub_path = f"{path}.{f.name}" if path else f.name
         if kind == "struct":
-            sub = self.encoder(f.subfields())
+            sub = self.encoder(f.subfields(), sub_path)
             return [f"{sub}({out}, w, v)"]
         if kind == "primitive" and f.type in FIXED:
             return [f"{out} += {self._fixed_struct(str(f.type))}.pack(v)"]
@@ -317,10 +324,10 @@ class _Gen:
             if elem in FIXED and elem != "uuid":
                 lines.append(f"    {out} += struct.pack('>%d{FIXED[elem]}' % len(v), *v)")
                 return lines
-            inner = self._encode_value(F("item", elem), out)
+            inner = self._encode_value(F("item", elem), out, path)
             lines += ["    for v in list(v):"] + ["        " + line for line in inner]
             return lines
-        sub = self.encoder(f.subfields())
+        sub = self.encoder(f.subfields(), sub_path + "[]")
         lines += ["    for it in v:", f"        {sub}({out}, w, it)"]
         return lines
 
@@ -349,8 +356,18 @@ def compile_decoder(fields: list[F], version: int, flexible: bool) -> Decoder:
 Encoder = Callable[[bytearray, list[tuple[int, Any]], dict[str, Any]], None]
 
 
-def compile_encoder(fields: list[F], version: int, flexible: bool) -> Encoder:
-    gen = _Gen(version, flexible)
+class UnknownFieldError(ValueError):
+    """A message handed to an encoder names a field its declaration has in no version (a typo, usually)."""
+
+
+def _unknown_fields(r: Any, known: frozenset[str], where: str) -> None:
+    extra = sorted(set(r) - known)
+    raise UnknownFieldError(f"{where}: unknown field(s) {', '.join(map(repr, extra))}; "
+                            f"declared: {', '.join(sorted(known))}")
+
+
+def compile_encoder(fields: list[F], version: int, flexible: bool, label: str = "message") -> Encoder:
+    gen = _Gen(version, flexible, label)
     entry = gen.encoder(fields)
     fn: Encoder = gen.build(entry)
     return fn
@@ -398,8 +415,9 @@ class Api:
                 raise ValueError(f"{self.name} v{version} is not supported")
             fields = self.request if kind.startswith("req") else self.response
             flex = self.is_flexible(version)
+            direction = "request" if kind.startswith("req") else "response"
             fn = compile_decoder(fields, version, flex) if kind.endswith("dec") else \
-                compile_encoder(fields, version, flex)
+                compile_encoder(fields, version, flex, f"{self.name} {direction}")
             self._cache[key] = fn
         return fn
 
