@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from moldau.broker.apis import ADVERTISED_VERSIONS
 from moldau.broker.request_channel import Request, RequestChannel
-from moldau.protocol.api import ADVERTISED, REGISTRY, api_name
+from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
 from moldau.protocol.header import (
@@ -46,8 +47,7 @@ class NetworkMetrics(Protocol):
 
 
 def supported_api_versions() -> list[dict[str, int]]:
-    return [{"api_key": a.key, "min_version": a.versions[0], "max_version": a.versions[1]}
-            for a in sorted((REGISTRY[k] for k in ADVERTISED), key=lambda a: a.key)]
+    return ADVERTISED_VERSIONS
 
 
 def _regions(part: Any) -> list[Any]:

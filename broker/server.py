@@ -9,7 +9,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moldau.broker.apis import ROUTES
+from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
+from moldau.broker.apis.context import (
+    BrokerContext,
+    ClusterControl,
+    ControlDeps,
+    GroupDeps,
+    ReplicaDeps,
+    StandaloneCluster,
+    TopicDeps,
+)
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
@@ -28,13 +37,12 @@ from moldau.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
-    from moldau.broker.controller.zk import KafkaZk
 
 log = logging.getLogger("moldau.server")
 
 
 class BrokerServer:
-    """One broker. Handlers receive this object as their context (config, metadata, replica manager, ...)."""
+    """One broker: starts and stops the components; handlers get typed slices of them (broker/apis/context.py)."""
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -65,8 +73,9 @@ class BrokerServer:
             d.mkdir(parents=True, exist_ok=True)
         zk_cluster_id: str | None = None
         if cfg.get("zookeeper.connect"):
-            self.zk_mode = ZkMode(self)
+            self.zk_mode = ZkMode(cfg, self.log_dirs, self.broker_id if cfg.broker_id >= 0 else -1)
             zk_cluster_id = await self.zk_mode.connect()
+            self.broker_id = self.zk_mode.broker_id
         cluster_id = ensure_meta_properties(self.log_dirs, self.broker_id, zk_cluster_id)
         self.log_manager = LogManager(self.log_dirs, cfg.log_config(), self.clock)
         self.log_manager.load()
@@ -103,7 +112,7 @@ class BrokerServer:
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
         if self.zk_mode is not None:
-            metadata = await self.zk_mode.register(cluster_id, endpoint)
+            metadata = await self.zk_mode.register(cluster_id, endpoint, self.advertised_endpoints())
         else:
             standalone = StandaloneMetadata(self.broker_id, cluster_id, endpoint, self.log_dirs[0])
             standalone.listeners.append(self.replica_manager.on_topic_change)
@@ -120,7 +129,8 @@ class BrokerServer:
         metadata.listeners.append(self.group_coordinator.on_topic_change)
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
         # --- end group coordinator -------------------------------------------------------------------------
-        self.handler_pool = HandlerPool(self.channel, ROUTES, self, int(cfg.get("num.io.threads")), self.metrics)
+        self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
+                                        int(cfg.get("num.io.threads")), self.metrics)
         self.handler_pool.start()
         if self.zk_mode is not None:
             self.zk_mode.start_controller()
@@ -138,18 +148,25 @@ class BrokerServer:
         log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
                  time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
 
-    # ZooKeeper mode: what handlers and the controller need from the server.
-    @property
-    def zk(self) -> KafkaZk | None:
-        return self.zk_mode.zk if self.zk_mode is not None else None
+    def _handler_context(self) -> BrokerContext:
+        """The typed dependencies of the request handlers, once every component has started."""
+        rm, metadata, coordinator = self.replica_manager, self.metadata, self.group_coordinator
+        fetch, produce, producer_ids = self.fetch_purgatory, self.produce_purgatory, self.producer_ids
+        assert rm is not None and metadata is not None and coordinator is not None
+        assert fetch is not None and produce is not None and producer_ids is not None
+        cluster: ClusterControl = StandaloneCluster()
+        if self.zk_mode is not None:
+            assert self.zk_mode.cluster is not None
+            cluster = self.zk_mode.cluster
+        topics = TopicDeps(self.broker_id, self.config, metadata)
+        return BrokerContext(
+            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
+            groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
+            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS)
 
     @property
     def controller(self) -> Controller | None:
         return self.zk_mode.controller if self.zk_mode is not None else None
-
-    @property
-    def broker_epoch(self) -> int:
-        return self.zk_mode.broker_epoch if self.zk_mode is not None else -1
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         """Where a replica fetcher finds a leader: the cluster view of the last UpdateMetadata."""

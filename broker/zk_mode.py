@@ -1,7 +1,7 @@
 """The broker's side of ZooKeeper mode: connect, broker id, registration, controller, controlled shutdown.
 
-``BrokerServer`` calls these in order: ``connect()`` (before the logs load: the broker id and cluster id come from
-ZooKeeper), ``producer_ids()``, ``register()`` (after the listeners are bound, as Kafka does), ``start_controller()``
+``BrokerServer`` calls these in order: ``connect()`` (before the logs load: the broker id -- ``broker_id`` after
+it -- and cluster id come from ZooKeeper), ``producer_ids()``, ``register()`` (after the listeners are bound, as Kafka does), ``start_controller()``
 (after the request handlers run, since the controller talks to its own broker over the network too),
 ``controlled_shutdown()`` on SIGTERM and ``close()`` last.
 """
@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from moldau.broker.config import BrokerConfig
 from moldau.broker.controller.controller import Controller, ControllerSettings
 from moldau.broker.controller.zk import KafkaZk, ZkClient
 from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
@@ -22,9 +25,6 @@ from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from moldau.broker.server import BrokerServer
 
 log = logging.getLogger("moldau.zk_mode")
 
@@ -37,27 +37,67 @@ def retag_logging(broker_id: int) -> None:
                 f.broker_id = broker_id
 
 
+class ZkCluster:
+    """``ClusterControl`` in ZooKeeper mode: fencing by controller and broker epoch, topic configs from ZooKeeper,
+    UpdateMetadata into the metadata cache, controlled shutdown run by the active controller."""
+
+    def __init__(self, zk: KafkaZk, cache: MetadataCache, controller: Controller,
+                 broker_epoch: Callable[[], int]) -> None:
+        self.zk = zk
+        self.cache = cache
+        self.controller = controller
+        self._broker_epoch = broker_epoch
+
+    def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        cache = self.cache
+        if controller_epoch < cache.controller_epoch:
+            log.warning("refusing a request of controller %d with stale controller epoch %d (current %d)",
+                        controller_id, controller_epoch, cache.controller_epoch)
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        current = self._broker_epoch()
+        if broker_epoch != -1 and broker_epoch < current:
+            log.warning("refusing a request of controller %d for broker epoch %d (current %d)", controller_id,
+                        broker_epoch, current)
+            return ErrorCode.STALE_BROKER_EPOCH
+        cache.controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
+    async def topic_configs(self, topic: str) -> dict[str, str]:
+        return await self.zk.topic_config(topic)
+
+    def apply_update_metadata(self, body: dict[str, Any]) -> None:
+        self.cache.update(body)
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        if not self.controller.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        return await self.controller.controlled_shutdown(broker_id, broker_epoch)
+
+
 class ZkMode:
-    def __init__(self, server: BrokerServer) -> None:
-        self.server = server
-        cfg = server.config
+    def __init__(self, config: BrokerConfig, log_dirs: list[Path], broker_id: int) -> None:
+        self.config = cfg = config
+        self.log_dirs = log_dirs
+        self.broker_id = broker_id
         self.client = ZkClient(str(cfg.get("zookeeper.connect")), int(cfg.get("zookeeper.session.timeout.ms")),
                                cfg.zookeeper_connection_timeout_ms)
         self.zk = KafkaZk(self.client)
         self.controller: Controller | None = None
         self.cache: MetadataCache | None = None
         self.broker_epoch = -1
+        self.cluster: ZkCluster | None = None
+        self._producer_ids: ZkProducerIdManager | None = None
         self._registration: BrokerInfo | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def connect(self) -> str:
         """Connects, creates the persistent paths, settles the broker id; returns the cluster id."""
-        cfg = self.server.config
+        cfg = self.config
         await self.client.start()
         log.info("connected to ZooKeeper at %s (session 0x%x)", self.client.connect_string, self.client.session_id)
         await self.zk.ensure_persistent_paths()
-        if self.server.broker_id < 0 or cfg.broker_id < 0:
-            recorded = read_meta_broker_id(self.server.log_dirs)
+        if self.broker_id < 0 or cfg.broker_id < 0:
+            recorded = read_meta_broker_id(self.log_dirs)
             if recorded is not None:
                 broker_id = recorded
             elif cfg.get("broker.id.generation.enable"):
@@ -65,21 +105,22 @@ class ZkMode:
                 log.info("generated broker.id %d from /brokers/seqid", broker_id)
             else:
                 raise RuntimeError("broker.id is not set and broker.id.generation.enable is false")
-            self.server.broker_id = broker_id
+            self.broker_id = broker_id
             retag_logging(broker_id)
         return await self.zk.cluster_id(new_cluster_id())
 
     async def producer_ids(self) -> ZkProducerIdManager:
-        broker_id = self.server.broker_id
+        broker_id = self.broker_id
         manager = ZkProducerIdManager(lambda: self.zk.allocate_producer_id_block(broker_id, BLOCK_SIZE))
         await manager.start()
+        self._producer_ids = manager
         return manager
 
-    async def register(self, cluster_id: str, endpoint: BrokerEndpoint) -> MetadataCache:
-        server = self.server
-        cfg = server.config
-        broker_id = server.broker_id
-        endpoints = server.advertised_endpoints()
+    async def register(self, cluster_id: str, endpoint: BrokerEndpoint,
+                       endpoints: list[tuple[str, str, str, int]]) -> MetadataCache:
+        """Registers /brokers/ids/<id> with the advertised (listener, protocol, host, port) endpoints."""
+        cfg = self.config
+        broker_id = self.broker_id
         self._registration = BrokerInfo(broker_id, endpoint.host, endpoint.port, cfg.broker_rack, endpoints)
         settings = ControllerSettings(
             unclean_leader_election=bool(cfg.get("unclean.leader.election.enable")),
@@ -92,6 +133,7 @@ class ZkMode:
         controller = self.controller
         self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active)
         controller.controller_listeners.append(self.cache.on_controller_change)
+        self.cluster = ZkCluster(self.zk, self.cache, controller, lambda: self.broker_epoch)
         await self._register()
         self.client.state_listeners.append(self._on_session_event)
         return self.cache
@@ -100,7 +142,7 @@ class ZkMode:
         assert self._registration is not None
         protocols = {name: proto for name, proto, _, _ in self._registration.endpoints}
         self.broker_epoch = await self.zk.register_broker(self._registration, protocols)
-        log.info("registered /brokers/ids/%d (broker epoch %d) with endpoints %s", self.server.broker_id,
+        log.info("registered /brokers/ids/%d (broker epoch %d) with endpoints %s", self.broker_id,
                  self.broker_epoch, [f"{n}://{h}:{p}" for n, _, h, p in self._registration.endpoints])
 
     def start_controller(self) -> None:
@@ -133,10 +175,10 @@ class ZkMode:
 
     async def controlled_shutdown(self) -> bool:
         """Asks the controller to move this broker's leaderships away; retries as configured."""
-        cfg = self.server.config
+        cfg = self.config
         if not cfg.get("controlled.shutdown.enable") or self.broker_epoch < 0:
             return False
-        broker_id = self.server.broker_id
+        broker_id = self.broker_id
         timeout_s = int(cfg.get("controller.socket.timeout.ms")) / 1000
         backoff_s = int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000
         retries = int(cfg.get("controlled.shutdown.max.retries"))
@@ -164,7 +206,7 @@ class ZkMode:
         info = (await self.zk.live_brokers()).get(controller_id)
         if info is None:
             return ErrorCode.NOT_CONTROLLER, []
-        cfg = self.server.config
+        cfg = self.config
         async with BrokerConnection(info.host, info.port, client_id=f"broker-{broker_id}-controlled-shutdown",
                                     request_timeout_ms=int(cfg.get("controller.socket.timeout.ms"))) as conn:
             response = await conn.send(api_for(ApiKey.CONTROLLED_SHUTDOWN),
@@ -177,6 +219,6 @@ class ZkMode:
             task.cancel()
         if self.controller is not None:
             await self.controller.stop()
-        if isinstance(self.server.producer_ids, ZkProducerIdManager):
-            self.server.producer_ids.stop()
+        if self._producer_ids is not None:
+            self._producer_ids.stop()
         await self.client.close()

@@ -73,13 +73,8 @@ REGISTRY: dict[int, Api] = {
                 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH)
 }
 
-# Registered (so clients and the controller can encode them) but not yet handled by broker/apis: kept out of the
-# ApiVersions answer, since a client that tried one would have its connection closed. Remove a key here when
-# its handler lands in ROUTES.
-NOT_YET_SERVED: frozenset[int] = frozenset()
-
-# The API keys the broker advertises in ApiVersions.
-ADVERTISED: frozenset[int] = frozenset(REGISTRY) - NOT_YET_SERVED
+# What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
+# not kept here: a registered API without a handler is never offered.
 
 
 def api_name(key: int) -> str:

@@ -1,8 +1,19 @@
-"""The route table: API key -> small handler function."""
+"""The route table: API key -> small handler function, given the typed dependencies of its family."""
 
 from __future__ import annotations
 
-from moldau.broker.apis.api_versions import handle_api_versions
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
+from moldau.broker.apis.context import (
+    BrokerContext,
+    ControlDeps,
+    GroupDeps,
+    ProducerIdSource,
+    ReplicaDeps,
+    TopicDeps,
+)
 from moldau.broker.apis.fetch import handle_fetch
 from moldau.broker.apis.group import (
     handle_delete_groups,
@@ -27,32 +38,75 @@ from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from moldau.broker.apis.produce import handle_produce
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
-from moldau.broker.handler_pool import Handler
+from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
 
-ROUTES: dict[int, Handler] = {
-    ApiKey.PRODUCE: handle_produce,
-    ApiKey.FETCH: handle_fetch,
-    ApiKey.LIST_OFFSETS: handle_list_offsets,
-    ApiKey.METADATA: handle_metadata,
-    ApiKey.API_VERSIONS: handle_api_versions,
-    ApiKey.CREATE_TOPICS: handle_create_topics,
-    ApiKey.DELETE_TOPICS: handle_delete_topics,
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
-    ApiKey.OFFSET_COMMIT: handle_offset_commit,
-    ApiKey.OFFSET_FETCH: handle_offset_fetch,
-    ApiKey.OFFSET_DELETE: handle_offset_delete,
-    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    ApiKey.JOIN_GROUP: handle_join_group,
-    ApiKey.SYNC_GROUP: handle_sync_group,
-    ApiKey.HEARTBEAT: handle_heartbeat,
-    ApiKey.LEAVE_GROUP: handle_leave_group,
-    ApiKey.LIST_GROUPS: handle_list_groups,
-    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
-    ApiKey.DELETE_GROUPS: handle_delete_groups,
-    ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
-    ApiKey.STOP_REPLICA: handle_stop_replica,
-    ApiKey.UPDATE_METADATA: handle_update_metadata,
-    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+D = TypeVar("D")
+Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
+
+
+def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, dict[str, Any]], Any]) -> Route:
+    """A route hands its handler only its family's dependencies; mypy checks that the two match."""
+
+    def run(ctx: BrokerContext, request: Request, body: dict[str, Any]) -> Any:
+        return handler(family(ctx), request, body)
+
+    run.__name__ = run.__qualname__ = handler.__name__
+    return run
+
+
+def _replicas(c: BrokerContext) -> ReplicaDeps:
+    return c.replicas
+
+
+def _topics(c: BrokerContext) -> TopicDeps:
+    return c.topics
+
+
+def _groups(c: BrokerContext) -> GroupDeps:
+    return c.groups
+
+
+def _control(c: BrokerContext) -> ControlDeps:
+    return c.control
+
+
+def _producer_ids(c: BrokerContext) -> ProducerIdSource:
+    return c.producer_ids
+
+
+def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
+    return c.api_versions
+
+
+ROUTES: dict[int, Route] = {
+    ApiKey.PRODUCE: route(_replicas, handle_produce),
+    ApiKey.FETCH: route(_replicas, handle_fetch),
+    ApiKey.LIST_OFFSETS: route(_replicas, handle_list_offsets),
+    ApiKey.METADATA: route(_topics, handle_metadata),
+    ApiKey.API_VERSIONS: route(_api_versions, handle_api_versions),
+    ApiKey.CREATE_TOPICS: route(_topics, handle_create_topics),
+    ApiKey.DELETE_TOPICS: route(_topics, handle_delete_topics),
+    ApiKey.INIT_PRODUCER_ID: route(_producer_ids, handle_init_producer_id),
+    ApiKey.OFFSET_COMMIT: route(_groups, handle_offset_commit),
+    ApiKey.OFFSET_FETCH: route(_groups, handle_offset_fetch),
+    ApiKey.OFFSET_DELETE: route(_groups, handle_offset_delete),
+    ApiKey.FIND_COORDINATOR: route(_groups, handle_find_coordinator),
+    ApiKey.JOIN_GROUP: route(_groups, handle_join_group),
+    ApiKey.SYNC_GROUP: route(_groups, handle_sync_group),
+    ApiKey.HEARTBEAT: route(_groups, handle_heartbeat),
+    ApiKey.LEAVE_GROUP: route(_groups, handle_leave_group),
+    ApiKey.LIST_GROUPS: route(_groups, handle_list_groups),
+    ApiKey.DESCRIBE_GROUPS: route(_groups, handle_describe_groups),
+    ApiKey.DELETE_GROUPS: route(_groups, handle_delete_groups),
+    ApiKey.LEADER_AND_ISR: route(_control, handle_leader_and_isr),
+    ApiKey.STOP_REPLICA: route(_control, handle_stop_replica),
+    ApiKey.UPDATE_METADATA: route(_control, handle_update_metadata),
+    ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
 }
+
+# Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
+# inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.
+ADVERTISED: frozenset[int] = frozenset(ROUTES)
+ADVERTISED_VERSIONS: list[dict[str, int]] = api_versions_table(ADVERTISED)

@@ -1,13 +1,20 @@
-"""ApiVersions: the version ranges we support (the same table network.py uses for the v0 error answer)."""
+"""ApiVersions: the version ranges of exactly the APIs the broker serves (see ``moldau.broker.apis.ADVERTISED``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from moldau.broker.network import supported_api_versions
 from moldau.broker.request_channel import Request
+from moldau.protocol.api import REGISTRY
 from moldau.protocol.errors import ErrorCode
 
 
-def handle_api_versions(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    return {"error_code": ErrorCode.NONE, "api_keys": supported_api_versions(), "throttle_time_ms": 0}
+def api_versions_table(served: Iterable[int]) -> list[dict[str, int]]:
+    """The ``api_keys`` of an ApiVersions answer for the served API keys (each must be declared)."""
+    return [{"api_key": api.key, "min_version": api.versions[0], "max_version": api.versions[1]}
+            for api in sorted((REGISTRY[k] for k in served), key=lambda a: a.key)]
+
+
+def handle_api_versions(api_keys: list[dict[str, int]], request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    return {"error_code": ErrorCode.NONE, "api_keys": api_keys, "throttle_time_ms": 0}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
@@ -18,7 +19,7 @@ from moldau.protocol.errors import ErrorCode
 READ_UNCOMMITTED = 0
 
 
-def _read_all(ctx: Any, body: dict[str, Any], version: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: ReplicaDeps, body: dict[str, Any], version: int) -> tuple[list[dict[str, Any]], int, bool]:
     consumer = body["replica_id"] < 0
     budget = body["max_bytes"] if version >= 3 else 1 << 31
     total = 0
@@ -54,7 +55,7 @@ def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
 class DelayedFetch(DelayedOperation):
     __slots__ = ("ctx", "body", "version", "future")
 
-    def __init__(self, ctx: Any, body: dict[str, Any], version: int, future: asyncio.Future[Any]) -> None:
+    def __init__(self, ctx: ReplicaDeps, body: dict[str, Any], version: int, future: asyncio.Future[Any]) -> None:
         super().__init__(body["max_wait_ms"])
         self.ctx = ctx
         self.body = body
@@ -75,7 +76,7 @@ class DelayedFetch(DelayedOperation):
             self.future.set_result(_response(responses))
 
 
-def handle_fetch(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+def handle_fetch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> Any:
     replica_id = body["replica_id"]
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the

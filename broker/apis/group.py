@@ -1,6 +1,6 @@
 """FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ListGroups, DescribeGroups, DeleteGroups.
 
-Thin: decode the request's shape, call the group coordinator (``ctx.group_coordinator``), shape the answer for
+Thin: decode the request's shape, call the group coordinator (``GroupDeps``), shape the answer for
 the version. JoinGroup and SyncGroup may be parked by the coordinator; they then return a future.
 """
 
@@ -10,6 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
+from moldau.broker.apis.context import GroupDeps
+from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
 from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
@@ -20,49 +22,43 @@ log = logging.getLogger("moldau.apis.group")
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def coordinator_of(ctx: Any) -> Any:
-    """The group coordinator, or None before it is started / after it stopped."""
-    coordinator = getattr(ctx, "group_coordinator", None)
-    return coordinator if coordinator is not None and coordinator.active else None
-
-
 # ---------------------------------------------------------------------------------------------- FindCoordinator
 # How long FindCoordinator waits for the new offsets topic's leaders before answering "not available yet".
 OFFSETS_TOPIC_CREATE_WAIT_MS = 5000
 
 
-async def ensure_offsets_topic(ctx: Any, coordinator: Any) -> ErrorCode:
+async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) -> ErrorCode:
     """Create __consumer_offsets on first use (compacted; replication capped at the live brokers)."""
     async with coordinator.topic_lock:
-        if ctx.metadata.topic(OFFSETS_TOPIC) is not None:
+        if ctx.topics.metadata.topic(OFFSETS_TOPIC) is not None:
             return ErrorCode.NONE
         # Any broker may create it: standalone brokers are their own controller, and in ZooKeeper mode the
         # topic znodes may be written from any broker (the controller then elects the leaders).
-        cfg = ctx.config
-        live = len(ctx.metadata.live_brokers())
+        cfg = ctx.topics.config
+        live = len(ctx.topics.metadata.live_brokers())
         replication = min(int(cfg.get("offsets.topic.replication.factor")), live)
         configs = {"cleanup.policy": "compact", "compression.type": "producer",
                    "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
         try:
-            plan = plan_topic(ctx, OFFSETS_TOPIC, int(cfg.get("offsets.topic.num.partitions")), replication, [],
+            plan = plan_topic(ctx.topics, OFFSETS_TOPIC, int(cfg.get("offsets.topic.num.partitions")), replication, [],
                               configs)
-            await create_topic(ctx, OFFSETS_TOPIC, plan, configs, timeout_ms=OFFSETS_TOPIC_CREATE_WAIT_MS)
+            await create_topic(ctx.topics, OFFSETS_TOPIC, plan, configs, timeout_ms=OFFSETS_TOPIC_CREATE_WAIT_MS)
         except TopicCreationError as exc:
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE
             if exc.code == ErrorCode.REQUEST_TIMED_OUT:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE  # created; leaders not elected yet: the client retries
-            log.error("[broker %d] cannot create %s: %s", ctx.broker_id, OFFSETS_TOPIC, exc.message)
+            log.error("[broker %d] cannot create %s: %s", ctx.topics.broker_id, OFFSETS_TOPIC, exc.message)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("[broker %d] created %s with %d partitions, replication factor %d", ctx.broker_id,
+        log.info("[broker %d] created %s with %d partitions, replication factor %d", ctx.topics.broker_id,
                  OFFSETS_TOPIC, len(plan), replication)
         return ErrorCode.NONE
 
 
-async def _find_one(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
+async def _find_one(ctx: GroupDeps, key: str, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
                              "error_message": None}
-    coordinator = coordinator_of(ctx)
+    coordinator = ctx.active_coordinator()
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         entry["error_code"] = ErrorCode.INVALID_REQUEST
         entry["error_message"] = f"Unknown coordinator type {key_type}"
@@ -71,12 +67,12 @@ async def _find_one(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
     error = await ensure_offsets_topic(ctx, coordinator)
-    topic = ctx.metadata.topic(OFFSETS_TOPIC)
+    topic = ctx.topics.metadata.topic(OFFSETS_TOPIC)
     if error != ErrorCode.NONE or topic is None:
         entry["error_code"] = error if error != ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
     state = topic.partitions.get(coordinator.store.partition_for(key))
-    broker = None if state is None else next((b for b in ctx.metadata.live_brokers()
+    broker = None if state is None else next((b for b in ctx.topics.metadata.live_brokers()
                                               if b.broker_id == state.leader), None)
     if broker is None:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -85,7 +81,7 @@ async def _find_one(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
     return entry
 
 
-async def handle_find_coordinator(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     version = request.version
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
     results = [await _find_one(ctx, key, body["key_type"]) for key in keys]
@@ -101,7 +97,7 @@ def _not_available(error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> di
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def handle_join_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> Any:
     version = request.version
     future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
@@ -113,7 +109,7 @@ def handle_join_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
             response["protocol_name"] = ""
         future.set_result(response)
 
-    coordinator = coordinator_of(ctx)
+    coordinator = ctx.active_coordinator()
     if coordinator is None:
         done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
               "leader": "", "member_id": body["member_id"], "members": []})
@@ -125,14 +121,14 @@ def handle_join_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
     return future.result() if future.done() else future
 
 
-def handle_sync_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+def handle_sync_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> Any:
     future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, Any]) -> None:
         if not future.done():
             future.set_result(dict(result, throttle_time_ms=0))
 
-    coordinator = coordinator_of(ctx)
+    coordinator = ctx.active_coordinator()
     if coordinator is None:
         done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""})
     else:
@@ -143,8 +139,8 @@ def handle_sync_group(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
     return future.result() if future.done() else future
 
 
-def handle_heartbeat(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+def handle_heartbeat(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
     error = coordinator.heartbeat(body["group_id"], body["member_id"], body["group_instance_id"],
@@ -152,8 +148,8 @@ def handle_heartbeat(ctx: Any, request: Request, body: dict[str, Any]) -> dict[s
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def handle_leave_group(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+def handle_leave_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
     if request.version >= 3:
@@ -168,8 +164,8 @@ def handle_leave_group(ctx: Any, request: Request, body: dict[str, Any]) -> dict
 
 
 # ---------------------------------------------------------------------------------------------- admin
-def handle_list_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+def handle_list_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     types = {t.lower() for t in body["types_filter"]}
@@ -182,8 +178,8 @@ def handle_list_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict
                         "group_state": g.state.value, "group_type": "classic"} for g in groups]}
 
 
-def handle_describe_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+def handle_describe_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     described = []
     for group_id in body["groups"]:
         if coordinator is None:
@@ -195,8 +191,8 @@ def handle_describe_groups(ctx: Any, request: Request, body: dict[str, Any]) -> 
     return {"throttle_time_ms": 0, "groups": described}
 
 
-def handle_delete_groups(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+def handle_delete_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     if coordinator is None:
         results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in body["groups_names"]}
     else:

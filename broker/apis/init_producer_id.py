@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.apis.context import ProducerIdSource
 from moldau.broker.producer_ids import ProducerIdsUnavailable
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
@@ -11,7 +12,7 @@ from moldau.protocol.errors import ErrorCode
 MAX_EPOCH = 32767
 
 
-def handle_init_producer_id(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_init_producer_id(producer_ids: ProducerIdSource, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     if body["transactional_id"] is not None:
         # No transaction coordinator yet: refuse clearly rather than pretend.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -22,7 +23,7 @@ def handle_init_producer_id(ctx: Any, request: Request, body: dict[str, Any]) ->
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,
                 "producer_epoch": epoch + 1}
     try:
-        producer_id = ctx.producer_ids.next_id()
+        producer_id = producer_ids.next_id()
     except ProducerIdsUnavailable:  # ZooKeeper mode, block not fetched yet: retriable
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "producer_id": -1,
                 "producer_epoch": -1}

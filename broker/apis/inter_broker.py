@@ -1,9 +1,10 @@
 """LeaderAndIsr, UpdateMetadata, StopReplica (controller -> broker) and ControlledShutdown (broker -> controller).
 
-Fencing: a request from a controller epoch lower than the highest this broker has seen is refused with
-STALE_CONTROLLER_EPOCH (a zombie controller), and one addressed to an earlier registration of this broker (its
-broker epoch, the czxid of /brokers/ids/<id>, is older than ours) with STALE_BROKER_EPOCH. A standalone broker
-(no ZooKeeper, no controller) answers all of them with NOT_CONTROLLER.
+Fencing is the cluster's (``ClusterControl.fence``, see broker/zk_mode.py): a request from a controller epoch lower
+than the highest this broker has seen is refused with STALE_CONTROLLER_EPOCH (a zombie controller), and one
+addressed to an earlier registration of this broker (its broker epoch, the czxid of /brokers/ids/<id>, is older
+than ours) with STALE_BROKER_EPOCH. A standalone broker (no ZooKeeper, no controller) answers all of them with
+NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from moldau.broker.apis.context import ControlDeps
 from moldau.broker.controller import requests as R
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
@@ -19,31 +21,11 @@ from moldau.protocol.errors import ErrorCode
 log = logging.getLogger("moldau.apis.inter_broker")
 
 
-def _cache(ctx: Any) -> Any:
-    """The ZooKeeper-mode metadata cache, or None in standalone mode."""
-    cache = ctx.metadata
-    return cache if hasattr(cache, "controller_epoch") and getattr(ctx, "zk", None) is not None else None
+def _fence(ctx: ControlDeps, body: dict[str, Any]) -> ErrorCode:
+    return ctx.cluster.fence(body["controller_id"], body["controller_epoch"], body.get("broker_epoch", -1))
 
 
-def _fence(ctx: Any, body: dict[str, Any]) -> ErrorCode:
-    cache = _cache(ctx)
-    if cache is None:
-        return ErrorCode.NOT_CONTROLLER
-    epoch = body["controller_epoch"]
-    if epoch < cache.controller_epoch:
-        log.warning("refusing a request of controller %d with stale controller epoch %d (current %d)",
-                    body["controller_id"], epoch, cache.controller_epoch)
-        return ErrorCode.STALE_CONTROLLER_EPOCH
-    broker_epoch = body.get("broker_epoch", -1)
-    if broker_epoch != -1 and broker_epoch < ctx.broker_epoch:
-        log.warning("refusing a request of controller %d for broker epoch %d (current %d)",
-                    body["controller_id"], broker_epoch, ctx.broker_epoch)
-        return ErrorCode.STALE_BROKER_EPOCH
-    cache.controller_epoch = epoch
-    return ErrorCode.NONE
-
-
-async def handle_leader_and_isr(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     error = _fence(ctx, body)
     results: list[tuple[str, bytes | None, int, ErrorCode]] = []
     states = list(R.partition_states(body))
@@ -51,7 +33,7 @@ async def handle_leader_and_isr(ctx: Any, request: Request, body: dict[str, Any]
         configs: dict[str, dict[str, str]] = {}
         for topic, topic_id, s in states:
             if topic not in configs:
-                configs[topic] = await ctx.zk.topic_config(topic)
+                configs[topic] = await ctx.cluster.topic_configs(topic)
             state = PartitionState(s["partition_index"], s["leader"], s["leader_epoch"], list(s["replicas"]),
                                    list(s["isr"]), zk_version=s["partition_epoch"],
                                    controller_epoch=s["controller_epoch"])
@@ -70,14 +52,14 @@ async def handle_leader_and_isr(ctx: Any, request: Request, body: dict[str, Any]
             "topics": [{"topic_id": tid, "partition_errors": errs} for tid, errs in by_id.items()]}
 
 
-def handle_update_metadata(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_update_metadata(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     error = _fence(ctx, body)
     if error == ErrorCode.NONE:
-        ctx.metadata.update(body)
+        ctx.cluster.apply_update_metadata(body)
     return {"error_code": error}
 
 
-def handle_stop_replica(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     error = _fence(ctx, body)
     partitions = list(R.stop_replica_partitions(body))
     out = []
@@ -90,10 +72,7 @@ def handle_stop_replica(ctx: Any, request: Request, body: dict[str, Any]) -> dic
     return {"error_code": error, "partition_errors": out}
 
 
-async def handle_controlled_shutdown(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    controller = getattr(ctx, "controller", None)
-    if controller is None or not controller.active:
-        return {"error_code": ErrorCode.NOT_CONTROLLER, "remaining_partitions": []}
-    error, remaining = await controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
+async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    error, remaining = await ctx.cluster.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
     return {"error_code": error,
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

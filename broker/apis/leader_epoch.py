@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
 
-def handle_offset_for_leader_epoch(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     topics = []
     for t in body["topics"]:
         partitions = []

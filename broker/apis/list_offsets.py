@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def handle_list_offsets(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     version = request.version
     consumer = body["replica_id"] < 0
     topics = []

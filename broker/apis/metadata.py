@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from moldau.broker.apis.context import TopicDeps
 from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
@@ -11,7 +12,7 @@ from moldau.protocol.errors import ErrorCode
 UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
 
 
-def _topic_entry(ctx: Any, name: str, version: int) -> dict[str, Any]:
+def _topic_entry(ctx: TopicDeps, name: str, version: int) -> dict[str, Any]:
     topic = ctx.metadata.topic(name)
     if topic is None:
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
@@ -29,7 +30,7 @@ def _topic_entry(ctx: Any, name: str, version: int) -> dict[str, Any]:
             "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
 
 
-async def handle_metadata(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     version = request.version
     requested = body["topics"]
     if version == 0 and requested == []:

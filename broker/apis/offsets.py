@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from moldau.broker.apis.group import coordinator_of
+from moldau.broker.apis.context import GroupDeps
 from moldau.broker.coordinator.group import OffsetAndMetadata
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
@@ -12,13 +12,13 @@ from moldau.protocol.errors import ErrorCode
 NO_OFFSET = -1
 
 
-def _known_partition(ctx: Any, topic: str, partition: int) -> bool:
-    t = ctx.metadata.topic(topic)
+def _known_partition(ctx: GroupDeps, topic: str, partition: int) -> bool:
+    t = ctx.topics.metadata.topic(topic)
     return t is not None and partition in t.partitions
 
 
-async def handle_offset_commit(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+async def handle_offset_commit(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     now = ctx.clock.time_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -40,7 +40,7 @@ async def handle_offset_commit(ctx: Any, request: Request, body: dict[str, Any])
             # Answered once replicated (acks=all), as Kafka's coordinator does.
             store = coordinator.store
             error = await store.replicated(store.partition_for(body["group_id"]),
-                                           int(ctx.config.get("offsets.commit.timeout.ms")))
+                                           int(ctx.topics.config.get("offsets.commit.timeout.ms")))
             if error != ErrorCode.NONE:
                 committed = {tp: error if e == ErrorCode.NONE else e for tp, e in committed.items()}
         errors.update(committed)
@@ -51,13 +51,14 @@ async def handle_offset_commit(ctx: Any, request: Request, body: dict[str, Any])
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _fetch_group(ctx: Any, group_id: str, topics: list[dict[str, Any]] | None,
+def _fetch_group(ctx: GroupDeps, group_id: str, topics: list[dict[str, Any]] | None,
                  errors_in_partitions: bool) -> tuple[ErrorCode, list[dict[str, Any]]]:
     """One group's answer: (group-level error, topics with partitions)."""
-    coordinator = coordinator_of(ctx)
+    coordinator = ctx.active_coordinator()
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+    found: dict[tuple[str, int], OffsetAndMetadata | None] = {}
     if coordinator is None:
-        error, found = ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         error, found = coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.NONE and (wanted is None or not errors_in_partitions):
@@ -72,7 +73,7 @@ def _fetch_group(ctx: Any, group_id: str, topics: list[dict[str, Any]] | None,
     return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
-def handle_offset_fetch(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_offset_fetch(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     version = request.version
     if version >= 8:
         groups = []
@@ -85,8 +86,8 @@ def handle_offset_fetch(ctx: Any, request: Request, body: dict[str, Any]) -> dic
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
-def handle_offset_delete(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    coordinator = coordinator_of(ctx)
+def handle_offset_delete(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    coordinator = ctx.active_coordinator()
     wanted = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
     if coordinator is None:
         return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}

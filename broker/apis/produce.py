@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
@@ -20,7 +21,7 @@ from moldau.protocol.errors import ErrorCode
 Waiting = list[tuple[str, dict[str, Any], int]]
 
 
-def _check(ctx: Any, topic: str, entry: dict[str, Any], required: int) -> bool:
+def _check(ctx: ReplicaDeps, topic: str, entry: dict[str, Any], required: int) -> bool:
     """True once the partition's outcome is known; sets its error code then."""
     partition = ctx.replica_manager.get_partition(topic, entry["index"])
     if partition is None or not partition.is_leader:
@@ -36,7 +37,7 @@ def _check(ctx: Any, topic: str, entry: dict[str, Any], required: int) -> bool:
 class DelayedProduce(DelayedOperation):
     __slots__ = ("ctx", "waiting", "response", "future")
 
-    def __init__(self, ctx: Any, timeout_ms: int, waiting: Waiting, response: dict[str, Any],
+    def __init__(self, ctx: ReplicaDeps, timeout_ms: int, waiting: Waiting, response: dict[str, Any],
                  future: asyncio.Future[Any]) -> None:
         super().__init__(timeout_ms)
         self.ctx = ctx
@@ -60,7 +61,7 @@ class DelayedProduce(DelayedOperation):
             self.future.set_result(self.response)
 
 
-def handle_produce(ctx: Any, request: Request, body: dict[str, Any]) -> Any:
+def handle_produce(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> Any:
     acks = body["acks"]
     valid_acks = acks in (-1, 0, 1)
     responses = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from moldau.broker.apis.context import TopicDeps
 from moldau.broker.metadata import TopicError
 from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
@@ -13,7 +14,7 @@ from moldau.protocol.errors import ErrorCode
 log = logging.getLogger("moldau.apis.topics")
 
 
-async def handle_create_topics(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_topics(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     results = []
     seen: dict[str, int] = {}
     for t in body["topics"]:
@@ -49,7 +50,7 @@ async def handle_create_topics(ctx: Any, request: Request, body: dict[str, Any])
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(ctx: Any, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_topics(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     wanted: list[tuple[str | None, bytes | None]]
     if request.version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
@@ -66,6 +67,9 @@ async def handle_delete_topics(ctx: Any, request: Request, body: dict[str, Any])
                 entry["topic_id"] = topic_id
                 continue
             name = entry["name"] = topic.name
+        if name is None:  # v6+: neither a name nor an id
+            entry["error_code"] = ErrorCode.INVALID_REQUEST
+            continue
         topic = ctx.metadata.topic(name)
         if topic is not None:
             entry["topic_id"] = topic.topic_id

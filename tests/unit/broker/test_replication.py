@@ -190,6 +190,7 @@ def test_high_watermarks_survive_a_restart_through_the_checkpoint(tmp_path: Path
 def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     import asyncio
 
+    from moldau.broker.apis.context import ReplicaDeps
     from moldau.broker.apis.produce import handle_produce
     from moldau.broker.purgatory import ManualTimer, Purgatory
     from moldau.broker.replica_manager import ReplicaManager
@@ -201,19 +202,15 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2, 3], [1, 2, 3], zk_version=0),
                                  {"min.insync.replicas": "2"})
     timer = ManualTimer()
-
-    class Ctx:
-        replica_manager = rm
-        produce_purgatory = Purgatory("Produce", timer)
-
-    rm.hw_listeners.append(Ctx.produce_purgatory.check_and_complete)
+    deps = ReplicaDeps(rm, produce_purgatory=Purgatory("Produce", timer), fetch_purgatory=Purgatory("Fetch", timer))
+    rm.hw_listeners.append(deps.produce_purgatory.check_and_complete)
 
     def body(n: int, timeout_ms: int = 1000) -> dict[str, object]:
         return {"acks": -1, "timeout_ms": timeout_ms,
                 "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records(n)}]}]}
 
     async def scenario() -> None:
-        fut = handle_produce(Ctx(), None, body(3))  # type: ignore[arg-type]
+        fut = handle_produce(deps, None, body(3))  # type: ignore[arg-type]
         assert isinstance(fut, asyncio.Future) and not fut.done()
         rm.update_follower("t", 0, 2, 3)
         assert not fut.done()  # replica 3 is in the ISR and has nothing yet
@@ -221,19 +218,19 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
         answer = (await fut)["responses"][0]["partition_responses"][0]
         assert answer["error_code"] == 0 and answer["base_offset"] == 0
         # Nobody copies the next one: REQUEST_TIMED_OUT when the timeout passes.
-        fut = handle_produce(Ctx(), None, body(1, timeout_ms=500))  # type: ignore[arg-type]
+        fut = handle_produce(deps, None, body(1, timeout_ms=500))  # type: ignore[arg-type]
         timer.advance(499)
         assert not fut.done()
         timer.advance(1)
         answer = (await fut)["responses"][0]["partition_responses"][0]
         assert answer["error_code"] == 7  # REQUEST_TIMED_OUT
         # The ISR shrinks to the leader while a produce waits: the HW passes it, but below min.insync.replicas.
-        fut = handle_produce(Ctx(), None, body(1))  # type: ignore[arg-type]
+        fut = handle_produce(deps, None, body(1))  # type: ignore[arg-type]
         rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2, 3], [1], zk_version=1),
                                      {"min.insync.replicas": "2"})
         answer = (await fut)["responses"][0]["partition_responses"][0]
         assert answer["error_code"] == 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        answer = handle_produce(Ctx(), None, body(1))["responses"][0]["partition_responses"][0]  # type: ignore[arg-type,index]
+        answer = handle_produce(deps, None, body(1))["responses"][0]["partition_responses"][0]  # type: ignore[arg-type,index]
         assert answer["error_code"] == 19  # NOT_ENOUGH_REPLICAS, before the append
 
     asyncio.run(scenario())

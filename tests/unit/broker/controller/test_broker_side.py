@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any
 
+from moldau.broker.apis.context import ControlDeps, StandaloneCluster
 from moldau.broker.apis.inter_broker import handle_stop_replica, handle_update_metadata
 from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
-from moldau.broker.metadata import BrokerEndpoint
+from moldau.broker.controller.controller import Controller, ControllerSettings
+from moldau.broker.metadata import BrokerEndpoint, PartitionState
 from moldau.broker.metadata_cache import MetadataCache
+from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.zk_mode import ZkCluster
 from moldau.protocol.errors import ErrorCode
+from moldau.storage.config import LogConfig
+from moldau.storage.log_manager import LogManager
 
 LIVE = [Z.BrokerInfo(1, "h1", 9092, "ra", [("PLAINTEXT", "PLAINTEXT", "h1", 9092)]),
         Z.BrokerInfo(2, "h2", 9093, "rb", [("PLAINTEXT", "PLAINTEXT", "h2", 9093)])]
@@ -43,11 +49,19 @@ async def test_update_metadata_fills_the_cache_and_notifies() -> None:
     assert cache.topic("t") is None and seen[-1] == ("t", None)
 
 
-async def test_requests_from_old_controllers_or_for_old_registrations_are_refused() -> None:
+def _replica_manager(path: Path) -> ReplicaManager:
+    lm = LogManager([path], LogConfig())
+    lm.load()
+    rm = ReplicaManager(2, lm, lambda _: LogConfig())
+    rm.become_leader_or_follower("t", PartitionState(0, 2, 0, [2], [2], zk_version=0), {})
+    return rm
+
+
+async def test_requests_from_old_controllers_or_for_old_registrations_are_refused(tmp_path: Path) -> None:
     cache = await _cache()
-    stopped: list[tuple[str, int, bool]] = []
-    rm = SimpleNamespace(stop_replica=lambda t, p, d: stopped.append((t, p, d)) or ErrorCode.NONE)
-    ctx = SimpleNamespace(metadata=cache, zk=object(), broker_epoch=50, replica_manager=rm, broker_id=2)
+    rm = _replica_manager(tmp_path)
+    controller = Controller(2, None, ControllerSettings(), lambda: 50)  # type: ignore[arg-type]  # never started
+    ctx = ControlDeps(2, rm, ZkCluster(None, cache, controller, lambda: 50))  # type: ignore[arg-type]
     assert handle_update_metadata(ctx, None, R.update_metadata(1, 5, 50, [_info(0, 1)], LIVE))["error_code"] == 0
     assert cache.controller_epoch == 5
     stale = R.update_metadata(1, 4, 50, [_info(0, 2)], LIVE)
@@ -56,12 +70,13 @@ async def test_requests_from_old_controllers_or_for_old_registrations_are_refuse
     old_me = R.update_metadata(1, 5, 49, [_info(0, 2)], LIVE)
     assert handle_update_metadata(ctx, None, old_me)["error_code"] == ErrorCode.STALE_BROKER_EPOCH
     refused = handle_stop_replica(ctx, None, R.stop_replica(1, 4, 50, [("t", 0)], True))
-    assert refused["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH and not stopped
+    assert refused["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH and rm.get_partition("t", 0) is not None
     answer = handle_stop_replica(ctx, None, R.stop_replica(2, 6, 50, [("t", 0)], True))
-    assert answer["error_code"] == 0 and stopped == [("t", 0, True)] and cache.controller_epoch == 6
+    assert answer["error_code"] == 0 and rm.get_partition("t", 0) is None and cache.controller_epoch == 6
+    assert answer["partition_errors"] == [{"topic_name": "t", "partition_index": 0, "error_code": 0}]
 
 
-def test_standalone_brokers_refuse_controller_requests() -> None:
-    ctx = SimpleNamespace(metadata=SimpleNamespace(), zk=None, broker_epoch=-1)
+def test_standalone_brokers_refuse_controller_requests(tmp_path: Path) -> None:
+    ctx = ControlDeps(0, _replica_manager(tmp_path), StandaloneCluster())
     assert handle_update_metadata(ctx, None, R.update_metadata(1, 1, -1, [], LIVE))["error_code"] == \
         ErrorCode.NOT_CONTROLLER
