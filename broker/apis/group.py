@@ -48,9 +48,9 @@ async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) ->
                 return ErrorCode.NONE
             if exc.code == ErrorCode.REQUEST_TIMED_OUT:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE  # created; leaders not elected yet: the client retries
-            log.error("[broker %d] cannot create %s: %s", ctx.topics.broker_id, OFFSETS_TOPIC, exc.message)
+            log.error("cannot create %s: %s", OFFSETS_TOPIC, exc.message)  # the log format tags the broker
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("[broker %d] created %s with %d partitions, replication factor %d", ctx.topics.broker_id,
+        log.info("created %s with %d partitions, replication factor %d",
                  OFFSETS_TOPIC, len(plan), replication)
         return ErrorCode.NONE
 

@@ -17,9 +17,9 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from moldau.broker.coordinator.config import GroupConfig
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from moldau.broker.coordinator.membership import Membership
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, Clock, OffsetStore, TopicPartition
@@ -29,22 +29,6 @@ from moldau.protocol.errors import ErrorCode
 log = logging.getLogger("moldau.coordinator")
 
 S = GroupState
-
-
-@dataclass(slots=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 6000
-    max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offsets_retention_check_interval_ms: int = 600000
-
-    @classmethod
-    def from_broker_config(cls, config: Any) -> GroupConfig:
-        return cls(int(config.get("group.min.session.timeout.ms")), int(config.get("group.max.session.timeout.ms")),
-                   int(config.get("group.initial.rebalance.delay.ms")), int(config.get("group.max.size")),
-                   int(config.offsets_retention_ms), int(config.get("offsets.retention.check.interval.ms")))
 
 
 class GroupCoordinator(Membership):

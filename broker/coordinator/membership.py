@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from moldau.broker.coordinator.config import GroupConfig
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata
+from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.purgatory import DelayedOperation, Purgatory
 from moldau.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from moldau.broker.coordinator.coordinator import GroupConfig
-    from moldau.broker.coordinator.offsets import OffsetStore
 
 log = logging.getLogger("moldau.coordinator")
 
