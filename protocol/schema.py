@@ -124,14 +124,16 @@ class _Gen:
     def _name(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids)}"
 
-    def _const(self, value: Any) -> str:
+    def _const(self, value: Any, copy: bool = True) -> str:
+        """Source for a default value. Decoders copy mutable defaults (handlers may change what they get);
+        encoders only read them, so they share one object instead of deep-copying it per struct."""
         if value is None or isinstance(value, (bool, int, float, str, bytes)):
             return repr(value)
         if value == []:
             return "[]"
         name = self._name("_c")
         self.ns[name] = value
-        return f"__import__('copy').deepcopy({name})" if isinstance(value, (dict, list)) else name
+        return f"__import__('copy').deepcopy({name})" if copy and isinstance(value, (dict, list)) else name
 
     def _split(self, fields: list[F]) -> tuple[list[F], list[F], list[F]]:
         active = [f for f in fields if in_range(self.v, f.versions)]
@@ -260,12 +262,12 @@ class _Gen:
             if run:
                 sname = self._name("_S")
                 self.ns[sname] = struct.Struct(">" + "".join(FIXED[str(f.type)] for f in run))
-                args = ", ".join(f"g({f.name!r}, {self._const(f.default_for(self.v))})" for f in run)
+                args = ", ".join(f"g({f.name!r}, {self._const(f.default_for(self.v), False)})" for f in run)
                 body.append(f"b += {sname}.pack({args})")
                 continue
             f = regular[i]
             i += 1
-            body.append(f"v = g({f.name!r}, {self._const(f.default_for(self.v))})")
+            body.append(f"v = g({f.name!r}, {self._const(f.default_for(self.v), False)})")
             body += self._encode_value(f, "b", path)
         if self.flex:
             if not tagged:
@@ -273,7 +275,8 @@ class _Gen:
             else:
                 body.append("tags = []")
                 for f in tagged:
-                    default = self._const(f.default_for(self.v))
+                    # An unset or default tagged field is not sent.
+                    default = self._const(f.default_for(self.v), False)
                     body += [f"v = g({f.name!r}, {default})", f"if v != {default}:", "    tb = bytearray()"]
                     body += ["    " + line for line in self._encode_value(f, "tb", path)]
                     body.append(f"    tags.append(({f.tag}, tb))")
