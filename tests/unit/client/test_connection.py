@@ -22,6 +22,9 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch, iter_records
 from tests.integration.harness import BrokerProcess, closed_port
 
+# These start a real broker process (tests/unit/client/conftest.py): `-m 'not integration'` must skip them.
+pytestmark = pytest.mark.integration
+
 METADATA = REGISTRY[ApiKey.METADATA]
 CREATE_TOPICS = REGISTRY[ApiKey.CREATE_TOPICS]
 PRODUCE = REGISTRY[ApiKey.PRODUCE]
