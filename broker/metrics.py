@@ -15,6 +15,7 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_request_queue_size                 RequestChannel RequestQueueSize
     moldau_purgatory_size{purgatory}          DelayedOperationPurgatory NumDelayedOperations{delayedOperation}
     moldau_under_replicated_partitions        ReplicaManager UnderReplicatedPartitions
+    moldau_under_min_isr_partitions           ReplicaManager UnderMinIsrPartitionCount
     moldau_offline_partitions                 KafkaController OfflinePartitionsCount
     moldau_isr_shrinks_total                  ReplicaManager IsrShrinksPerSec
     moldau_isr_expands_total                  ReplicaManager IsrExpandsPerSec
@@ -204,6 +205,9 @@ class BrokerMetrics:
         self.under_replicated_partitions = Gauge(
             "moldau_under_replicated_partitions",
             "Partitions led here with fewer in-sync replicas than replicas", registry=r)
+        self.under_min_isr_partitions = Gauge(
+            "moldau_under_min_isr_partitions",
+            "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all is refused)", registry=r)
         self.offline_partitions = Gauge(
             "moldau_offline_partitions", "Partitions without a leader (reported by the active controller)",
             registry=r)
@@ -261,6 +265,9 @@ class BrokerMetrics:
 
     def set_under_replicated_callback(self, fn: Callable[[], float]) -> None:
         self.under_replicated_partitions.set_function(_safe(fn, "moldau_under_replicated_partitions"))
+
+    def set_under_min_isr_callback(self, fn: Callable[[], float]) -> None:
+        self.under_min_isr_partitions.set_function(_safe(fn, "moldau_under_min_isr_partitions"))
 
     def isr_changed(self, shrunk: bool) -> None:
         (self.isr_shrinks_total if shrunk else self.isr_expands_total).inc()

@@ -360,5 +360,9 @@ class ReplicaManager:
     def under_replicated_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < len(p.replicas))
 
+    def under_min_isr_count(self) -> int:
+        """Partitions led here where acks=all is refused before append (the leader's own in-memory ISR)."""
+        return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < p.min_insync_replicas)
+
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)

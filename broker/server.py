@@ -199,6 +199,7 @@ class BrokerServer:
         m.set_request_queue_size_callback(lambda: float(channel.size()))
         m.track_purgatory("Fetch", lambda: float(purgatory.num_delayed))
         m.set_under_replicated_callback(lambda: float(rm.under_replicated_count()))
+        m.set_under_min_isr_callback(lambda: float(rm.under_min_isr_count()))
         fetchers, controller = self.fetcher_manager, self.controller
         rm.isr_change_listeners.append(m.isr_changed)
         m.set_replication_callbacks(

@@ -187,8 +187,10 @@ class Controller:
         for topic in await self.zk.topics():
             await self._load_topic(topic)
         # New partitions get their first state; partitions whose leader is gone get a new one.
+        # Brokers that died before (or while) this controller took over leave every ISR now, exactly as if their
+        # death had been seen: a former controller's own death is only ever handled here.
         await self._initialize_new_partitions(ctx.all_partitions())
-        await self._decide_and_write(ctx.all_partitions(), self._elect_one)
+        await self._decide_and_write(ctx.all_partitions(), self._elect_or_shrink)
         self._send_update_metadata(list(ctx.live), ctx.all_partitions())
         for broker_id in ctx.live:
             self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
@@ -257,6 +259,18 @@ class Controller:
             log.warning("partition %s-%d has no live in-sync replica (replicas %s, ISR %s): offline", *tp,
                         ctx.replicas(tp), state.isr)
         return self._new_state(tp, result.leader, result.isr)
+
+    def _elect_or_shrink(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        """Kafka's OfflineReplica transition: a partition whose leader is gone gets a new one from the live ISR;
+        one whose leader lives loses its dead replicas from the ISR at once (new leader epoch), so acks=all with
+        min.insync.replicas need not wait replica.lag.time.max.ms for the leader to shrink the ISR itself."""
+        new = self._elect_one(tp, state)
+        if new is not None or state.leader == E.NO_LEADER:
+            return new
+        dead = [r for r in state.isr if r not in self.ctx.live]
+        if not dead:
+            return None
+        return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
 
     async def _decide_and_write(self, tps: list[TP],
                                 decide: Callable[[TP, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TP, Z.LeaderIsr]:
@@ -386,15 +400,8 @@ class Controller:
             if self.channel is not None:
                 await self.channel.remove_broker(b)
 
-        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
-            if state.leader in dead:
-                return self._elect_one(tp, state)
-            if state.leader != E.NO_LEADER and any(r in dead for r in state.isr):
-                return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
-            return None
-
         touched = [tp for tp, s in ctx.states.items() if s.leader in dead or any(r in dead for r in s.isr)]
-        changes = await self._decide_and_write(touched, decide)
+        changes = await self._decide_and_write(touched, self._elect_or_shrink)
         self._propagate(sorted(changes))
 
     async def _on_brokers_started(self, brokers: list[Z.BrokerInfo]) -> None:
