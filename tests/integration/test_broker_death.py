@@ -71,6 +71,11 @@ class Writer:
             return {part: min(a for s, a, _ in acks if s > t) for part, acks in self.acks.items()
                     if any(s > t for s, _, _ in acks)}
 
+    def acked_between(self, t0: float, t1: float) -> set[int]:
+        """The partitions that acknowledged something between ``t0`` and ``t1`` (ack times)."""
+        with self.lock:
+            return {part for part, acks in self.acks.items() if any(t0 <= a <= t1 for _, a, _ in acks)}
+
     def values(self) -> set[bytes]:
         with self.lock:
             return {v for acks in self.acks.values() for _, _, v in acks}
