@@ -135,3 +135,63 @@ def test_acks_all_resumes_on_every_partition_soon_after_a_broker_dies(cluster: C
     acked = writer.values()
     seen = read_everything(cluster.bootstrap(victim), topic, len(acked))
     assert acked <= seen, f"{len(acked - seen)} acknowledged values lost"
+
+
+def latest_offset(port: int, topic: str) -> int | None:
+    """Partition 0's latest offset as a consumer asks for it, or None where this broker gives none."""
+    import asyncio
+
+    from moldau.connection import BrokerConnection, api_for
+    from moldau.protocol.api import ApiKey
+
+    async def ask() -> int | None:
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1,
+                                                           "current_leader_epoch": -1}]}]}
+        async with BrokerConnection("127.0.0.1", port, client_id="kip-207") as conn:
+            response = await conn.send(api_for(ApiKey.LIST_OFFSETS), body)
+        answer = response["topics"][0]["partitions"][0]
+        return int(answer["offset"]) if answer["error_code"] == 0 else None
+
+    try:
+        return asyncio.run(asyncio.wait_for(ask(), 5))
+    except (OSError, TimeoutError, ConnectionError):
+        return None
+
+
+def test_the_latest_offset_never_goes_backwards_across_a_leader_kill(cluster: Cluster) -> None:  # noqa: F811
+    """KIP-207: a new leader whose high watermark has not caught up answers OFFSET_NOT_AVAILABLE rather than a
+    latest offset below one its predecessor reported (which fails Spark jobs with failOnDataLoss)."""
+    settings = {"zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "10000",
+                "auto.leader.rebalance.enable": "false", "default.replication.factor": "3"}
+    cluster.start([1, 2, 3], extra=lambda _: settings)
+    topic = "kip207"
+    create_topic(cluster, topic, partitions=PARTITIONS, min_isr=2)
+    writer = Writer(cluster.bootstrap(), topic)
+    writer.thread.start()
+    seen: list[int] = []
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: len(writer.acked_after(t0)) == PARTITIONS, 60, "every partition acknowledging")
+        victim = cluster.states(topic)[0]["leader"]
+
+        def poll_all() -> None:
+            for b in cluster.brokers.values():
+                if b.is_running():
+                    offset = latest_offset(b.port, topic)
+                    if offset is not None:
+                        seen.append(offset)
+
+        for _ in range(20):
+            poll_all()
+        cluster.brokers[victim].kill()
+        t_kill = time.monotonic()
+        wait_until(lambda: cluster.states(topic)[0]["leader"] not in (victim, -1), 30, "a new leader")
+        while time.monotonic() < t_kill + SESSION_MS / 1000 + 5:
+            poll_all()
+    finally:
+        writer.stop.set()
+        writer.thread.join(90)
+    assert len(seen) > 40
+    backwards = [(a, b) for a, b in zip(seen, seen[1:]) if b < a]
+    assert not backwards, f"latest offset went backwards: {backwards[:5]}"
