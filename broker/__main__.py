@@ -46,9 +46,12 @@ async def run(config: BrokerConfig) -> int:
         logging.getLogger("moldau.server").error("start-up failed: %s", exc, exc_info=True)
         await server.shutdown()
         return 1
-    await stop.wait()
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.stop_requested.wait())]
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
     await server.shutdown()
-    return 0
+    return server.exit_code
 
 
 def main(argv: list[str] | None = None) -> int:

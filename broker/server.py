@@ -57,6 +57,9 @@ class BrokerServer:
         self.metrics_port: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        # Set when the broker must stop on its own (every log dir failed); __main__ exits with exit_code.
+        self.stop_requested = asyncio.Event()
+        self.exit_code = 0
 
     async def start(self) -> None:
         cfg = self.config
@@ -88,8 +91,10 @@ class BrokerServer:
                 max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
-                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms"))), self._endpoint_of)
+                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
+                on_log_dir_failure=rm.log_dir_failed), self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
+        rm.log_dir_failure_listeners.append(self._on_log_dir_failure)
         if self.zk_mode is not None:
             self.producer_ids = await self.zk_mode.producer_ids()
         else:
@@ -199,6 +204,7 @@ class BrokerServer:
         m.set_request_queue_size_callback(lambda: float(channel.size()))
         m.track_purgatory("Fetch", lambda: float(purgatory.num_delayed))
         m.set_under_replicated_callback(lambda: float(rm.under_replicated_count()))
+        m.set_offline_log_dirs_callback(lambda: float(len(rm.log_manager.offline_dirs)))
         m.set_under_min_isr_callback(lambda: float(rm.under_min_isr_count()))
         fetchers, controller = self.fetcher_manager, self.controller
         rm.isr_change_listeners.append(m.isr_changed)
@@ -225,6 +231,19 @@ class BrokerServer:
 
         if 0 < interval_ms < (1 << 31):
             self._tasks.append(asyncio.create_task(loop(), name=name))
+
+    def _on_log_dir_failure(self, log_dir: Path, no_dir_left: bool) -> None:
+        """A log dir failed: tell the controller (it moves leadership off the partitions there), or stop the
+        broker when no log dir is left, as Kafka does."""
+        if no_dir_left:
+            log.critical("every log dir has failed (the last: %s); shutting down", log_dir)
+            self.exit_code = 1
+            self.stop_requested.set()
+            return
+        if self.zk_mode is not None:
+            task = asyncio.get_running_loop().create_task(self.zk_mode.report_log_dir_failure(),
+                                                          name="log-dir-event")
+            self._tasks.append(task)
 
     async def shutdown(self) -> None:
         log.info("Moldau broker %d shutting down", self.broker_id)
