@@ -479,6 +479,8 @@ LOG_CONFIG_FIELDS = {
     "flush_interval_messages": "flush.messages", "flush_interval_ms": "flush.ms",
     "max_message_bytes": "max.message.bytes", "message_timestamp_type": "message.timestamp.type",
     "file_delete_delay_ms": "file.delete.delay.ms",
+    "delete_retention_ms": "delete.retention.ms", "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
 }
 
 

@@ -33,10 +33,12 @@ from moldau.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileRegion,
     LogSegment,
 )
+from moldau.storage.swap import recover_swaps
 from moldau.storage.validation import Batches, batches_end, validate_follower_batches, validate_leader_batches
 
 logger = logging.getLogger(__name__)
@@ -153,6 +155,8 @@ class Log:
         return bases
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        if recover_swaps(self.dir):
+            clean_shutdown = False  # swapped-in segments have no trusted indexes: revalidate
         bases = sorted(self._remove_stray_files())
         for base in bases:
             self._segments.append(self._new_segment(base))
@@ -521,6 +525,26 @@ class Log:
             for seg in due:
                 seg.delete()
         return len(due)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
+        """Swaps a cleaned segment (files named ``*.swap``) in for ``old``, a contiguous run of non-active
+        segments. The segment list is replaced in one assignment, so a reader sees either version. False (and
+        the new files removed) when ``old`` is no longer part of the log (retention or truncation got there
+        first)."""
+        segs = self._segments
+        try:
+            i = next(k for k, s in enumerate(segs) if s is old[0])
+        except StopIteration:
+            i = -1
+        if i < 0 or segs[i : i + len(old)] != old or i + len(old) >= len(segs) or new.closed:
+            new.delete()
+            return False
+        self._schedule_delete(old)  # .deleted first: a crash now still completes the swap at load
+        new.rename_suffix(SWAP_SUFFIX, "")
+        new_segments = segs[:i] + [new] + segs[i + len(old) :]
+        self._segments, self._bases = new_segments, [s.base_offset for s in new_segments]
+        fsync_dir(self.dir)
+        return True
 
     # --- durability and lifecycle ----------------------------------------------------------------------------
 
