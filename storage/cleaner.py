@@ -156,7 +156,10 @@ class LogCleaner:
         except CheckpointError as exc:
             logger.warning("ignoring corrupt cleaner checkpoint: %s", exc)
             offsets = {}
-        return max(offsets.get((log.topic, log.partition), 0), log.log_start_offset)
+        offset = offsets.get((log.topic, log.partition), 0)
+        if offset > log.log_end_offset:
+            offset = 0  # the log was truncated below its clean point (a follower): all of it is dirty again
+        return max(offset, log.log_start_offset)
 
     def update_checkpoint(self, log: Log, offset: int) -> None:
         with self._lock:
