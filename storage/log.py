@@ -39,7 +39,13 @@ from moldau.storage.segment import (
     LogSegment,
 )
 from moldau.storage.swap import recover_swaps
-from moldau.storage.validation import Batches, batches_end, validate_follower_batches, validate_leader_batches
+from moldau.storage.validation import (
+    Batches,
+    batches_end,
+    check_keys_present,
+    validate_follower_batches,
+    validate_leader_batches,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -249,6 +255,8 @@ class Log:
         the produce path; a read-only one is copied first."""
         view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
         validated = validate_leader_batches(view, self.config.max_message_bytes)
+        if self.config.compact_enabled:
+            check_keys_present(view, validated, f"{self.topic}-{self.partition}")
         buf: memoryview | bytearray = view if not view.readonly else bytearray(view)
         append_time = self.clock.time_ms() if self.config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset

@@ -10,8 +10,10 @@ from moldau.protocol.records import (
     MAGIC_OFFSET,
     MIN_BATCH_LENGTH,
     BatchHeader,
+    Buffer,
     RecordBatchError,
     iter_headers,
+    iter_records,
     read_header,
     valid_crc,
 )
@@ -109,3 +111,14 @@ def batches_end(batches: Batches) -> int:
         return 0
     pos, h = batches[-1]
     return pos + h.total_size
+
+
+def check_keys_present(buf: Buffer, batches: Batches, topic_partition: str) -> None:
+    """A compacted topic refuses records without a key (Kafka's LogValidator): the cleaner could never remove
+    them. Decodes the records, so it runs only for compacted topics; raises before anything is appended."""
+    for pos, h in batches:
+        for record in iter_records(memoryview(buf)[pos : pos + h.total_size], h, check_crc=False):
+            if record.key is None:
+                raise InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+                )

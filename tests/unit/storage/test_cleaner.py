@@ -357,3 +357,20 @@ def test_grab_filthiest_picks_the_dirtiest_compacted_log(tmp_path: Path, clock: 
     assert picked is not None and picked[0] is logs[1]
     for lg in (*logs, plain):
         lg.close()
+
+
+def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: FakeClock) -> None:
+    from moldau.protocol.errors import ErrorCode
+    from moldau.storage.errors import InvalidRecordError
+
+    log = make_log(compact_config())
+    log.append_as_leader(kv_batch([(b"a", b"1")], clock.now), 0)
+    bad = kv_batch([(b"a", b"1")], clock.now) + build_batch([(b"b", b"1", None, 1), (None, b"x", None, 1)])
+    with pytest.raises(InvalidRecordError) as exc:
+        log.append_as_leader(bad, 0)
+    assert exc.value.error_code == ErrorCode.INVALID_RECORD
+    assert "without key" in str(exc.value)
+    assert log.log_end_offset == 1  # nothing of the request was appended
+    plain = Log(log.dir.with_name("plain-0"), small_config(), clock)
+    plain.append_as_leader(build_batch([(None, b"x", None, 1)]), 0)  # fine on a delete-policy topic
+    plain.close()
