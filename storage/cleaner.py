@@ -70,8 +70,13 @@ class OffsetMap:
     def has_room_for(self, entries: int) -> bool:
         return len(self._map) + entries <= self.capacity
 
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[hashlib.md5(key).digest()] = offset
+    def put(self, key: bytes, offset: int) -> bool:
+        """Records ``offset`` for ``key``; False (nothing stored) when the key is new and the map is full."""
+        digest = hashlib.md5(key).digest()
+        if len(self._map) >= self.capacity and digest not in self._map:
+            return False
+        self._map[digest] = offset
+        return True
 
     def get(self, key: bytes) -> int:
         """The latest offset of ``key``, -1 when it is not in the map."""
@@ -255,26 +260,24 @@ class LogCleaner:
     def _build_offset_map(
         self, log: Log, dirty: list[LogSegment], first_dirty: int, offset_map: OffsetMap, stats: CleanStats
     ) -> int:
-        """Fills the map from whole dirty segments while they fit; returns the offset where the map ends."""
+        """Fills the map from the dirty segments until it is full (Kafka's rule); returns the offset where the
+        map ends: the end of the last segment read completely. Keys of a partly read segment may stay in the
+        map: their offsets are later than anything cleaned, so they only (rightly) drop older versions."""
         end = dirty[0].base_offset
         for seg in dirty:
-            headers = list(seg.iter_batches())
-            upper_bound = sum(h.records_count for _, h in headers if not h.is_control)
-            if not offset_map.has_room_for(upper_bound):
-                if seg is dirty[0]:
-                    raise UncleanableError(
-                        f"{log}: segment {seg.base_offset} holds up to {upper_bound} keys, more than the "
-                        f"{offset_map.capacity} that log.cleaner.dedupe.buffer.size allows"
-                    )
-                break
-            for pos, h in headers:
+            for pos, h in seg.iter_batches():
                 if h.is_control or h.last_offset < first_dirty:
                     continue
                 data = seg.read_batch(pos, h)
                 self.throttler.maybe_throttle(len(data))
                 for rec in iter_records(data, h, check_crc=False):
-                    if rec.key is not None and rec.offset >= first_dirty:
-                        offset_map.put(rec.key, rec.offset)
+                    if rec.key is not None and rec.offset >= first_dirty and not offset_map.put(rec.key, rec.offset):
+                        if seg is dirty[0]:
+                            raise UncleanableError(
+                                f"{log}: segment {seg.base_offset} holds more keys than the {offset_map.capacity} "
+                                "that log.cleaner.dedupe.buffer.size allows"
+                            )
+                        return end
             end = seg.next_offset
         return end
 

@@ -77,6 +77,9 @@ def test_offset_map_bounds_and_latest() -> None:
     m.put(b"a", 7)
     assert m.get(b"a") == 7 and m.get(b"b") == -1 and len(m) == 1
     assert m.has_room_for(899) and not m.has_room_for(900)
+    for i in range(899):
+        assert m.put(b"k%d" % i, i)
+    assert not m.put(b"new", 1) and m.put(b"a", 9) and len(m) == 900
 
 
 def test_offset_map_entry_cost() -> None:
@@ -218,7 +221,8 @@ def test_empty_last_batch_of_a_producer_is_kept(make_log: MakeLog, clock: FakeCl
 
 def test_map_too_small_cleans_the_prefix_that_fits(make_log: MakeLog, clock: FakeClock) -> None:
     log = make_log(compact_config())
-    written = fill(log, rounds=8, keys=40, ts=clock.now)
+    written = fill(log, rounds=1, keys=400, ts=clock.now)  # every key distinct
+    written += fill(log, rounds=1, keys=400, ts=clock.now)
     log.roll()
     first = log.segments[0]
     first_count = sum(h.records_count for _, h in first.iter_batches())
