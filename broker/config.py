@@ -445,6 +445,8 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
        AT_LEAST_0),
     _t("max.message.bytes", "int", 1048588, "message.max.bytes", "Largest record batch accepted.",
        AT_LEAST_0),
+    _t("max.compaction.lag.ms", "long", LONG_MAX, "log.cleaner.max.compaction.lag.ms",
+       "Greatest time a record stays uncompacted.", AT_LEAST_1),
     _t("message.timestamp.difference.max.ms", "long", LONG_MAX, "log.message.timestamp.difference.max.ms",
        "Largest CreateTime difference from the broker clock.", AT_LEAST_0),
     _t("message.timestamp.type", "string", "CreateTime", "log.message.timestamp.type",
@@ -482,7 +484,7 @@ LOG_CONFIG_FIELDS = {
     "max_message_bytes": "max.message.bytes", "message_timestamp_type": "message.timestamp.type",
     "file_delete_delay_ms": "file.delete.delay.ms",
     "delete_retention_ms": "delete.retention.ms", "min_compaction_lag_ms": "min.compaction.lag.ms",
-    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio", "max_compaction_lag_ms": "max.compaction.lag.ms",
 }
 
 

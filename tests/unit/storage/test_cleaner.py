@@ -378,3 +378,43 @@ def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: FakeClock) 
     plain = Log(log.dir.with_name("plain-0"), small_config(), clock)
     plain.append_as_leader(build_batch([(None, b"x", None, 1)]), 0)  # fine on a delete-policy topic
     plain.close()
+
+
+def test_appends_and_reads_continue_while_a_thread_cleans(make_log: MakeLog, clock: FakeClock) -> None:
+    import threading
+
+    log = make_log(compact_config(segment_bytes=2048))
+    written = fill(log, rounds=20, keys=30, ts=clock.now)
+    log.roll()
+    end = log.log_end_offset
+    cleaner = LogCleaner(1 << 20)
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(cleaner.prepare(log, clock.now)))
+    worker.start()
+    appended = 0
+    while worker.is_alive() or appended < 50:
+        info = log.append_as_leader(kv_batch([(b"new-%d" % appended, b"x")], clock.now), 0)
+        assert info.first_offset == end + appended
+        assert log.read(info.first_offset, 1 << 16).size > 0
+        appended += 1
+    worker.join()
+    prepared = result[0]
+    assert prepared is not None and cleaner.finish(prepared)  # type: ignore[arg-type]
+    records = read_all(log)
+    check_compacted(log, latest(written, False), end)
+    assert [r.key for r in records if r.offset >= end] == [b"new-%d" % i for i in range(appended)]
+
+
+def test_max_compaction_lag_forces_a_cleaning_below_the_ratio(make_log: MakeLog, clock: FakeClock) -> None:
+    log = make_log(compact_config(min_cleanable_dirty_ratio=0.99))
+    fill(log, rounds=4, keys=10, ts=clock.now)
+    log.roll()
+    cleaner = LogCleaner(1 << 20)
+    cleaner.clean(log, clock.now)
+    fill(log, rounds=1, keys=10, ts=clock.now)
+    log.roll()
+    assert cleaner.grab_filthiest([log], clock.now) is None
+    log.config.max_compaction_lag_ms = 1000
+    clock.advance(1001)
+    picked = cleaner.grab_filthiest([log], clock.now)
+    assert picked is not None and picked[0] is log and picked[1] < 0.99
