@@ -180,11 +180,16 @@ class LogCleaner:
 
     @staticmethod
     def cleanable_segments(log: Log, now_ms: int) -> list[LogSegment]:
-        """Sealed segments, stopping at the first one holding records younger than min.compaction.lag.ms."""
+        """Sealed segments, stopping at the first one holding records younger than min.compaction.lag.ms or
+        above the high watermark (Kafka stops at the last stable offset: an unreplicated later version of a key
+        could still be truncated away, so it must not remove the older one)."""
         out: list[LogSegment] = []
         lag = log.config.min_compaction_lag_ms
+        hw = log.high_watermark
         for seg in log.segments[:-1]:
             if lag > 0 and seg.largest_timestamp() > now_ms - lag:
+                break
+            if hw is not None and seg.next_offset > hw:
                 break
             out.append(seg)
         return out

@@ -267,7 +267,7 @@ def test_crash_before_swap_rolls_back(make_log: MakeLog, clock: FakeClock) -> No
     assert read_all(again) == before
 
 
-@pytest.mark.parametrize("step", ["swap_written", "old_deleted", "one_swapped"])
+@pytest.mark.parametrize("step", ["swap_written", "old_deleted", "indexes_live", "one_swapped"])
 def test_crash_after_swap_commit_completes(make_log: MakeLog, clock: FakeClock, step: str) -> None:
     log, cleaner, written, _ = _crash_setup(make_log, clock)
     end = log.log_end_offset
@@ -277,6 +277,12 @@ def test_crash_after_swap_commit_completes(make_log: MakeLog, clock: FakeClock, 
         for old, _ in prepared.swaps:
             for seg in old:
                 seg.rename_for_delete()
+    elif step == "indexes_live":  # inside Log.replace_segments: old gone, new indexes renamed, .log not yet
+        old, new = prepared.swaps[0]
+        for seg in old:
+            seg.rename_for_delete()
+        for idx in (new.index, new.time_index):
+            idx.rename(idx.path.with_name(idx.path.name.removesuffix(SWAP_SUFFIX)))
     elif step == "one_swapped":
         old, new = prepared.swaps[0]
         assert log.replace_segments(old, new)
@@ -418,3 +424,27 @@ def test_max_compaction_lag_forces_a_cleaning_below_the_ratio(make_log: MakeLog,
     clock.advance(1001)
     picked = cleaner.grab_filthiest([log], clock.now)
     assert picked is not None and picked[0] is log and picked[1] < 0.99
+
+
+def test_never_cleans_above_the_high_watermark(make_log: MakeLog, clock: FakeClock) -> None:
+    log = make_log(compact_config(segment_bytes=1024))
+    fill(log, rounds=10, keys=10, ts=clock.now)
+    log.roll()
+    log.high_watermark = log.segments[2].base_offset
+    prepared = LogCleaner(1 << 20).clean(log, clock.now)
+    assert prepared is not None and prepared.end_offset <= log.high_watermark
+    assert [r.offset for r in read_all(log) if r.offset >= log.high_watermark] == list(
+        range(log.high_watermark, log.log_end_offset)
+    )
+
+
+def test_throttler_sleeps_to_hold_the_rate() -> None:
+    from moldau.storage.cleaner import Throttler
+
+    slept: list[float] = []
+    t = Throttler(1000.0, sleep=slept.append)
+    t.maybe_throttle(500)
+    assert slept and 0.4 < slept[0] <= 0.5
+    unlimited = Throttler(float("inf"), sleep=slept.append)
+    unlimited.maybe_throttle(10**9)
+    assert len(slept) == 1
