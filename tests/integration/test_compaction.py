@@ -76,3 +76,40 @@ def test_compacted_topic_is_cleaned(broker_factory: Callable[..., BrokerProcess]
     runs = [float(line.split()[-1]) for line in metrics.splitlines()
             if line.startswith("moldau_log_cleaner_runs_total")]
     assert runs and runs[0] >= 2
+
+
+def test_consumer_offsets_shrink_after_many_commits(
+    broker_factory: Callable[..., BrokerProcess], topic: str
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    broker = broker_factory({"log.cleaner.backoff.ms": "100", "offsets.topic.num.partitions": "1",
+                             "offsets.topic.segment.bytes": "4096", "offsets.topic.replication.factor": "1"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+        f.result(30)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{topic}",
+                         "enable.auto.commit": False})
+    try:
+        commits = 0
+
+        def commit(n: int) -> None:
+            nonlocal commits
+            for _ in range(n):
+                commits += 1
+                consumer.commit(offsets=[TopicPartition(topic, 0, commits), TopicPartition(topic, 1, commits)],
+                                asynchronous=False)
+
+        commit(300)
+        written = sum(p.stat().st_size for p in broker.partition_dir("__consumer_offsets").glob("*.log*"))
+
+        def shrunk() -> int | None:
+            commit(10)  # keeps rolling segments so the cleaner has sealed, dirty ones to work on
+            size = sum(p.stat().st_size for p in broker.partition_dir("__consumer_offsets").glob("*.log"))
+            return size if size < written / 3 else None
+
+        wait_until(shrunk, 90, "__consumer_offsets to be compacted", interval=0.3)
+        got = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], timeout=30)
+        assert [tp.offset for tp in got] == [commits, commits]
+    finally:
+        consumer.close()
