@@ -174,6 +174,8 @@ class LogCleaner:
             except CheckpointError:
                 offsets = {}
             offsets[(log.topic, log.partition)] = offset
+            # drop partitions deleted from this dir, so a re-created topic starts dirty
+            offsets = {tp: o for tp, o in offsets.items() if (path.parent / f"{tp[0]}-{tp[1]}").is_dir()}
             write_offsets(path, offsets)
 
     # --- dirty section ---------------------------------------------------------------------------------------

@@ -544,7 +544,7 @@ class Log:
             i = next(k for k, s in enumerate(segs) if s is old[0])
         except StopIteration:
             i = -1
-        if i < 0 or segs[i : i + len(old)] != old or i + len(old) >= len(segs) or new.closed:
+        if i < 0 or segs[i : i + len(old)] != old or i + len(old) >= len(segs) or segs[-1].closed:
             new.delete()
             return False
         self._schedule_delete(old)  # .deleted first: a crash now still completes the swap at load

@@ -448,3 +448,12 @@ def test_throttler_sleeps_to_hold_the_rate() -> None:
     unlimited = Throttler(float("inf"), sleep=slept.append)
     unlimited.maybe_throttle(10**9)
     assert len(slept) == 1
+
+
+def test_swap_dropped_when_the_log_was_closed_meanwhile(make_log: MakeLog, clock: FakeClock) -> None:
+    log, cleaner, _, _ = _crash_setup(make_log, clock)
+    prepared = cleaner.prepare(log, clock.now)
+    assert prepared is not None
+    log.close()
+    assert not cleaner.finish(prepared)
+    assert not [p for p in log.dir.iterdir() if p.name.endswith((".swap", ".deleted"))]
