@@ -155,12 +155,18 @@ class LogCleaner:
     def _checkpoint_path(log: Log) -> Path:
         return log.dir.parent / CLEANER_OFFSET_CHECKPOINT
 
-    def checkpoint_of(self, log: Log) -> int:
-        try:
-            offsets = read_offsets(self._checkpoint_path(log))
-        except CheckpointError as exc:
-            logger.warning("ignoring corrupt cleaner checkpoint: %s", exc)
-            offsets = {}
+    def checkpoint_of(self, log: Log, cache: dict[Path, dict[TopicPartition, int]] | None = None) -> int:
+        """Where the log's dirty section starts. ``cache`` saves re-reading a log dir's file for every log."""
+        path = self._checkpoint_path(log)
+        offsets = cache.get(path) if cache is not None else None
+        if offsets is None:
+            try:
+                offsets = read_offsets(path)
+            except CheckpointError as exc:
+                logger.warning("ignoring corrupt cleaner checkpoint: %s", exc)
+                offsets = {}
+            if cache is not None:
+                cache[path] = offsets
         offset = offsets.get((log.topic, log.partition), 0)
         if offset > log.log_end_offset:
             offset = 0  # the log was truncated below its clean point (a follower): all of it is dirty again
@@ -196,9 +202,11 @@ class LogCleaner:
             out.append(seg)
         return out
 
-    def dirty_ratio(self, log: Log, now_ms: int) -> tuple[float, bool]:
+    def dirty_ratio(
+        self, log: Log, now_ms: int, cache: dict[Path, dict[TopicPartition, int]] | None = None
+    ) -> tuple[float, bool]:
         """(dirty bytes / cleanable bytes, whether a dirty record is past max.compaction.lag.ms)."""
-        first_dirty = self.checkpoint_of(log)
+        first_dirty = self.checkpoint_of(log, cache)
         clean = dirty = 0
         overdue = False
         max_lag = log.config.max_compaction_lag_ms
@@ -215,12 +223,13 @@ class LogCleaner:
     def grab_filthiest(self, logs: list[Log], now_ms: int) -> tuple[Log, float] | None:
         """The compacted log most in need of cleaning (marked in progress), with its dirty ratio."""
         best: tuple[Log, float] | None = None
+        cache: dict[Path, dict[TopicPartition, int]] = {}
         with self._lock:
             for log in logs:
                 tp = (log.topic, log.partition)
                 if not log.config.compact_enabled or tp in self.in_progress or tp in self.uncleanable:
                     continue
-                ratio, overdue = self.dirty_ratio(log, now_ms)
+                ratio, overdue = self.dirty_ratio(log, now_ms, cache)
                 if ratio <= 0 or (ratio < log.config.min_cleanable_dirty_ratio and not overdue):
                     continue
                 if best is None or ratio > best[1]:
