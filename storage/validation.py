@@ -4,6 +4,7 @@ checks of ``LogValidator``). Never decompresses: the work is per batch, not per 
 
 from __future__ import annotations
 
+from moldau.protocol.compression import decompress
 from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
     MAGIC,
@@ -12,8 +13,8 @@ from moldau.protocol.records import (
     BatchHeader,
     Buffer,
     RecordBatchError,
+    decode_varint,
     iter_headers,
-    iter_records,
     read_header,
     valid_crc,
 )
@@ -113,12 +114,31 @@ def batches_end(batches: Batches) -> int:
     return pos + h.total_size
 
 
+def _first_keyless_record(body: bytes, count: int) -> int:
+    """Index of the first record with a null key, -1 if none: reads each record's length, skips its attributes,
+    timestamp delta and offset delta, reads the key length. No values or headers are decoded."""
+    pos = 0
+    try:
+        for i in range(count):
+            length, start = decode_varint(body, pos)
+            p = decode_varint(body, start + 1)[1]  # +1: attributes; then the timestamp delta
+            p = decode_varint(body, p)[1]  # offset delta
+            if decode_varint(body, p)[0] < 0:
+                return i
+            pos = start + length
+    except (IndexError, RecordBatchError):
+        raise InvalidRecordError("record runs past the end of its batch") from None
+    return -1
+
+
 def check_keys_present(buf: Buffer, batches: Batches, topic_partition: str) -> None:
     """A compacted topic refuses records without a key (Kafka's LogValidator): the cleaner could never remove
-    them. Decodes the records, so it runs only for compacted topics; raises before anything is appended."""
+    them. Runs only for compacted topics; raises before anything is appended."""
+    view = memoryview(buf)
     for pos, h in batches:
-        for record in iter_records(memoryview(buf)[pos : pos + h.total_size], h, check_crc=False):
-            if record.key is None:
-                raise InvalidRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
-                )
+        payload = view[pos + BATCH_HEADER_SIZE : pos + h.total_size]
+        body = bytes(payload) if h.compression == 0 else decompress(h.compression, payload)
+        if _first_keyless_record(body, h.records_count) >= 0:
+            raise InvalidRecordError(
+                f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+            )

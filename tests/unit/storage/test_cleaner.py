@@ -381,6 +381,10 @@ def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: FakeClock) 
     assert exc.value.error_code == ErrorCode.INVALID_RECORD
     assert "without key" in str(exc.value)
     assert log.log_end_offset == 1  # nothing of the request was appended
+    with pytest.raises(InvalidRecordError):
+        log.append_as_leader(build_batch([(b"k", b"1", [("h", b"v")], 1), (None, None, None, 1)], compression=3), 0)
+    log.append_as_leader(build_batch([(b"k", b"1", [("h", b"v")], 1), (b"", None, None, 1)], compression=3), 0)
+    assert log.log_end_offset == 3
     plain = Log(log.dir.with_name("plain-0"), small_config(), clock)
     plain.append_as_leader(build_batch([(None, b"x", None, 1)]), 0)  # fine on a delete-policy topic
     plain.close()
