@@ -39,7 +39,16 @@ from moldau.protocol.records import (
 )
 from moldau.storage.checkpoint import CheckpointError, TopicPartition, read_offsets, write_offsets
 from moldau.storage.log import Log
-from moldau.storage.segment import CLEANED_SUFFIX, INT32_MAX, SWAP_SUFFIX, LogSegment
+from moldau.storage.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    filename_prefix,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -321,6 +330,9 @@ class LogCleaner:
         now_ms: int,
     ) -> LogSegment:
         cfg = log.config
+        prefix = filename_prefix(group[0].base_offset)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # leftovers of an abandoned attempt
+            (log.dir / (prefix + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
         new = LogSegment(
             log.dir,
             group[0].base_offset,
