@@ -116,14 +116,24 @@ def batches_end(batches: Batches) -> int:
 
 def _first_keyless_record(body: bytes, count: int) -> int:
     """Index of the first record with a null key, -1 if none: reads each record's length, skips its attributes,
-    timestamp delta and offset delta, reads the key length. No values or headers are decoded."""
+    timestamp delta and offset delta, reads the key length. No values or headers are decoded; one-byte varints
+    (the common case) are read inline."""
     pos = 0
     try:
         for i in range(count):
-            length, start = decode_varint(body, pos)
-            p = decode_varint(body, start + 1)[1]  # +1: attributes; then the timestamp delta
-            p = decode_varint(body, p)[1]  # offset delta
-            if decode_varint(body, p)[0] < 0:
+            b = body[pos]
+            if b < 0x80:
+                length, start = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, start = decode_varint(body, pos)
+            p = start + 1  # attributes
+            for _ in range(2):  # timestamp delta, offset delta
+                if body[p] < 0x80:
+                    p += 1
+                else:
+                    p = decode_varint(body, p)[1]
+            b = body[p]
+            if b == 1 or (b >= 0x80 and decode_varint(body, p)[0] < 0):  # zigzag(-1) == 1: a null key
                 return i
             pos = start + length
     except (IndexError, RecordBatchError):

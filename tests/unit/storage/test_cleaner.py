@@ -461,3 +461,13 @@ def test_swap_dropped_when_the_log_was_closed_meanwhile(make_log: MakeLog, clock
     log.close()
     assert not cleaner.finish(prepared)
     assert not [p for p in log.dir.iterdir() if p.name.endswith((".swap", ".deleted"))]
+
+
+def test_keyless_scan_handles_multi_byte_varints() -> None:
+    from moldau.storage.validation import _first_keyless_record
+
+    recs = [(b"k" * (i * 50), b"v" * 300, [("h", b"x" * 200)], 1_000 + i * 10_000_000) for i in range(200)]
+    body = build_batch(recs)[61:]
+    assert _first_keyless_record(body, 200) == -1
+    recs[150] = (None, b"v", None, 5)
+    assert _first_keyless_record(build_batch(recs)[61:], 200) == 150
