@@ -313,6 +313,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Greatest time a record stays uncompacted.",
        AT_LEAST_1),
     _s("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's key map.", AT_LEAST_0),
+    _s("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308,
+       "I/O the cleaner may read plus write per second (all cleaner threads together).", AT_LEAST_0),
     # --- flushing and checkpoints
     _s("log.flush.interval.messages", "long", LONG_MAX, "fsync a partition's log after this many messages.",
        AT_LEAST_1, H),
@@ -443,6 +445,8 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
        AT_LEAST_0),
     _t("max.message.bytes", "int", 1048588, "message.max.bytes", "Largest record batch accepted.",
        AT_LEAST_0),
+    _t("max.compaction.lag.ms", "long", LONG_MAX, "log.cleaner.max.compaction.lag.ms",
+       "Greatest time a record stays uncompacted.", AT_LEAST_1),
     _t("message.timestamp.difference.max.ms", "long", LONG_MAX, "log.message.timestamp.difference.max.ms",
        "Largest CreateTime difference from the broker clock.", AT_LEAST_0),
     _t("message.timestamp.type", "string", "CreateTime", "log.message.timestamp.type",
@@ -479,6 +483,8 @@ LOG_CONFIG_FIELDS = {
     "flush_interval_messages": "flush.messages", "flush_interval_ms": "flush.ms",
     "max_message_bytes": "max.message.bytes", "message_timestamp_type": "message.timestamp.type",
     "file_delete_delay_ms": "file.delete.delay.ms",
+    "delete_retention_ms": "delete.retention.ms", "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio", "max_compaction_lag_ms": "max.compaction.lag.ms",
 }
 
 

@@ -24,6 +24,12 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_partitions                         ReplicaManager PartitionCount
     moldau_leader_partitions                  ReplicaManager LeaderCount
     moldau_connections                        socket-server-metrics connection-count
+    moldau_log_cleaner_runs_total             (none) cleanings finished
+    moldau_log_cleaner_bytes_removed_total    (none) bytes read minus bytes written by cleanings
+    moldau_log_cleaner_records_removed_total  (none) records dropped by cleanings
+    moldau_log_cleaner_max_dirty_ratio        LogCleanerManager max-dirty-percent (0-1)
+    moldau_log_cleaner_max_clean_time_seconds LogCleaner max-clean-time-secs
+    moldau_log_cleaner_uncleanable_partitions LogCleanerManager uncleanable-partitions-count
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -225,6 +231,19 @@ class BrokerMetrics:
         self.leader_partitions = Gauge("moldau_leader_partitions", "Partitions led by this broker",
                                        registry=r)
         self.open_connections = Gauge("moldau_connections", "Open client connections", registry=r)
+        self.cleaner_runs_total = Counter("moldau_log_cleaner_runs_total", "Log cleanings finished",
+                                          registry=r)
+        self.cleaner_bytes_removed_total = Counter(
+            "moldau_log_cleaner_bytes_removed_total", "Bytes removed from logs by the cleaner", registry=r)
+        self.cleaner_records_removed_total = Counter(
+            "moldau_log_cleaner_records_removed_total", "Records removed from logs by the cleaner", registry=r)
+        self.cleaner_max_dirty_ratio = Gauge("moldau_log_cleaner_max_dirty_ratio",
+                                             "Dirty ratio of the last log picked for cleaning", registry=r)
+        self.cleaner_max_clean_time = Gauge("moldau_log_cleaner_max_clean_time_seconds",
+                                            "Longest cleaning so far", registry=r)
+        self.cleaner_uncleanable_partitions = Gauge(
+            "moldau_log_cleaner_uncleanable_partitions", "Partitions the cleaner gave up on", registry=r)
+        self._max_clean_time = 0.0
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -285,6 +304,21 @@ class BrokerMetrics:
     def set_partition_callbacks(self, partitions: Callable[[], float], leaders: Callable[[], float]) -> None:
         self.partitions.set_function(_safe(partitions, "moldau_partitions"))
         self.leader_partitions.set_function(_safe(leaders, "moldau_leader_partitions"))
+
+    def cleaner_run(self, bytes_removed: int, records_removed: int, seconds: float) -> None:
+        """One log cleaning finished."""
+        self.cleaner_runs_total.inc()
+        self.cleaner_bytes_removed_total.inc(max(bytes_removed, 0))
+        self.cleaner_records_removed_total.inc(records_removed)
+        if seconds > self._max_clean_time:
+            self._max_clean_time = seconds
+            self.cleaner_max_clean_time.set(seconds)
+
+    def set_cleaner_callbacks(self, max_dirty_ratio: Callable[[], float],
+                              uncleanable: Callable[[], float]) -> None:
+        self.cleaner_max_dirty_ratio.set_function(_safe(max_dirty_ratio, "moldau_log_cleaner_max_dirty_ratio"))
+        self.cleaner_uncleanable_partitions.set_function(
+            _safe(uncleanable, "moldau_log_cleaner_uncleanable_partitions"))
 
     def render(self) -> bytes:
         """The text exposition of this registry (what /metrics serves)."""

@@ -136,6 +136,10 @@ class BrokerServer:
                        lambda: self._log_manager().flush_due(self.clock.time_ms()))
         self._schedule("recovery-point-checkpoint", int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
                        lambda: self._log_manager().checkpoint())
+        if cfg.get("log.cleaner.enable"):
+            from moldau.broker.log_cleaner import CleanerService
+
+            self._tasks += CleanerService(self._log_manager, cfg, self.metrics, self.clock).start()
         self._schedule("isr-expiration", max(int(cfg.get("replica.lag.time.max.ms")) // 2, 1),
                        rm.maybe_shrink_isrs)
         self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
