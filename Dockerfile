@@ -6,13 +6,20 @@ ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
-RUN python -m venv /opt/moldau
+RUN python3 -m venv /opt/moldau
 COPY pyproject.toml README.md ./
 COPY client client
 COPY broker broker
 COPY protocol protocol
 COPY storage storage
-RUN /opt/moldau/bin/pip install --no-cache-dir --no-input .
+# A wheelhouse/ folder in the build context (`pip wheel . -w wheelhouse`, made where an index is reachable) is
+# installed offline instead: for builders whose containers cannot reach a package index themselves.
+COPY README.md wheelhous[e] /wheels/
+RUN if ls /wheels/*.whl >/dev/null 2>&1; then \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels moldau; \
+    else \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input .; \
+    fi
 
 FROM ${PYTHON_IMAGE}
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/moldau --shell /usr/sbin/nologin moldau \
