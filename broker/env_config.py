@@ -48,7 +48,7 @@ def settings_from_env(environ: Mapping[str, str]) -> dict[str, str]:
             continue
         name = setting_name(variable)
         if name not in SETTINGS:
-            raise EnvConfigError(variable, f"'{name}' is not a broker setting (see docs/configuration)")
+            raise EnvConfigError(variable, f"'{name}' is not a broker setting (see docs/configuration.md)")
         out[name] = environ[variable]
     return out
 
