@@ -5,9 +5,11 @@ read is what Prometheus stores. URP rises to 1 on the leader while a follower is
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import signal
 import subprocess
+import threading
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -106,3 +108,50 @@ def test_prometheus_sees_urp_rise_and_clear(cluster: Cluster, prometheus_for: li
     wait_until(lambda: prom.value(on_leader) == 0.0, 60, "Prometheus to see URP back to 0 on the leader")
     history = prom.api("query", query=f"max_over_time({on_leader}[5m])")["result"]  # type: ignore[index]
     assert float(history[0]["value"][1]) == 1.0  # the stored series really went through 1
+
+
+def test_prometheus_sees_the_idle_ratios_fall_under_load(cluster: Cluster,  # noqa: F811
+                                                         prometheus_for: list[Prometheus], tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    start(cluster)
+    brokers = cluster.brokers
+    prom = Prometheus(tmp_path / "prometheus", [f"127.0.0.1:{b.metrics_port}" for b in brokers.values()])
+    prometheus_for.append(prom)
+    create_topic(cluster, "loaded")
+    leader = brokers[state(cluster, "loaded")["leader"]]
+    instance = f'instance="127.0.0.1:{leader.metrics_port}"'
+    handler = f"moldau_request_handler_avg_idle_ratio{{{instance}}}"
+    network = f"moldau_network_processor_avg_idle_ratio{{{instance}}}"
+    at_rest = wait_until(lambda: (v := prom.value(handler)) is not None and v > 0.9 and v, 30,
+                         "a mostly idle leader before the load")
+
+    stop = threading.Event()
+
+    def load() -> None:  # as fast as one client can: the broker's loop, not the client, should be the bottleneck
+        producer = Producer({"bootstrap.servers": leader.bootstrap, "acks": "1", "linger.ms": 5})
+        value = b"x" * 1000
+        while not stop.is_set():
+            try:
+                producer.produce("loaded", value)
+            except BufferError:
+                producer.poll(0.01)
+            producer.poll(0)
+        producer.flush(30)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    try:
+        # A clear fall from rest (0.99+), not a saturation level: how far it falls depends on the machine.
+        wait_until(lambda: (v := prom.value(f"min_over_time({handler}[1m])")) is not None and v < at_rest - 0.1,
+                   60, "the request-handler idle ratio to fall under load")
+        handler_at_load = prom.value(f"min_over_time({handler}[1m])")
+        network_at_load = prom.value(f"min_over_time({network}[1m])")
+        logging.getLogger(__name__).info("idle at rest %.3f; under load: handler %s, network %s", at_rest,
+                                         handler_at_load, network_at_load)
+        assert network_at_load is not None and network_at_load < 0.99
+    finally:
+        stop.set()
+        thread.join(60)
+    assert at_rest > 0.9
+    wait_until(lambda: (v := prom.value(handler)) is not None and v > 0.9, 60, "the idle ratio to recover")
