@@ -31,6 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BROKER_STOP_TIMEOUT_S = 30.0
 ZOOKEEPER_STOP_TIMEOUT_S = 15.0
 PR_SET_PDEATHSIG = 1
+PID_FILE = "launcher.pid"
 
 
 def shutdown_bound(brokers: int) -> float:
@@ -323,6 +324,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--first-id", type=int, default=1, help="broker.id of the first broker (default 1)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting for every broker (may repeat)")
+    p.add_argument("--detach", action="store_true",
+                   help="run in the background (output in <data>/launcher.log, pid in <data>/launcher.pid); "
+                        "then `status` / `stop --data <data>`")
     args = p.parse_args(argv)
     if args.brokers < 1:
         p.error("--brokers must be at least 1")
@@ -333,8 +337,93 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _pid_alive(pid: int) -> bool:
+    """True while the process runs (a zombie nobody reaped yet does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _read_pid(data: Path) -> int | None:
+    try:
+        return int((data / PID_FILE).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def detach(argv: list[str], data: Path, timeout: float = 120.0) -> int:
+    """Starts this launcher again in its own session, writing to <data>/launcher.log, and returns once the
+    cluster is up (or the launcher has failed), echoing what it printed."""
+    data.mkdir(parents=True, exist_ok=True)
+    pid = _read_pid(data)
+    if pid is not None and _pid_alive(pid):
+        print(f"launcher: a cluster is already running from {data} (pid {pid}); stop it first", file=sys.stderr)
+        return 2
+    log = data / "launcher.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "moldau.broker.launcher",
+                                 *[a for a in argv if a != "--detach"]],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    (data / PID_FILE).write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and "Stop everything" not in log.read_text(errors="replace"):
+        if time.monotonic() > deadline:
+            print(f"launcher: the cluster did not start within {timeout:.0f}s; see {log}", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    print(log.read_text(errors="replace").replace("Stop everything with Ctrl-C (or SIGTERM/SIGHUP to this "
+                                                  "process).", f"Stop it with: python -m moldau.broker.launcher "
+                                                  f"stop --data {data}"), end="", flush=True)
+    if proc.poll() is not None:
+        (data / PID_FILE).unlink(missing_ok=True)
+        return proc.returncode or 1
+    return 0
+
+
+def control(argv: list[str]) -> int:
+    """``status`` / ``stop`` for a cluster started with --detach: found by <data>/launcher.pid."""
+    p = argparse.ArgumentParser(prog=f"python -m moldau.broker.launcher {argv[0]}")
+    p.add_argument("--data", default="./data", help="the data directory it was started with (default ./data)")
+    p.add_argument("--timeout", type=float, default=300.0, help="stop: seconds to wait (default 300)")
+    args = p.parse_args(argv[1:])
+    data = Path(args.data).resolve()
+    pid = _read_pid(data)
+    if pid is None or not _pid_alive(pid):
+        print(f"no cluster is running from {data}")
+        return 3 if argv[0] == "status" else 0
+    if argv[0] == "status":
+        lines = (data / "launcher.log").read_text(errors="replace").splitlines()
+        print(f"running: launcher pid {pid}")
+        print("\n".join(line for line in lines if " pid " in line))
+        return 0
+    os.kill(pid, signal.SIGTERM)  # the launcher stops its brokers one by one, then ZooKeeper
+    deadline = time.monotonic() + args.timeout
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            print(f"launcher: pid {pid} did not stop within {args.timeout:.0f}s", file=sys.stderr)
+            return 1
+        time.sleep(0.2)
+    (data / PID_FILE).unlink(missing_ok=True)
+    print(f"stopped the cluster of {data}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["status"], ["stop"]):
+        return control(argv)
     args = parse_args(argv)
+    if args.detach:
+        return detach(argv, Path(args.data).resolve())
     out = Output()
     ports = plan_ports(args.brokers, args.port, args.metrics_port, args.zookeeper_port)
     problems = busy_ports(ports, args.first_id)

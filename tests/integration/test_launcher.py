@@ -166,3 +166,34 @@ def test_a_child_exiting_stops_the_rest(tmp_path: Path, launched: list[subproces
     assert _gone(zk_pid)
     err = (tmp_path / "launcher.err").read_text()
     assert "broker-1 exited unexpectedly with code -9" in err
+
+
+def test_detach_status_stop(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    launcher = [sys.executable, "-m", "moldau.broker.launcher"]
+    started = subprocess.run([*launcher, "--brokers", str(BROKERS), "--data", str(data), "--port", "0",
+                              "--detach"], capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
+    pids = _child_pids(started.stdout)
+    _CHILDREN.extend(pids)
+    launcher_pid = int((data / "launcher.pid").read_text())
+    try:
+        assert started.returncode == 0, started.stderr
+        assert "Bootstrap servers" in started.stdout and f"stop --data {data}" in started.stdout
+        assert len(pids) == BROKERS + 1 and not any(_gone(pid) for pid in pids)
+        status = subprocess.run([*launcher, "status", "--data", str(data)], capture_output=True, text=True,
+                                timeout=30)
+        assert status.returncode == 0 and f"running: launcher pid {launcher_pid}" in status.stdout
+        stop = subprocess.run([*launcher, "stop", "--data", str(data)], capture_output=True, text=True,
+                              timeout=shutdown_bound(BROKERS) + 10)
+        assert stop.returncode == 0, stop.stderr
+        assert all(_gone(pid) for pid in [launcher_pid, *pids])
+        status = subprocess.run([*launcher, "status", "--data", str(data)], capture_output=True, text=True,
+                                timeout=30)
+        assert status.returncode == 3 and "no cluster is running" in status.stdout
+    finally:
+        if not _gone(launcher_pid):
+            os.kill(launcher_pid, signal.SIGKILL)
+        for pid in pids:
+            if not _gone(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
