@@ -5,6 +5,7 @@ processes, prints their addresses and how to try them with kcat, and stops every
 each with a controlled shutdown, then ZooKeeper) on Ctrl-C, SIGTERM, SIGHUP (terminal closed) or a broken stdout
 (``... | tee log`` interrupted), and when any child exits on its own. Every port is checked before anything starts;
 ``--port 0`` picks free ones. Children die with the launcher even when it is SIGKILLed (a parent-death signal).
+``--detach`` runs it in the background; ``status`` and ``stop --data <data>`` find it by ``<data>/launcher.pid``.
 Data: ``<data>/zookeeper`` and ``<data>/broker-<id>``; each child's output goes to ``<data>/<name>.log``.
 """
 
@@ -269,7 +270,15 @@ class Cluster:
                 "                    admin clients can choose partitions and replication factor)\n"
                 f"  consume:          kcat -b {bootstrap} -C -t test -o beginning -e -f '%k:%s @%o p%p\\n'\n"
                 f"  brokers, leaders: kcat -b {bootstrap} -L\n"
+                f"{self._prometheus_hint()}"
                 "Stop everything with Ctrl-C (or SIGTERM/SIGHUP to this process).\n")
+
+    def _prometheus_hint(self) -> str:
+        """ops/prometheus/prometheus-local.yml scrapes the default metrics ports; say so when they are in use."""
+        if self.ports.metrics != tuple(range(9404, 9404 + len(self.ports.metrics))) or len(self.ports.metrics) > 3:
+            return ""
+        return ("  Prometheus:       prometheus --config.file=ops/prometheus/prometheus-local.yml, then "
+                "http://127.0.0.1:9090 (alerts included)\n")
 
     def check(self) -> None:
         """Raises ChildExited when a child has exited on its own (the cluster is no longer what was asked for)."""
