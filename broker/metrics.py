@@ -17,6 +17,7 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_under_replicated_partitions        ReplicaManager UnderReplicatedPartitions
     moldau_under_min_isr_partitions           ReplicaManager UnderMinIsrPartitionCount
     moldau_offline_partitions                 KafkaController OfflinePartitionsCount
+    moldau_active_controller_count            KafkaController ActiveControllerCount (1 on the controller)
     moldau_offline_log_dirs                   LogManager OfflineLogDirectoryCount
     moldau_isr_shrinks_total                  ReplicaManager IsrShrinksPerSec
     moldau_isr_expands_total                  ReplicaManager IsrExpandsPerSec
@@ -215,6 +216,8 @@ class BrokerMetrics:
         self.under_min_isr_partitions = Gauge(
             "moldau_under_min_isr_partitions",
             "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all is refused)", registry=r)
+        self.active_controller_count = Gauge(
+            "moldau_active_controller_count", "1 on the active controller, 0 on every other broker", registry=r)
         self.offline_log_dirs = Gauge("moldau_offline_log_dirs",
                                       "Log dirs of this broker taken offline after an I/O error", registry=r)
         self.offline_partitions = Gauge(
@@ -284,6 +287,9 @@ class BrokerMetrics:
     def track_purgatory(self, name: str, fn: Callable[[], float]) -> None:
         """Report `fn()` (e.g. `lambda: purgatory.num_delayed`) as moldau_purgatory_size{purgatory=name}."""
         self.purgatory_size.labels(name).set_function(_safe(fn, f"moldau_purgatory_size{{{name}}}"))
+
+    def set_active_controller_callback(self, fn: Callable[[], float]) -> None:
+        self.active_controller_count.set_function(_safe(fn, "moldau_active_controller_count"))
 
     def set_offline_log_dirs_callback(self, fn: Callable[[], float]) -> None:
         self.offline_log_dirs.set_function(_safe(fn, "moldau_offline_log_dirs"))

@@ -215,6 +215,8 @@ class BrokerServer:
         m.set_replication_callbacks(
             max_lag=lambda: float(fetchers.max_lag() if fetchers is not None else 0),
             offline=lambda: float(controller.offline_partition_count() if controller is not None else 0))
+        # Standalone mode has no controller election: its single broker is the controller.
+        m.set_active_controller_callback(lambda: float(controller.active if controller is not None else 1))
         produce = self.produce_purgatory
         assert produce is not None
         m.track_purgatory("Produce", lambda: float(produce.num_delayed))
