@@ -22,6 +22,10 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_partitions                         ReplicaManager PartitionCount
     moldau_leader_partitions                  ReplicaManager LeaderCount
     moldau_connections                        socket-server-metrics connection-count
+    moldau_connections_refused_total{reason}  (none) connections closed at accept: max.connections or
+                                              max.connections.per.ip reached
+    moldau_connections_evicted_total{reason}  (none) open connections closed by the broker: idle (longer than
+                                              connections.max.idle.ms) or partial_request_memory
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -218,6 +222,12 @@ class BrokerMetrics:
         self.leader_partitions = Gauge("moldau_leader_partitions", "Partitions led by this broker",
                                        registry=r)
         self.open_connections = Gauge("moldau_connections", "Open client connections", registry=r)
+        self.connections_refused_total = Counter(
+            "moldau_connections_refused_total", "Connections closed right after accept because a limit was reached",
+            ["reason"], registry=r)
+        self.connections_evicted_total = Counter(
+            "moldau_connections_evicted_total", "Open connections the broker closed (idle, partial_request_memory)",
+            ["reason"], registry=r)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -251,6 +261,12 @@ class BrokerMetrics:
 
     def connections(self, delta: int) -> None:
         self.open_connections.inc(delta)
+
+    def connection_refused(self, reason: str) -> None:
+        self.connections_refused_total.labels(reason).inc()
+
+    def connection_evicted(self, reason: str) -> None:
+        self.connections_evicted_total.labels(reason).inc()
 
     def set_request_queue_size_callback(self, fn: Callable[[], float]) -> None:
         self.request_queue_size.set_function(_safe(fn, "moldau_request_queue_size"))

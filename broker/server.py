@@ -16,7 +16,7 @@ from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
-from moldau.broker.network import SocketServer
+from moldau.broker.network import ConnectionLimits, SocketServer
 from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
 from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -114,7 +114,8 @@ class BrokerServer:
         listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
         self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
                                           self.metrics, int(cfg.get("socket.send.buffer.bytes")),
-                                          int(cfg.get("socket.receive.buffer.bytes")))
+                                          int(cfg.get("socket.receive.buffer.bytes")),
+                                          limits=ConnectionLimits.from_config(cfg))
         await self.socket_server.start()
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
