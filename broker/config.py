@@ -290,7 +290,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("moldau.socket.partial.requests.max.bytes", "long", 268435456, "Moldau's own bound on the memory "
        "held by partially received request frames, summed over all connections. When a new chunk takes "
        "the total above it, the connection holding the largest partial frame is closed (slow-loris "
-       "protection).", AT_LEAST_1),
+       "protection). Keep it at least socket.request.max.bytes, or a request that large can never "
+       "complete.", AT_LEAST_1),
     # --- log basics
     _s("log.dir", "string", "/tmp/kafka-logs", "Data directory, used when log.dirs is not set.",
        importance=H),

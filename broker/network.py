@@ -368,6 +368,11 @@ class SocketServer:
         conn.partial_bytes = held
         while self.partial_bytes > self.limits.partial_bytes_budget:
             victim = max(self.connections, key=lambda c: c.partial_bytes)
+            if victim.partial_bytes <= 0:  # nothing left to shed: the sum is stale, never spin on it
+                log.error("partial-frame accounting drifted to %d bytes with no holder; resetting",
+                          self.partial_bytes)
+                self.partial_bytes = sum(c.partial_bytes for c in self.connections)
+                break
             log.warning("closing %s: partial request frames hold %d bytes in all, above "
                         "moldau.socket.partial.requests.max.bytes=%d; it holds the most (%d)", victim.name,
                         self.partial_bytes, self.limits.partial_bytes_budget, victim.partial_bytes)
