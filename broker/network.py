@@ -1,9 +1,11 @@
 """Acceptors and connection coroutines: framing, one request in flight per connection, response writing, sendfile.
 
-Each connection is a coroutine over a raw non-blocking socket (``loop.sock_recv_into`` / ``sock_sendall``) rather
+Each connection is a coroutine over a raw non-blocking socket (``recv_into`` when readable / ``sock_sendall``) rather
 than an asyncio transport, so that fetch responses can send log bytes straight from segment files with
 ``os.sendfile`` on the socket's descriptor. Like Kafka's processors, a connection reads the next request only after
 the response to the previous one has been written ("muting"), which keeps responses in order without bookkeeping.
+Connection limits (max.connections, per IP, idle time, the partial-frame budget) live in ``SocketServer``; see
+docs/operations.md.
 """
 
 from __future__ import annotations
