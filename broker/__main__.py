@@ -33,7 +33,8 @@ def setup_logging(broker_id: int, level: str = "INFO") -> None:
 
 
 async def run(config: BrokerConfig) -> int:
-    from moldau.broker.server import BrokerServer
+    from moldau.broker import exit_watchdog
+    from moldau.broker.server import SHUTDOWN_GRACE_S, BrokerServer
 
     server = BrokerServer(config)
     loop = asyncio.get_running_loop()
@@ -50,6 +51,7 @@ async def run(config: BrokerConfig) -> int:
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     for waiter in waiters:
         waiter.cancel()
+    exit_watchdog.arm(exit_watchdog.shutdown_deadline_s(config, SHUTDOWN_GRACE_S), server.stopped.is_set)
     await server.shutdown()
     return server.exit_code
 

@@ -31,6 +31,10 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_log_cleaner_max_dirty_ratio        LogCleanerManager max-dirty-percent (0-1)
     moldau_log_cleaner_max_clean_time_seconds LogCleaner max-clean-time-secs
     moldau_log_cleaner_uncleanable_partitions LogCleanerManager uncleanable-partitions-count
+    moldau_connections_refused_total{reason}  (none) connections closed at accept: max.connections or
+                                              max.connections.per.ip reached
+    moldau_connections_evicted_total{reason}  (none) open connections closed by the broker: idle (longer than
+                                              connections.max.idle.ms) or partial_request_memory
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -247,6 +251,12 @@ class BrokerMetrics:
         self.cleaner_uncleanable_partitions = Gauge(
             "moldau_log_cleaner_uncleanable_partitions", "Partitions the cleaner gave up on", registry=r)
         self._max_clean_time = 0.0
+        self.connections_refused_total = Counter(
+            "moldau_connections_refused_total", "Connections closed right after accept because a limit was reached",
+            ["reason"], registry=r)
+        self.connections_evicted_total = Counter(
+            "moldau_connections_evicted_total", "Open connections the broker closed (idle, partial_request_memory)",
+            ["reason"], registry=r)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -280,6 +290,12 @@ class BrokerMetrics:
 
     def connections(self, delta: int) -> None:
         self.open_connections.inc(delta)
+
+    def connection_refused(self, reason: str) -> None:
+        self.connections_refused_total.labels(reason).inc()
+
+    def connection_evicted(self, reason: str) -> None:
+        self.connections_evicted_total.labels(reason).inc()
 
     def set_request_queue_size_callback(self, fn: Callable[[], float]) -> None:
         self.request_queue_size.set_function(_safe(fn, "moldau_request_queue_size"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
-from moldau.broker.network import SocketServer
+from moldau.broker.network import ConnectionLimits, SocketServer
 from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
 from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -31,6 +31,22 @@ if TYPE_CHECKING:
     from moldau.broker.controller.zk import KafkaZk
 
 log = logging.getLogger("moldau.server")
+
+# Seconds the shutdown steps after controlled shutdown (fetchers, ISR writes, connections, handlers, ZooKeeper)
+# may take together; each one that overruns is abandoned with a warning, so SIGTERM ends within
+# controlled.shutdown.max.retries x controlled.shutdown.retry.backoff.ms + this, whatever ZooKeeper is doing.
+# The log flush and the clean-shutdown marker come after and are never skipped.
+SHUTDOWN_GRACE_S = 5.0
+
+
+async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
+    """Awaits one shutdown step until `deadline` (monotonic); a step that overruns or fails is logged and left."""
+    try:
+        await asyncio.wait_for(aw, max(deadline - time.monotonic(), 0.05))
+    except TimeoutError:
+        log.warning("shutdown: %s did not finish in time; going on without it", what)
+    except Exception:
+        log.exception("shutdown: %s failed; going on", what)
 
 
 class BrokerServer:
@@ -103,7 +119,8 @@ class BrokerServer:
         listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
         self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
                                           self.metrics, int(cfg.get("socket.send.buffer.bytes")),
-                                          int(cfg.get("socket.receive.buffer.bytes")))
+                                          int(cfg.get("socket.receive.buffer.bytes")),
+                                          limits=ConnectionLimits.from_config(cfg))
         await self.socket_server.start()
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
@@ -254,7 +271,11 @@ class BrokerServer:
     async def shutdown(self) -> None:
         log.info("Moldau broker %d shutting down", self.broker_id)
         if self.zk_mode is not None and self.handler_pool is not None:
-            await self.zk_mode.controlled_shutdown()
+            cfg = self.config
+            budget = (int(cfg.get("controlled.shutdown.max.retries"))
+                      * int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000)
+            await _bounded("controlled shutdown", self.zk_mode.controlled_shutdown(), time.monotonic() + budget)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
         for task in self._tasks:
             task.cancel()
         if self.socket_server is not None:
@@ -264,19 +285,19 @@ class BrokerServer:
         if self.produce_purgatory is not None:
             self.produce_purgatory.shutdown()
         if self.fetcher_manager is not None:
-            await self.fetcher_manager.shutdown()
+            await _bounded("replica fetchers", self.fetcher_manager.shutdown(), deadline)
         if self.replica_manager is not None:
-            await self.replica_manager.shutdown()
+            await _bounded("pending ISR writes", self.replica_manager.shutdown(), deadline)
         # --- group coordinator ---
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         # --- end group coordinator ---
         if self.socket_server is not None:
-            await self.socket_server.close_all()
+            await _bounded("client connections", self.socket_server.close_all(), deadline)
         if self.handler_pool is not None:
-            await self.handler_pool.stop()
+            await _bounded("request handlers", self.handler_pool.stop(), deadline)
         if self.zk_mode is not None:
-            await self.zk_mode.close()
+            await _bounded("ZooKeeper session", self.zk_mode.close(), deadline)
         if self.log_manager is not None:
             if self.replica_manager is not None:
                 self.replica_manager.checkpoint_high_watermarks()
