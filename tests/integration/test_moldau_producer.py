@@ -73,3 +73,31 @@ def test_keyed_records_follow_murmur2_and_acks_zero(broker: BrokerProcess, topic
 def test_explicit_idempotence_conflict_names_key(broker: BrokerProcess) -> None:
     with pytest.raises(ConfigError, match="acks"):
         Producer(bootstrap_servers=broker.bootstrap, enable_idempotence=True, acks=1)
+
+
+def test_key_placement_matches_confluent_murmur2_random(broker: BrokerProcess, topic: str) -> None:
+    """10,000 keys: librdkafka's murmur2_random partitioner places each where moldau's partitioner does."""
+    from confluent_kafka import Producer as CkProducer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from moldau.partitioner import partition_for_key
+
+    partitions = 7
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept alive until the topic exists
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    placed: dict[bytes, int] = {}
+
+    def delivered(err: object, msg: object) -> None:
+        assert err is None, err
+        placed[msg.key()] = msg.partition()  # type: ignore[attr-defined]
+
+    ck = CkProducer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random", "linger.ms": 20})
+    keys = [f"user-{i}-{i * 7919 % 1000}".encode() for i in range(10_000)]
+    for key in keys:
+        ck.produce(topic, b"", key, on_delivery=delivered)
+        ck.poll(0)
+    assert ck.flush(60) == 0
+    assert len(placed) == len(keys)
+    wrong = [k for k in keys if placed[k] != partition_for_key(k, partitions)]
+    assert wrong == []
+    assert len(set(placed.values())) == partitions
