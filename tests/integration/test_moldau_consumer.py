@@ -1,0 +1,248 @@
+"""Moldau's own consumer against a real broker: interop with confluent-kafka, groups, commits, console tool."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer as CkConsumer
+from confluent_kafka import Producer as CkProducer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.consumer import Consumer, ConsumerRebalanceListener, TopicPartition
+
+from .clients import CODECS, make_records
+from .harness import REPO_ROOT, BrokerProcess, wait_until
+from .test_confluent import produce
+
+pytestmark = pytest.mark.integration
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                                  operation_timeout=10)
+    futures[topic].result(timeout=30)
+
+
+def produce_spread(bootstrap: str, topic: str, start: int, count: int, partitions: int) -> None:
+    producer = CkProducer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, value=str(i).encode(), partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+async def consume_n(consumer: Consumer, count: int, timeout: float = 30.0) -> list[Any]:
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count:
+        assert time.monotonic() < deadline, f"got {len(out)} of {count} records in {timeout}s"
+        for records in (await consumer.getmany(timeout_ms=500)).values():
+            out.extend(records)
+    return out
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_reads_what_confluent_produced(broker: BrokerProcess, topic: str, codec: str) -> None:
+    records = make_records(80, tag=f"mc-{codec}")
+    stamps = [1_700_000_000_000 + i for i in range(len(records))]
+    produce(broker.bootstrap, topic, records, stamps, **{"compression.type": codec})
+
+    async def run() -> list[Any]:
+        async with Consumer({"bootstrap.servers": broker.bootstrap}, max_poll_records=7) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            consumer.seek_to_beginning()
+            return await consume_n(consumer, len(records))
+
+    got = asyncio.run(run())
+    assert [r.offset for r in got] == list(range(len(records)))
+    for r, want, ts in zip(got, records, stamps, strict=True):
+        assert (r.key, r.value, r.headers, r.timestamp, r.timestamp_type) == (want.key, want.value, want.headers,
+                                                                             ts, 0), r.offset
+
+
+def test_offsets_lookups_seek_and_pause(broker: BrokerProcess, topic: str) -> None:
+    records = make_records(20, tag="seek", with_nulls=False)
+    produce(broker.bootstrap, topic, records, [1000 + 10 * i for i in range(20)])
+    tp = TopicPartition(topic, 0)
+
+    async def run() -> None:
+        async with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="latest") as consumer:
+            consumer.assign([tp])
+            assert await consumer.position(tp) == 20  # latest
+            assert await consumer.beginning_offsets([tp]) == {tp: 0}
+            assert await consumer.end_offsets([tp]) == {tp: 20}
+            assert await consumer.offsets_for_times({tp: 1055}) == {tp: (6, 1060)}
+            assert await consumer.offsets_for_times({tp: 99999}) == {tp: None}
+            consumer.seek(tp, 15)
+            got = await consume_n(consumer, 5)
+            assert [r.offset for r in got] == [15, 16, 17, 18, 19]
+            consumer.seek(tp, 3)
+            consumer.pause(tp)
+            assert await consumer.getmany(timeout_ms=300) == {}
+            consumer.resume(tp)
+            assert (await consume_n(consumer, 1))[0].offset == 3
+
+    asyncio.run(run())
+
+
+def test_commits_survive_a_restart(broker: BrokerProcess, topic: str) -> None:
+    produce(broker.bootstrap, topic, make_records(50, tag="commit", with_nulls=False))
+    tp = TopicPartition(topic, 0)
+    group = f"g-{topic}"
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "heartbeat.interval.ms": 500}
+
+    async def first() -> None:
+        async with Consumer(conf) as consumer:
+            consumer.subscribe([topic])
+            got = await consume_n(consumer, 30)
+            await consumer.commit({tp: (got[29].offset + 1, "half")})
+            committed = await consumer.committed_offsets([tp])
+            assert committed[tp] is not None and (committed[tp].offset, committed[tp].metadata) == (30, "half")
+
+    async def second() -> list[Any]:
+        async with Consumer(conf) as consumer:
+            consumer.subscribe([topic])
+            got = await consume_n(consumer, 20)
+            assert await consumer.committed(tp) == 30
+            return got
+
+    asyncio.run(first())
+    got = asyncio.run(second())
+    assert got[0].offset == 30 and got[-1].offset == 49
+
+
+class _Log(ConsumerRebalanceListener):
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.events.append(("revoked", revoked))
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.events.append(("assigned", assigned))
+
+
+@pytest.mark.slow
+def test_group_shared_with_confluent_consumer(broker: BrokerProcess, topic: str) -> None:
+    """A Moldau member and a librdkafka member (both range) split 4 partitions; every record is seen once."""
+    partitions = 4
+    create_topic(broker.bootstrap, topic, partitions)
+    group = f"mixed-{topic}"
+    seen: list[tuple[str, int, int]] = []  # (who, partition, offset), only after the commit succeeded
+    lock = threading.Lock()
+    stop = threading.Event()
+    moldau_assignment: list[set[TopicPartition]] = []
+    listener = _Log()
+    errors: list[BaseException] = []
+
+    async def moldau_member() -> None:
+        conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                "heartbeat.interval.ms": 300, "session.timeout.ms": 10000}
+        async with Consumer(conf) as consumer:
+            consumer.subscribe([topic], listener=listener)
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                if batch:
+                    await consumer.commit({tp: rs[-1].offset + 1 for tp, rs in batch.items()})
+                    with lock:
+                        seen.extend(("moldau", r.partition, r.offset) for rs in batch.values() for r in rs)
+                moldau_assignment[:] = [consumer.assignment()]
+
+    def run_moldau() -> None:
+        try:
+            asyncio.run(moldau_member())
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run_moldau, daemon=True)
+    thread.start()
+    try:
+        produce_spread(broker.bootstrap, topic, 0, 200, partitions)
+        wait_until(lambda: len(seen) >= 200 or errors, 60, "the Moldau member alone reads the first 200")
+        assert not errors, errors
+        ck = CkConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                         "heartbeat.interval.ms": 300, "session.timeout.ms": 10000})
+        ck.subscribe([topic])
+        produced_second = False
+        deadline = time.monotonic() + 90
+        try:
+            while True:
+                assert time.monotonic() < deadline, f"only {len(seen)} of 400 records seen"
+                assert not errors, errors
+                msg = ck.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    ck.commit(message=msg, asynchronous=False)
+                    with lock:
+                        seen.append(("confluent", msg.partition(), msg.offset()))
+                split = len(ck.assignment()) == 2 and moldau_assignment and len(moldau_assignment[0]) == 2
+                if split and not produced_second:
+                    produce_spread(broker.bootstrap, topic, 200, 200, partitions)
+                    produced_second = True
+                if produced_second and len(seen) >= 400:
+                    break
+        finally:
+            ck.close()
+    finally:
+        stop.set()
+        thread.join(30)
+    keys = [(p, o) for _, p, o in seen]
+    assert len(keys) == len(set(keys)) == 400, "duplicates or losses"
+    assert sorted(keys) == sorted((p, o) for p in range(partitions) for o in range(100))
+    assert {who for who, _, o in seen if o >= 50} == {"moldau", "confluent"}  # both served the second half
+    assert [e for e, _ in listener.events][:1] == ["assigned"] and ("revoked", set()) not in listener.events
+
+
+def test_pattern_subscription(broker: BrokerProcess, topic: str) -> None:
+    for suffix in ("a", "b"):
+        produce(broker.bootstrap, f"{topic}-{suffix}", make_records(5, tag=suffix, with_nulls=False))
+
+    async def run() -> set[str]:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=f"p-{topic}",
+                            auto_offset_reset="earliest") as consumer:
+            consumer.subscribe(pattern=f"{topic}-[ab]")
+            return {r.topic for r in await consume_n(consumer, 10)}
+
+    assert asyncio.run(run()) == {f"{topic}-a", f"{topic}-b"}
+
+
+def console(*args: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "moldau.tools.console_consumer", *args], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+def test_console_consumer_process(broker: BrokerProcess, topic: str) -> None:
+    producer = CkProducer({"bootstrap.servers": broker.bootstrap})
+    for i in range(1, 4):
+        producer.produce(topic, key=b"key", value=f"my message {i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    proc = console("--bootstrap-server", broker.bootstrap, "--topic", topic, "--from-beginning",
+                   "--property", "print.key=true", "--property", "key.separator=-", "--max-messages", "3")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert out.decode().splitlines() == ["key-my message 1", "key-my message 2", "key-my message 3"]
+    assert err.decode().strip().splitlines()[-1] == "Processed a total of 3 messages"
+
+
+def test_console_consumer_ctrl_c(broker: BrokerProcess, topic: str) -> None:
+    produce(broker.bootstrap, topic, make_records(4, tag="c", with_nulls=False))
+    proc = console("--bootstrap-server", broker.bootstrap, "--topic", topic, "--partition", "0", "--offset", "1",
+                   "--property", "print.offset=true")
+    assert proc.stdout is not None
+    lines = [proc.stdout.readline() for _ in range(3)]
+    assert [ln.split(b"\t")[0] for ln in lines] == [b"Offset:1", b"Offset:2", b"Offset:3"]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert err.decode().strip().splitlines() == ["Processed a total of 3 messages"]
