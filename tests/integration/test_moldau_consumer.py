@@ -246,3 +246,28 @@ def test_console_consumer_ctrl_c(broker: BrokerProcess, topic: str) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert err.decode().strip().splitlines() == ["Processed a total of 3 messages"]
+
+
+def groups_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "moldau.consumer_groups", *args], cwd=REPO_ROOT,
+                          capture_output=True, timeout=60, text=True)
+
+
+def test_consumer_groups_list_and_delete(broker: BrokerProcess, topic: str) -> None:
+    produce(broker.bootstrap, topic, make_records(3, tag="del", with_nulls=False))
+    group = f"del-{topic}"
+
+    async def commit_and_leave() -> None:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False) as c:
+            await c.commit({TopicPartition(topic, 0): 2})
+
+    asyncio.run(commit_and_leave())
+    listed = groups_tool("--bootstrap-server", broker.bootstrap, "--list")
+    assert listed.returncode == 0 and group in listed.stdout.split()
+    described = groups_tool("--bootstrap-server", broker.bootstrap, "--describe", "--group", group)
+    assert f"{topic}  0          2               3               1" in described.stdout
+    deleted = groups_tool("--bootstrap-server", broker.bootstrap, "--delete", "--group", group)
+    assert deleted.returncode == 0, deleted.stderr
+    assert group not in groups_tool("--bootstrap-server", broker.bootstrap, "--list").stdout.split()
+    bad = groups_tool("--bootstrap-server", broker.bootstrap, "--describe")
+    assert bad.returncode == 1 and "--group" in bad.stderr and "Traceback" not in bad.stderr
