@@ -16,10 +16,18 @@ from typing import Any, NamedTuple
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig
 from moldau.errors import KafkaConnectionError, KafkaError, RequestTimeoutError
+from moldau.protocol.compression import decompress
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.fetch import FETCH
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
-from moldau.protocol.records import iter_headers, iter_records
+from moldau.protocol.records import (
+    BATCH_HEADER_SIZE,
+    MAGIC,
+    BatchHeader,
+    RecordBatchError,
+    iter_headers,
+    valid_crc,
+)
 
 log = logging.getLogger("moldau.client.fetcher")
 
@@ -64,6 +72,119 @@ class PartitionState:
         self.epoch += 1
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint at ``pos`` (any length): (value, next position)."""
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise RecordBatchError("varint longer than 10 bytes")
+
+
+def _decode_into(out: list[ConsumerRecord], data: bytes, count: int, h: BatchHeader, topic: str, partition: int,
+                 min_offset: int, kd: Any, vd: Any) -> None:
+    """Appends the batch's records at or after ``min_offset`` to ``out``.
+
+    The consumer's hot loop: one pass straight to ConsumerRecord tuples, with the one- and two-byte varints
+    (every length below 8 KiB) decoded inline; profiling put the generic per-field varint calls first.
+    """
+    new = tuple.__new__
+    cls = ConsumerRecord
+    base_offset, base_ts = h.base_offset, h.base_timestamp
+    ts_type = h.timestamp_type
+    append_time = h.max_timestamp if ts_type == 1 else None
+    pos = 0
+    end_all = len(data)
+    for _ in range(count):
+        b = data[pos]
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif data[pos + 1] < 0x80:
+            v = (b & 0x7F) | (data[pos + 1] << 7)
+            length, pos = (v >> 1) ^ -(v & 1), pos + 2
+        else:
+            length, pos = _varint(data, pos)
+        end = pos + length
+        if length < 6 or end > end_all:
+            raise RecordBatchError(f"record length {length} at position {pos} is invalid")
+        p = pos + 1  # skip the attributes byte
+        b = data[p]
+        if b < 0x80:
+            ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        elif data[p + 1] < 0x80:
+            v = (b & 0x7F) | (data[p + 1] << 7)
+            ts_delta, p = (v >> 1) ^ -(v & 1), p + 2
+        else:
+            ts_delta, p = _varint(data, p)
+        b = data[p]
+        if b < 0x80:
+            offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
+        else:
+            offset_delta, p = _varint(data, p)
+        b = data[p]
+        if b < 0x80:
+            n, p = (b >> 1) ^ -(b & 1), p + 1
+        else:
+            n, p = _varint(data, p)
+        if n < 0:
+            key = None
+        else:
+            key, p = data[p:p + n], p + n
+        b = data[p]
+        if b < 0x80:
+            n, p = (b >> 1) ^ -(b & 1), p + 1
+        elif data[p + 1] < 0x80:
+            v = (b & 0x7F) | (data[p + 1] << 7)
+            n, p = (v >> 1) ^ -(v & 1), p + 2
+        else:
+            n, p = _varint(data, p)
+        if n < 0:
+            value = None
+        else:
+            value, p = data[p:p + n], p + n
+        headers: list[tuple[str, bytes | None]] = []
+        if data[p] == 0:
+            p += 1
+        else:
+            p = _headers(data, p, headers)
+        if p != end:
+            raise RecordBatchError(f"record at position {pos} declares {length} bytes but holds {p - pos}")
+        pos = end
+        offset = base_offset + offset_delta
+        if offset < min_offset:
+            continue
+        if kd is not None:
+            key = kd(key)
+        if vd is not None:
+            value = vd(value)
+        out.append(new(cls, (topic, partition, offset, base_ts + ts_delta if append_time is None else append_time,
+                             ts_type, key, value, headers)))
+    if pos != end_all:
+        raise RecordBatchError(f"{end_all - pos} bytes left after the last of {count} records")
+
+
+def _headers(data: bytes, p: int, headers: list[tuple[str, bytes | None]]) -> int:
+    count, p = _varint(data, p)
+    for _ in range(count):
+        n, p = _varint(data, p)
+        if n < 0:
+            raise RecordBatchError("record header key cannot be null")
+        hkey = data[p:p + n].decode("utf-8")
+        p += n
+        n, p = _varint(data, p)
+        if n < 0:
+            headers.append((hkey, None))
+        else:
+            headers.append((hkey, data[p:p + n]))
+            p += n
+    return p
+
+
 def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *, check_crcs: bool,
                      key_deserializer: Any = None, value_deserializer: Any = None) -> list[ConsumerRecord]:
     """Records at or after ``fetch_offset`` in a fetched record set; control batches are skipped."""
@@ -74,14 +195,19 @@ def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *
     for pos, header in iter_headers(buf):
         if header.next_offset <= fetch_offset or header.is_control:
             continue
-        ts_type = header.timestamp_type
-        batch = buf[pos:pos + header.total_size]
-        for r in iter_records(batch, header, check_crc=check_crcs):
-            if r.offset < fetch_offset:
-                continue
-            key = r.key if key_deserializer is None else key_deserializer(r.key)
-            value = r.value if value_deserializer is None else value_deserializer(r.value)
-            out.append(ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, key, value, r.headers))
+        if header.magic != MAGIC:
+            raise RecordBatchError(f"unsupported record batch magic {header.magic}")
+        end = pos + header.total_size
+        if check_crcs and not valid_crc(buf, pos, header):
+            raise RecordBatchError(f"CRC mismatch in batch at offset {header.base_offset} of {topic}-{partition}")
+        payload = buf[pos + BATCH_HEADER_SIZE:end]
+        codec = header.compression
+        data_bytes = bytes(payload) if codec == 0 else decompress(codec, payload)
+        try:
+            _decode_into(out, data_bytes, header.records_count, header, topic, partition, fetch_offset,
+                         key_deserializer, value_deserializer)
+        except (IndexError, UnicodeDecodeError) as exc:
+            raise RecordBatchError(f"corrupt record in batch at offset {header.base_offset}: {exc}") from None
     return out
 
 
