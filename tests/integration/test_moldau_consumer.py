@@ -271,3 +271,27 @@ def test_consumer_groups_list_and_delete(broker: BrokerProcess, topic: str) -> N
     assert group not in groups_tool("--bootstrap-server", broker.bootstrap, "--list").stdout.split()
     bad = groups_tool("--bootstrap-server", broker.bootstrap, "--describe")
     assert bad.returncode == 1 and "--group" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_consumer_groups_reset_offsets(broker: BrokerProcess, topic: str) -> None:
+    produce(broker.bootstrap, topic, make_records(10, tag="reset", with_nulls=False))
+    group = f"reset-{topic}"
+    tp = TopicPartition(topic, 0)
+
+    async def commit(offset: int) -> int | None:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False) as c:
+            if offset >= 0:
+                await c.commit({tp: offset})
+            return await c.committed(tp)
+
+    asyncio.run(commit(6))
+    base = ["--bootstrap-server", broker.bootstrap, "--reset-offsets", "--group", group]
+    dry = groups_tool(*base, "--topic", topic, "--shift-by", "-4")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[1].split() == [group, topic, "0", "2"]
+    assert asyncio.run(commit(-1)) == 6  # dry run: nothing committed
+    done = groups_tool(*base, "--all-topics", "--to-earliest", "--execute")
+    assert done.returncode == 0, done.stderr
+    assert asyncio.run(commit(-1)) == 0
+    assert groups_tool(*base, "--topic", f"{topic}:0", "--to-offset", "99", "--execute").returncode == 0
+    assert asyncio.run(commit(-1)) == 10  # clamped to the log end
