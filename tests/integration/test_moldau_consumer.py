@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -295,3 +296,27 @@ def test_consumer_groups_reset_offsets(broker: BrokerProcess, topic: str) -> Non
     assert asyncio.run(commit(-1)) == 0
     assert groups_tool(*base, "--topic", f"{topic}:0", "--to-offset", "99", "--execute").returncode == 0
     assert asyncio.run(commit(-1)) == 10  # clamped to the log end
+
+
+@pytest.mark.slow
+def test_static_member_keeps_its_assignment_across_a_restart(broker: BrokerProcess, topic: str) -> None:
+    """group.instance.id: close() sends no LeaveGroup, and the same instance rejoins in place (no new member)."""
+    produce(broker.bootstrap, topic, make_records(4, tag="static", with_nulls=False))
+    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"static-{topic}", "group.instance.id": "inst-1",
+            "auto.offset.reset": "earliest", "session.timeout.ms": 30000, "enable.auto.commit": False}
+
+    async def session() -> tuple[str, set[TopicPartition]]:
+        async with Consumer(conf) as consumer:
+            consumer.subscribe([topic])
+            await consume_n(consumer, 4)
+            assert consumer._group is not None
+            return consumer._group.member_id, consumer.assignment()
+
+    first_id, first = asyncio.run(session())
+    second_id, second = asyncio.run(session())
+    assert first == second == {TopicPartition(topic, 0)}
+    described = groups_tool("--bootstrap-server", broker.bootstrap, "--describe", "--group", f"static-{topic}",
+                            "--json")
+    members = json.loads(described.stdout)[0]["members"]
+    assert [m["group_instance_id"] for m in members] == ["inst-1"] and first_id != second_id == members[0][
+        "consumer_id"]
