@@ -320,3 +320,22 @@ def test_static_member_keeps_its_assignment_across_a_restart(broker: BrokerProce
     members = json.loads(described.stdout)[0]["members"]
     assert [m["group_instance_id"] for m in members] == ["inst-1"] and first_id != second_id == members[0][
         "consumer_id"]
+
+
+def test_sync_consumer(broker: BrokerProcess, topic: str) -> None:
+    """The blocking facade (moldau.Consumer) over this consumer: subscribe, poll, commit, committed."""
+    import moldau
+
+    records = make_records(25, tag="sync")
+    produce(broker.bootstrap, topic, records)
+    with moldau.Consumer(bootstrap_servers=broker.bootstrap, group_id=f"sync-{topic}",
+                         auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+        consumer.subscribe([topic])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(records):
+            assert time.monotonic() < deadline, f"got {len(got)} records"
+            got += consumer.poll(timeout_ms=500)
+        assert [(r.key, r.value, r.headers) for r in got] == [(r.key, r.value, r.headers) for r in records]
+        consumer.commit()
+        assert consumer.committed(TopicPartition(topic, 0)) == len(records)
