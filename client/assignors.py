@@ -170,4 +170,71 @@ def roundrobin_assign(members: list[MemberSubscription],
     return result
 
 
-ASSIGNORS = {"range": range_assign, "roundrobin": roundrobin_assign}
+def cooperative_sticky_assign(members: list[MemberSubscription],
+                              partitions: Mapping[str, int]) -> dict[str, TopicPartitions]:
+    """KIP-429's cooperative-sticky: a balanced assignment that keeps owned partitions where it can.
+
+    A partition that must move to another member is left out of this round (its owner revokes it and rejoins;
+    the next round hands it over), so no partition is ever owned by two members at once.
+    """
+    ordered = sorted(members, key=_member_order)
+    subscribed = {m.member_id: set(m.subscription.topics) for m in ordered}
+    owner: dict[tuple[str, int], str] = {}
+    for m in ordered:
+        for topic, parts in m.subscription.owned_partitions.items():
+            for p in parts:
+                tp = (topic, p)
+                # Claimed twice (a stale member): nobody keeps it, it is reassigned.
+                owner[tp] = "" if tp in owner else m.member_id
+    all_tps = sorted((t, p) for t in sorted({t for s in subscribed.values() for t in s})
+                     for p in range(partitions.get(t, 0)))
+    target: dict[str, list[tuple[str, int]]] = {m.member_id: [] for m in ordered}
+    if not ordered:
+        return {}
+    quota_hi = -(-len(all_tps) // len(ordered))
+    free: list[tuple[str, int]] = []
+    for tp in all_tps:
+        cur = owner.get(tp, "")
+        if cur and tp[0] in subscribed.get(cur, ()) and len(target[cur]) < quota_hi:
+            target[cur].append(tp)
+        else:
+            free.append(tp)
+    for tp in free:
+        candidates = [m for m in ordered if tp[0] in subscribed[m.member_id]]
+        if candidates:
+            best = min(candidates, key=lambda m: len(target[m.member_id]))
+            target[best.member_id].append(tp)
+    _balance(target, subscribed)
+    result: dict[str, TopicPartitions] = {m.member_id: {} for m in ordered}
+    for member, tps in target.items():
+        for tp in sorted(tps):
+            cur = owner.get(tp, "")
+            if cur and cur != member and cur in target:
+                continue  # still owned elsewhere: handed over in the follow-up rebalance
+            result[member].setdefault(tp[0], []).append(tp[1])
+    return result
+
+
+def _balance(target: dict[str, list[tuple[str, int]]], subscribed: dict[str, set[str]]) -> None:
+    """Moves partitions from the fullest to the emptiest eligible member until counts differ by at most one."""
+    for _ in range(sum(len(v) for v in target.values())):
+        moved = False
+        for big in sorted(target, key=lambda m: -len(target[m])):
+            for small in sorted(target, key=lambda m: len(target[m])):
+                if len(target[big]) - len(target[small]) <= 1:
+                    break
+                movable = [tp for tp in target[big] if tp[0] in subscribed[small]]
+                if movable:
+                    tp = movable[-1]
+                    target[big].remove(tp)
+                    target[small].append(tp)
+                    moved = True
+                    break
+            if moved:
+                break
+        if not moved:
+            return
+
+
+ASSIGNORS = {"range": range_assign, "roundrobin": roundrobin_assign, "cooperative-sticky": cooperative_sticky_assign}
+COOPERATIVE = frozenset({"cooperative-sticky"})

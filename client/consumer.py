@@ -198,9 +198,9 @@ class Consumer:
             return
         assigned = await self._group.ensure_active()
         if assigned is not None:
-            self._set_assignment(assigned)
+            self._set_assignment(assigned)  # partitions kept across a cooperative rebalance keep their position
             if self._listener is not None:
-                await _call(self._listener.on_partitions_assigned, set(assigned))
+                await _call(self._listener.on_partitions_assigned, set(self._group.last_added))
 
     # ------------------------------------------------------------------ positions
     def seek(self, partition: TopicPartition, offset: int) -> None:

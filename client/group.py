@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from moldau.assignors import (
     ASSIGNORS,
+    COOPERATIVE,
     MemberSubscription,
     Subscription,
     decode_assignment,
@@ -76,12 +78,12 @@ class GroupMember:
         self._joined_topics: list[str] = []
         self.assignors: list[str] = list(config["partition.assignment.strategy"])
         unknown = [a for a in self.assignors if a not in ASSIGNORS]
-        if unknown:
-            # cooperative-sticky is in Kafka's default list; eager range/roundrobin are what we run.
-            self.assignors = [a for a in self.assignors if a in ASSIGNORS]
-            if not self.assignors:
-                raise ConfigError("partition.assignment.strategy", f"unsupported assignor(s) {unknown}; "
-                                  f"supported: {', '.join(ASSIGNORS)}")
+        if unknown or not self.assignors:
+            raise ConfigError("partition.assignment.strategy", f"unsupported assignor(s) {unknown}; "
+                              f"supported: {', '.join(ASSIGNORS)}")
+        # Kafka's rule: the member rebalances cooperatively (KIP-429) only when every assignor it lists can.
+        self.cooperative = all(a in COOPERATIVE for a in self.assignors)
+        self.last_added: set[TopicPartition] = set()
 
     # ------------------------------------------------------------------ coordinator requests
     async def _send(self, api: Any, body: dict[str, Any], max_version: int | None = None) -> dict[str, Any]:
@@ -108,8 +110,11 @@ class GroupMember:
         """Rejoins if needed; returns the new assignment after a rebalance, else None."""
         if not self.needs_join and not self.subscription_changed():
             return None
-        await self._on_revoke(set(self.assignment), False)
-        self.assignment = set()
+        before = set(self.assignment)
+        if not self.cooperative:  # eager: give everything up before rejoining
+            await self._on_revoke(before, False)
+            self.assignment = set()
+            before = set()
         backoff = self.config["retry.backoff.ms"] / 1000
         while True:
             try:
@@ -119,6 +124,11 @@ class GroupMember:
                 log.info("group %s: join failed (%s), retrying", self.group_id, exc)
             await asyncio.sleep(backoff)
         self.needs_join = False
+        self.last_added = self.assignment - before
+        revoked = before - self.assignment
+        if revoked:  # cooperative: give up only what moved, then rejoin so the new owner can get it
+            await self._on_revoke(revoked, False)
+            self.needs_join = True
         if self._heartbeat is None or self._heartbeat.done():
             self._heartbeat = asyncio.get_running_loop().create_task(self._heartbeat_loop())
         return set(self.assignment)
@@ -126,7 +136,13 @@ class GroupMember:
     async def _join_and_sync(self) -> bool:
         topics = sorted(self._topics())
         await self.cluster.refresh_metadata(topics)
-        metadata = encode_subscription(Subscription(topics, None, {}, version=0))
+        if self.cooperative:  # owned partitions let the leader keep them in place (KIP-429)
+            owned: dict[str, list[int]] = {}
+            for tp in sorted(self.assignment):
+                owned.setdefault(tp.topic, []).append(tp.partition)
+            metadata = encode_subscription(Subscription(topics, struct.pack(">i", self.generation), owned, 1))
+        else:
+            metadata = encode_subscription(Subscription(topics, None, {}, version=0))
         body = {"group_id": self.group_id, "session_timeout_ms": self.config["session.timeout.ms"],
                 "rebalance_timeout_ms": self.config["max.poll.interval.ms"], "member_id": self.member_id,
                 "group_instance_id": self.instance_id, "protocol_type": "consumer",

@@ -133,8 +133,9 @@ class _Log(ConsumerRebalanceListener):
 
 
 @pytest.mark.slow
-def test_group_shared_with_confluent_consumer(broker: BrokerProcess, topic: str) -> None:
-    """A Moldau member and a librdkafka member (both range) split 4 partitions; every record is seen once."""
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_group_shared_with_confluent_consumer(broker: BrokerProcess, topic: str, strategy: str) -> None:
+    """A Moldau member and a librdkafka member (same assignor) split 4 partitions; every record is seen once."""
     partitions = 4
     create_topic(broker.bootstrap, topic, partitions)
     group = f"mixed-{topic}"
@@ -147,7 +148,7 @@ def test_group_shared_with_confluent_consumer(broker: BrokerProcess, topic: str)
 
     async def moldau_member() -> None:
         conf = {"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                "auto.offset.reset": "earliest", "partition.assignment.strategy": strategy,
                 "heartbeat.interval.ms": 300, "session.timeout.ms": 10000}
         async with Consumer(conf) as consumer:
             consumer.subscribe([topic], listener=listener)
@@ -172,7 +173,7 @@ def test_group_shared_with_confluent_consumer(broker: BrokerProcess, topic: str)
         wait_until(lambda: len(seen) >= 200 or errors, 60, "the Moldau member alone reads the first 200")
         assert not errors, errors
         ck = CkConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
+                         "auto.offset.reset": "earliest", "partition.assignment.strategy": strategy,
                          "heartbeat.interval.ms": 300, "session.timeout.ms": 10000})
         ck.subscribe([topic])
         produced_second = False
@@ -202,6 +203,11 @@ def test_group_shared_with_confluent_consumer(broker: BrokerProcess, topic: str)
     assert sorted(keys) == sorted((p, o) for p in range(partitions) for o in range(100))
     assert {who for who, _, o in seen if o >= 50} == {"moldau", "confluent"}  # both served the second half
     assert [e for e, _ in listener.events][:1] == ["assigned"] and ("revoked", set()) not in listener.events
+    revoked = [tps for e, tps in listener.events if e == "revoked"]
+    if strategy == "cooperative-sticky":  # KIP-429: only the partitions that moved were revoked
+        assert revoked and all(len(tps) == 2 for tps in revoked), listener.events
+    else:  # eager: everything was revoked before the rejoin
+        assert revoked and len(revoked[0]) == partitions, listener.events
 
 
 def test_pattern_subscription(broker: BrokerProcess, topic: str) -> None:

@@ -7,6 +7,7 @@ import struct
 from moldau.assignors import (
     MemberSubscription,
     Subscription,
+    cooperative_sticky_assign,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -84,3 +85,29 @@ def test_every_partition_assigned_exactly_once() -> None:
         plan = assign(members(spec), {"t1": 5, "t2": 1, "t3": 8})
         owned = sorted((t, p) for tps in plan.values() for t, ps in tps.items() for p in ps)
         assert owned == sorted([("t1", p) for p in range(5)] + [("t2", 0)] + [("t3", p) for p in range(8)])
+
+
+def owned(spec: dict[str, tuple[list[str], dict[str, list[int]]]]) -> list[MemberSubscription]:
+    return [MemberSubscription(m, None, Subscription(topics, None, own)) for m, (topics, own) in spec.items()]
+
+
+def test_cooperative_sticky_fresh_group_is_balanced() -> None:
+    plan = cooperative_sticky_assign(owned({"a": (["t"], {}), "b": (["t"], {})}), {"t": 5})
+    sizes = sorted(len(tps.get("t", [])) for tps in plan.values())
+    assert sizes == [2, 3]
+    assert sorted(p for tps in plan.values() for p in tps["t"]) == [0, 1, 2, 3, 4]
+
+
+def test_cooperative_sticky_keeps_owned_and_defers_moves() -> None:
+    # a owned everything; b joins: a keeps 2, the 2 that move to b are left out of this round.
+    first = cooperative_sticky_assign(owned({"a": (["t"], {"t": [0, 1, 2, 3]}), "b": (["t"], {})}), {"t": 4})
+    assert len(first["a"]["t"]) == 2 and first["b"] == {}
+    kept = first["a"]["t"]
+    # Next round: a owns only what it kept; the rest goes to b.
+    second = cooperative_sticky_assign(owned({"a": (["t"], {"t": kept}), "b": (["t"], {})}), {"t": 4})
+    assert second["a"]["t"] == kept and sorted(second["b"]["t"]) == sorted({0, 1, 2, 3} - set(kept))
+
+
+def test_cooperative_sticky_member_leaving_frees_its_partitions() -> None:
+    plan = cooperative_sticky_assign(owned({"a": (["t"], {"t": [0, 1]})}), {"t": 4})
+    assert plan == {"a": {"t": [0, 1, 2, 3]}}
