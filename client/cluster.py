@@ -105,6 +105,7 @@ class Cluster:
         self.topics: dict[str, TopicInfo] = {}
         self.cluster_id: str | None = None
         self.controller_id: int = -1
+        self.metadata_version = 0
         self._wanted_topics: set[str] = set()  # topics whose metadata we keep (None list => all topics)
         self._all_topics = False
         self._conns: dict[int, BrokerConnection] = {}
@@ -215,6 +216,7 @@ class Cluster:
             else:
                 topics[t["name"]] = info
         self.topics = topics
+        self.metadata_version += 1  # lets callers cache what they derive from the metadata
         self._last_refresh = time.monotonic()
         self._need_update = False
         # Drop connections to brokers that left the cluster.

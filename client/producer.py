@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from moldau.batch_builder import encode_batch
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig, producer_config
 from moldau.errors import ClientError, ConfigError, KafkaError, RequestTimeoutError
@@ -29,7 +30,6 @@ from moldau.protocol.compression import Codec
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
 from moldau.protocol.messages.produce import PRODUCE
-from moldau.protocol.records import build_batch
 
 log = logging.getLogger("moldau.client.producer")
 
@@ -96,11 +96,14 @@ class Producer:
         self._buffer_memory = c["buffer.memory"]
         self._max_block_s = c["max.block.ms"] / 1000
         self._max_request_size = c["max.request.size"]
+        self._ignore_keys = c["partitioner.ignore.keys"]
         self._key_ser = c["key.serializer"]
         self._value_ser = c["value.serializer"]
         self._cluster = Cluster(c)
         self._sticky = StickyPartitioner()
         self._queues: dict[tuple[str, int], deque[_Batch]] = {}
+        self._parts_cache: dict[str, tuple[int, list[int]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._inflight_tp: dict[tuple[str, int], int] = {}
         self._inflight_node: dict[int, int] = {}
         self._retrying: set[tuple[str, int]] = set()
@@ -156,7 +159,8 @@ class Producer:
         await self._cluster.start()
         if self._idempotent:
             await self._init_producer_id()
-        self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+        self._loop = asyncio.get_running_loop()
+        self._sender = self._loop.create_task(self._send_loop())
         self._started = True
 
     async def _init_producer_id(self) -> None:
@@ -173,21 +177,65 @@ class Producer:
     async def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
                    timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[RecordMetadata]:
         """Queues one record; returns a future for its metadata without waiting for the broker."""
+        future = self.send_nowait(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
+                                  headers=headers)
+        if future is not None:
+            if self._wake.is_set():  # a batch is ready: let the sender ship it while the broker works in parallel
+                await asyncio.sleep(0)
+            return future
+        # Slow path: topic metadata unknown or buffer.memory full.
+        await self._partitions(topic)
+        while True:
+            future = self.send_nowait(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
+                                      headers=headers)
+            if future is not None:
+                return future
+            await self._wait_for_space(self._record_size(key, value, headers))
+
+    def _record_size(self, key: Any, value: Any, headers: Headers) -> int:
+        return _RECORD_OVERHEAD + len(key or b"") + len(value or b"") + \
+            sum(len(k) + len(v or b"") + 2 for k, v in _headers(headers))
+
+    def send_nowait(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+                    timestamp_ms: int | None = None, headers: Headers = None,
+                    want_future: bool = True) -> asyncio.Future[RecordMetadata] | None:
+        """Appends the record if that needs no waiting (topic metadata known, room in buffer.memory) and returns
+        its future; None when the caller must wait (``send()`` does). Call it on the producer's loop."""
         if self._closed or not self._started:
             raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
-        kb = _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
-        vb = _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
-        hdrs = _headers(headers)
-        size = _RECORD_OVERHEAD + (len(kb) if kb else 0) + (len(vb) if vb else 0) + \
-            sum(len(k) + len(v or b"") + 2 for k, v in hdrs)
+        kb = key if type(key) is bytes or key is None and not self._key_ser else \
+            _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
+        vb = value if type(value) is bytes and not self._value_ser else \
+            _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
+        hdrs = _headers(headers) if headers else None
+        size = _RECORD_OVERHEAD + (len(kb) if kb else 0) + (len(vb) if vb else 0)
+        if hdrs:
+            size += sum(len(k) + len(v or b"") + 2 for k, v in hdrs)
         if size > self._max_request_size:
             raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
                              f"record of {size} bytes exceeds max.request.size {self._max_request_size}")
-        part = await self._choose_partition(topic, kb, partition)
-        if self._buffered + size > self._buffer_memory:
-            await self._wait_for_space(size)
+        cached = self._parts_cache.get(topic)
+        if cached is None or cached[0] != self._cluster.metadata_version:
+            parts = self._cluster.partitions_for(topic)
+            if parts is None:
+                return None
+            self._parts_cache[topic] = cached = (self._cluster.metadata_version, parts)
+        if self._buffered + size > self._buffer_memory and self._buffered > 0:
+            return None
+        parts = cached[1]
+        if partition is not None:
+            if partition not in parts:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"{topic} has no partition {partition} (it has {len(parts)})")
+            part = partition
+        elif kb is not None and not self._ignore_keys:
+            part = partition_for_key(kb, len(parts))
+        else:
+            part = self._sticky.partition(topic, self._cluster.available_partitions_for(topic), parts)
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RecordMetadata] | None = None
+        if want_future:
+            future = (self._loop or asyncio.get_running_loop()).create_future()
         self._append(topic, part, (kb, vb, hdrs, ts), size, future, keyless=kb is None and partition is None)
         return future
 
@@ -219,6 +267,8 @@ class Producer:
             batch = self._append(topic, part, (kb, vb, None, ts), size, None, keyless=kb is None and partition is None)
             batches[id(batch)] = batch
             count += 1
+            if not batch.open:
+                await asyncio.sleep(0)  # a batch filled: let the sender ship it
         return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
 
     @staticmethod
@@ -230,22 +280,15 @@ class Producer:
         return count
 
     async def _partitions(self, topic: str) -> list[int]:
+        cached = self._parts_cache.get(topic)
+        if cached is not None and cached[0] == self._cluster.metadata_version:
+            return cached[1]
         parts = self._cluster.partitions_for(topic)
         if parts is None:
             self._cluster.add_topics([topic])
             parts = await self._cluster.wait_for_topic(topic, self._max_block_s)
+        self._parts_cache[topic] = (self._cluster.metadata_version, parts)
         return parts
-
-    async def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
-        parts = await self._partitions(topic)
-        if partition is not None:
-            if partition not in parts:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"{topic} has no partition {partition} (it has {len(parts)})")
-            return partition
-        if key is not None and not self.config["partitioner.ignore.keys"]:
-            return partition_for_key(key, len(parts))
-        return self._sticky.partition(topic, self._cluster.available_partitions_for(topic), parts)
 
     def _append(self, topic: str, partition: int, record: tuple[Any, Any, Any, int], size: int,
                 future: asyncio.Future[RecordMetadata] | None, keyless: bool) -> _Batch:
@@ -258,7 +301,7 @@ class Producer:
             if batch is not None:
                 self._close_batch(batch, keyless)
             batch = _Batch(topic, partition, time.monotonic(), [], [],
-                           asyncio.get_running_loop().create_future())
+                           (self._loop or asyncio.get_running_loop()).create_future())
             queue.append(batch)
         if future is not None:
             batch.futures.append((len(batch.records), future))
@@ -408,7 +451,7 @@ class Producer:
             seq = self._next_seq.get(tp, 0)
             batch.base_sequence = seq
             self._next_seq[tp] = (seq + len(batch.records)) % _SEQ_MOD
-        batch.data = build_batch(batch.records, compression=self._codec, producer_id=self._producer_id,
+        batch.data = encode_batch(batch.records, compression=self._codec, producer_id=self._producer_id,
                                  producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence)
 
     async def _send_request(self, node: int, batches: list[_Batch]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import logging
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from moldau.consumer import ConsumerRecord
 from moldau.producer import Headers, RecordMetadata
 
 T = TypeVar("T")
+log = logging.getLogger("moldau.client.sync")
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
 
 _MAX_HANDOVER = 100_000  # records queued for the loop before send() blocks
@@ -55,8 +57,8 @@ class Producer:
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._loop = background_loop()
         self._aio = _producer.Producer(config, **kwargs)
-        self._pending: list[tuple[tuple[Any, ...], dict[str, Any], concurrent.futures.Future[RecordMetadata],
-                                  DeliveryCallback | None]] = []
+        self._pending: list[tuple[tuple[Any, ...], dict[str, Any],
+                                  concurrent.futures.Future[RecordMetadata] | None, DeliveryCallback | None]] = []
         self._pending_lock = threading.Lock()
         self._drain_scheduled = False
         self._drain_task: asyncio.Future[None] | None = None
@@ -79,6 +81,12 @@ class Producer:
              on_delivery: DeliveryCallback | None = None) -> concurrent.futures.Future[RecordMetadata]:
         """Queues a record; the future (and ``on_delivery(error, metadata)``) completes when it is acknowledged."""
         future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        self._enqueue(topic, value, key, partition, timestamp_ms, headers, future, on_delivery)
+        return future
+
+    def _enqueue(self, topic: str, value: Any, key: Any, partition: int | None, timestamp_ms: int | None,
+                 headers: Headers, future: concurrent.futures.Future[RecordMetadata] | None,
+                 on_delivery: DeliveryCallback | None) -> None:
         kwargs = {"partition": partition, "timestamp_ms": timestamp_ms, "headers": headers}
         with self._pending_lock:
             self._pending.append(((topic, value, key), kwargs, future, on_delivery))
@@ -90,14 +98,13 @@ class Producer:
             self._loop.call_soon_threadsafe(self._start_drain)
         if backlog >= _MAX_HANDOVER:  # the loop is behind (buffer.memory full): block like Kafka's send()
             self._room.wait(self._aio.config["max.block.ms"] / 1000)
-        return future
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                 on_delivery: DeliveryCallback | None = None, timestamp: int | None = None,
                 headers: Headers = None) -> None:
-        """confluent-kafka style: queue and forget; ``on_delivery(error, metadata)`` reports the outcome."""
-        self.send(topic, value, key, partition=partition, timestamp_ms=timestamp, headers=headers,
-                  on_delivery=on_delivery)
+        """confluent-kafka style: queue and forget; ``on_delivery(error, metadata)`` reports the outcome (without
+        a callback a failed delivery is only logged)."""
+        self._enqueue(topic, value, key, partition, timestamp, headers, None, on_delivery)
 
     def send_many(self, topic: str, values: Iterable[Any], *, keys: Iterable[Any] | None = None,
                   partition: int | None = None) -> concurrent.futures.Future[int]:
@@ -123,13 +130,19 @@ class Producer:
                     self._drain_scheduled = False
                     self._room.set()
                     return
+            aio = self._aio
             for (topic, value, key), kwargs, future, callback in batch:
                 try:
-                    inner = await self._aio.send(topic, value, key, **kwargs)
+                    inner = aio.send_nowait(topic, value, key, **kwargs)
+                    if inner is None:
+                        inner = await aio.send(topic, value, key, **kwargs)
                 except Exception as exc:
                     _settle(future, callback, exc, None)
                     continue
-                inner.add_done_callback(functools.partial(_from_inner, future=future, callback=callback))
+                if future is None and callback is None:
+                    inner.add_done_callback(_log_failure)
+                else:
+                    inner.add_done_callback(functools.partial(_from_inner, future=future, callback=callback))
 
     def flush(self, timeout: float | None = None) -> None:
         """Blocks until every record sent so far is acknowledged or failed."""
@@ -145,7 +158,12 @@ class Producer:
         run(go())
 
 
-def _from_inner(inner: asyncio.Future[RecordMetadata], future: concurrent.futures.Future[RecordMetadata],
+def _log_failure(inner: asyncio.Future[RecordMetadata]) -> None:
+    if not inner.cancelled() and inner.exception() is not None:
+        log.warning("delivery failed: %s", inner.exception())
+
+
+def _from_inner(inner: asyncio.Future[RecordMetadata], future: concurrent.futures.Future[RecordMetadata] | None,
                 callback: DeliveryCallback | None) -> None:
     if inner.cancelled():
         _settle(future, callback, concurrent.futures.CancelledError(), None)
@@ -155,9 +173,11 @@ def _from_inner(inner: asyncio.Future[RecordMetadata], future: concurrent.future
         _settle(future, callback, None, inner.result())
 
 
-def _settle(future: concurrent.futures.Future[RecordMetadata], callback: DeliveryCallback | None,
+def _settle(future: concurrent.futures.Future[RecordMetadata] | None, callback: DeliveryCallback | None,
             error: BaseException | None, metadata: RecordMetadata | None) -> None:
-    if error is not None:
+    if future is None:
+        pass
+    elif error is not None:
         future.set_exception(error)
     else:
         future.set_result(metadata)  # type: ignore[arg-type]
@@ -165,8 +185,7 @@ def _settle(future: concurrent.futures.Future[RecordMetadata], callback: Deliver
         try:
             callback(error, metadata)
         except Exception:  # a user callback must not kill the client loop
-            import logging
-            logging.getLogger("moldau.client.sync").exception("delivery callback raised")
+            log.exception("delivery callback raised")
 
 
 class AdminClient:
