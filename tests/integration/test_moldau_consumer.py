@@ -345,3 +345,21 @@ def test_sync_consumer(broker: BrokerProcess, topic: str) -> None:
         assert [(r.key, r.value, r.headers) for r in got] == [(r.key, r.value, r.headers) for r in records]
         consumer.commit()
         assert consumer.committed(TopicPartition(topic, 0)) == len(records)
+
+
+def test_console_consumer_group_and_include(broker: BrokerProcess, topic: str) -> None:
+    """--include with --group: reads both topics, commits on exit; the next run of the group finds nothing new."""
+    for suffix in ("x", "y"):
+        produce(broker.bootstrap, f"{topic}-{suffix}", make_records(3, tag=suffix, with_nulls=False))
+    args = ["--bootstrap-server", broker.bootstrap, "--include", f"{topic}-[xy]", "--group", f"cc-{topic}",
+            "--from-beginning", "--property", "print.partition=true"]
+    proc = console(*args, "--max-messages", "6")
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    assert sorted(out.decode().splitlines()) == sorted(
+        f"Partition:0\t{t} value {i} " + "lorem ipsum dolor sit amet " * (i % 7 + 1)
+        for t in ("x", "y") for i in range(3))
+    again = console(*args, "--timeout-ms", "3000")
+    out, err = again.communicate(timeout=90)
+    assert again.returncode == 0 and out == b""
+    assert err.decode().strip().splitlines()[-1] == "Processed a total of 0 messages"
