@@ -84,6 +84,7 @@ class GroupMember:
         # Kafka's rule: the member rebalances cooperatively (KIP-429) only when every assignor it lists can.
         self.cooperative = all(a in COOPERATIVE for a in self.assignors)
         self.last_added: set[TopicPartition] = set()
+        self._lost: set[TopicPartition] = set()
 
     # ------------------------------------------------------------------ coordinator requests
     async def _send(self, api: Any, body: dict[str, Any], max_version: int | None = None) -> dict[str, Any]:
@@ -110,6 +111,9 @@ class GroupMember:
         """Rejoins if needed; returns the new assignment after a rebalance, else None."""
         if not self.needs_join and not self.subscription_changed():
             return None
+        if self._lost:
+            lost, self._lost = self._lost, set()
+            await self._on_revoke(lost, True)
         before = set(self.assignment)
         if not self.cooperative:  # eager: give everything up before rejoining
             await self._on_revoke(before, False)
@@ -216,10 +220,10 @@ class GroupMember:
             elif code in MEMBER_LOST:
                 log.info("group %s: member %s lost (%s)", self.group_id, self.member_id, ErrorCode.for_code(code).name)
                 self.member_id, self.generation = "", -1
-                lost = set(self.assignment)
+                # The listener runs in the application's getmany (ensure_active), not in this task.
+                self._lost |= self.assignment
                 self.assignment = set()
                 self.needs_join = True
-                await self._on_revoke(lost, True)
             else:
                 self._coordinator_error(code)
 
