@@ -97,8 +97,7 @@ def produce(client: str, bs: str, topic: str, n: int, size: int) -> float:
     elif client == "kafka-python":
         from kafka import KafkaProducer
 
-        kp = KafkaProducer(bootstrap_servers=bs, acks=1, linger_ms=5, batch_size=BATCH, max_request_size=8 << 20,
-                           buffer_memory=256 << 20)
+        kp = KafkaProducer(bootstrap_servers=bs, acks=1, linger_ms=5, batch_size=BATCH, max_request_size=8 << 20)
         for _ in range(n):
             kp.send(topic, payload, partition=0)
         kp.flush()

@@ -250,6 +250,9 @@ class Producer:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
         ts = int(time.time() * 1000)
         batches: dict[int, _Batch] = {}
+        if partition is not None and keys is None and self._value_ser is None:
+            count = await self._append_values(topic, partition, values, ts, batches)
+            return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
         count = 0
         key_iter = iter(keys) if keys is not None else None
         for value in values:
@@ -270,6 +273,34 @@ class Producer:
             if not batch.open:
                 await asyncio.sleep(0)  # a batch filled: let the sender ship it
         return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
+
+    async def _append_values(self, topic: str, partition: int, values: Iterable[Any], ts: int,
+                             batches: dict[int, _Batch]) -> int:
+        """send_many's bulk path (one partition, values only): fills whole batches per step, not per record."""
+        recs = [(None, v if type(v) is bytes else _to_bytes(v, "value"), None, ts) for v in values]
+        sizes = [_RECORD_OVERHEAD + (len(r[1]) if r[1] is not None else 0) for r in recs]
+        start = 0
+        while start < len(recs):
+            batch = self._append(topic, partition, recs[start], sizes[start], None, keyless=False)
+            batches[id(batch)] = batch
+            start += 1
+            room = self._batch_size - batch.size
+            end = start
+            while end < len(recs) and room >= sizes[end] and batch.open:
+                room -= sizes[end]
+                end += 1
+            if end > start:
+                added = sum(sizes[start:end])
+                batch.records.extend(recs[start:end])
+                batch.size += added
+                self._buffered += added
+                start = end
+            if batch.size >= self._batch_size or (start < len(recs) and batch.open):
+                self._close_batch(batch, keyless=False)
+                await asyncio.sleep(0)  # let the sender ship the full batch
+            if self._buffered > self._buffer_memory and start < len(recs):
+                await self._wait_for_space(sizes[start])
+        return len(recs)
 
     @staticmethod
     async def _await_batches(batches: list[_Batch], count: int) -> int:
