@@ -363,3 +363,34 @@ def test_console_consumer_group_and_include(broker: BrokerProcess, topic: str) -
     out, err = again.communicate(timeout=90)
     assert again.returncode == 0 and out == b""
     assert err.decode().strip().splitlines()[-1] == "Processed a total of 0 messages"
+
+
+class _LostLog(_Log):
+    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.events.append(("lost", lost))
+
+
+@pytest.mark.slow
+def test_member_expelled_after_a_blocked_loop_reports_lost_partitions(broker: BrokerProcess, topic: str) -> None:
+    """An application that blocks the event loop past session.timeout.ms is expelled: the listener hears
+    on_partitions_lost (not revoked), then the consumer rejoins and continues."""
+    produce(broker.bootstrap, topic, make_records(6, tag="lost", with_nulls=False))
+    listener = _LostLog()
+    tp = TopicPartition(topic, 0)
+
+    async def run() -> None:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=f"lost-{topic}", session_timeout_ms=6000,
+                            heartbeat_interval_ms=500, auto_offset_reset="earliest",
+                            enable_auto_commit=False) as consumer:
+            consumer.subscribe([topic], listener=listener)
+            await consume_n(consumer, 3)
+            first_member = consumer._group.member_id if consumer._group else None
+            time.sleep(9)  # blocks the loop: no heartbeats, the coordinator expels the member
+            deadline = time.monotonic() + 30
+            while ("lost", {tp}) not in listener.events or consumer.assignment() != {tp}:
+                assert time.monotonic() < deadline, listener.events
+                await consumer.getmany(timeout_ms=200)
+            assert consumer._group is not None and consumer._group.member_id != first_member
+
+    asyncio.run(run())
+    assert [e for e, _ in listener.events] == ["assigned", "lost", "assigned"]
