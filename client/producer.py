@@ -197,10 +197,18 @@ class Producer:
             sum(len(k) + len(v or b"") + 2 for k, v in _headers(headers))
 
     def send_nowait(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
-                    timestamp_ms: int | None = None, headers: Headers = None,
-                    want_future: bool = True) -> asyncio.Future[RecordMetadata] | None:
+                    timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[RecordMetadata] | None:
         """Appends the record if that needs no waiting (topic metadata known, room in buffer.memory) and returns
         its future; None when the caller must wait (``send()`` does). Call it on the producer's loop."""
+        return self._try_append(topic, value, key, partition, timestamp_ms, headers, True)[1]
+
+    def append_nowait(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+                      timestamp_ms: int | None = None, headers: Headers = None) -> bool:
+        """Like :meth:`send_nowait` without a per-record future (a failed batch is logged): True if appended."""
+        return self._try_append(topic, value, key, partition, timestamp_ms, headers, False)[0]
+
+    def _try_append(self, topic: str, value: Any, key: Any, partition: int | None, timestamp_ms: int | None,
+                    headers: Headers, want_future: bool) -> tuple[bool, asyncio.Future[RecordMetadata] | None]:
         if self._closed or not self._started:
             raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
         kb = key if type(key) is bytes or key is None and not self._key_ser else \
@@ -218,10 +226,10 @@ class Producer:
         if cached is None or cached[0] != self._cluster.metadata_version:
             parts = self._cluster.partitions_for(topic)
             if parts is None:
-                return None
+                return False, None
             self._parts_cache[topic] = cached = (self._cluster.metadata_version, parts)
         if self._buffered + size > self._buffer_memory and self._buffered > 0:
-            return None
+            return False, None
         parts = cached[1]
         if partition is not None:
             if partition not in parts:
@@ -237,7 +245,7 @@ class Producer:
         if want_future:
             future = (self._loop or asyncio.get_running_loop()).create_future()
         self._append(topic, part, (kb, vb, hdrs, ts), size, future, keyless=kb is None and partition is None)
-        return future
+        return True, future
 
     async def send_many(self, topic: str, values: Iterable[Any], *, keys: Iterable[Any] | None = None,
                         partition: int | None = None) -> asyncio.Future[int]:
@@ -567,6 +575,8 @@ class Producer:
             return
         batch.error = error
         topic, partition, records = batch.topic, batch.partition, batch.records
+        if error is not None and len(batch.futures) < len(records):
+            log.warning("%d records to %s-%d failed: %s", len(records) - len(batch.futures), topic, partition, error)
         for idx, fut in batch.futures:
             if fut.done():
                 continue

@@ -132,14 +132,17 @@ class Producer:
                     return
             aio = self._aio
             for (topic, value, key), kwargs, future, callback in batch:
+                fire_and_forget = future is None and callback is None
                 try:
+                    if fire_and_forget and aio.append_nowait(topic, value, key, **kwargs):
+                        continue  # no per-record future; a failed batch is logged by the producer
                     inner = aio.send_nowait(topic, value, key, **kwargs)
                     if inner is None:
                         inner = await aio.send(topic, value, key, **kwargs)
                 except Exception as exc:
                     _settle(future, callback, exc, None)
                     continue
-                if future is None and callback is None:
+                if fire_and_forget:
                     inner.add_done_callback(_log_failure)
                 else:
                     inner.add_done_callback(functools.partial(_from_inner, future=future, callback=callback))

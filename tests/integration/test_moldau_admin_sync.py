@@ -55,7 +55,11 @@ def test_sync_producer_futures_callbacks_and_flush(broker: BrokerProcess, topic:
         assert len(delivered) == 500
         many = producer.send_many(topic, [b"m"] * 1000, partition=0)
         assert many.result(30) == 1000
+        for i in range(100):  # fire and forget: no future, no callback
+            producer.produce(topic, b"ff%d" % i, partition=0)
+        producer.flush(30)
     assert sorted(m.offset for m in delivered) == list(range(1, 501))
-    got = ck_consume(broker.bootstrap, topic, 1501)
+    got = ck_consume(broker.bootstrap, topic, 1601)
+    assert [m.value() for m in got[1501:]] == [b"ff%d" % i for i in range(100)]
     assert got[0].key() == b"k" and got[0].headers() == [("h", b"v")]
     assert [m.value() for m in got[1:501]] == [f"v{i}".encode() for i in range(500)]
