@@ -296,8 +296,11 @@ class Consumer:
     def _start_fetch(self) -> None:
         if self._fetch_task is not None or self._closed:
             return
+        # Fetch ahead once a partition has less than one poll's worth buffered, so the next batch is on its way
+        # while the application works through the last one (fetch_offset runs ahead of position).
+        low = self.config["max.poll.records"]
         fetchable = {tp: st for tp, st in self._states.items()
-                     if not st.paused and st.position is not None and not self._buffer.get(tp)}
+                     if not st.paused and st.position is not None and len(self._buffer.get(tp, ())) < low}
         if not fetchable:
             return
         for st in fetchable.values():
