@@ -101,3 +101,20 @@ def test_key_placement_matches_confluent_murmur2_random(broker: BrokerProcess, t
     wrong = [k for k in keys if placed[k] != partition_for_key(k, partitions)]
     assert wrong == []
     assert len(set(placed.values())) == partitions
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_kcat_reads_what_moldau_produced(broker: BrokerProcess, topic: str, codec: str) -> None:
+    from .test_kcat import kcat
+
+    async def produce() -> None:
+        async with Producer(bootstrap_servers=broker.bootstrap, compression_type=codec) as p:
+            for i in range(50):
+                await p.send(topic, b"value %d" % i, b"key-%d" % i, partition=0, headers=[("codec", codec)],
+                             timestamp_ms=1_700_000_000_000 + i)
+            await p.flush()
+
+    _run(produce())
+    out = kcat("-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",
+               "-f", "%k|%s|%o|%T|%h\n").stdout.decode().splitlines()
+    assert out == [f"key-{i}|value {i}|{i}|{1_700_000_000_000 + i}|codec={codec}" for i in range(50)]
