@@ -128,6 +128,10 @@ class GroupMember:
                 log.info("group %s: join failed (%s), retrying", self.group_id, exc)
             await asyncio.sleep(backoff)
         self.needs_join = False
+        if self._lost:  # fenced during the join: what we held is lost, not revoked (no commit)
+            lost, self._lost = self._lost, set()
+            before -= lost
+            await self._on_revoke(lost, True)
         self.last_added = self.assignment - before
         revoked = before - self.assignment
         if revoked:  # cooperative: give up only what moved, then rejoin so the new owner can get it
@@ -157,7 +161,7 @@ class GroupMember:
             self.member_id = response["member_id"]
             return False
         if code in MEMBER_LOST:
-            self.member_id, self.generation = "", -1
+            self._member_lost()
             return False
         if self._coordinator_error(code) or code == ErrorCode.REBALANCE_IN_PROGRESS:
             return False
@@ -176,7 +180,7 @@ class GroupMember:
             "assignments": assignments})
         code = sync["error_code"]
         if code in MEMBER_LOST:
-            self.member_id, self.generation = "", -1
+            self._member_lost()
             return False
         if self._coordinator_error(code) or code == ErrorCode.REBALANCE_IN_PROGRESS:
             return False
@@ -187,6 +191,11 @@ class GroupMember:
         self._joined_topics = topics
         log.info("group %s generation %d: assigned %s", self.group_id, self.generation, sorted(self.assignment))
         return True
+
+    def _member_lost(self) -> None:
+        self.member_id, self.generation = "", -1
+        self._lost |= self.assignment
+        self.assignment = set()
 
     def _assign(self, members: list[dict[str, Any]]) -> list[dict[str, Any]]:
         subs = [MemberSubscription(m["member_id"], m.get("group_instance_id"),
@@ -219,10 +228,8 @@ class GroupMember:
                 self.needs_join = True
             elif code in MEMBER_LOST:
                 log.info("group %s: member %s lost (%s)", self.group_id, self.member_id, ErrorCode.for_code(code).name)
-                self.member_id, self.generation = "", -1
                 # The listener runs in the application's getmany (ensure_active), not in this task.
-                self._lost |= self.assignment
-                self.assignment = set()
+                self._member_lost()
                 self.needs_join = True
             else:
                 self._coordinator_error(code)
