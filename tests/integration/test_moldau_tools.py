@@ -83,3 +83,12 @@ def test_seed_walkthrough_piped(broker: BrokerProcess, topic: str) -> None:
         out = tool("moldau-console-consumer", *bs, "--topic", second, "--partition", str(partition),
                    "--from-beginning", "--property", "print.key=true", "--max-messages", "3")
         assert out.stdout.splitlines() == [f"{key}\t{key} message {i}" for i in range(3)], out.stderr
+
+
+def test_producer_perf_test_summary(broker: BrokerProcess, topic: str) -> None:
+    run = tool("moldau-producer-perf-test", "--topic", topic, "--num-records", "2000", "--record-size", "100",
+               "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}", "acks=1")
+    assert run.returncode == 0, run.stderr
+    last = run.stdout.splitlines()[-1]
+    assert last.startswith("2000 records sent, ") and last.endswith(" ms 99.9th."), last
+    assert len(ck_consume(broker.bootstrap, topic, 2000)) == 2000
