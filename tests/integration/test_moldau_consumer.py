@@ -409,3 +409,14 @@ def test_dump_log_reads_a_live_brokers_segment(broker: BrokerProcess, topic: str
     assert [ln.split()[2] for ln in data] == ["0", "1", "2", "3"]
     assert data[1].endswith("headerKeys: [index,tag] key: key-1 payload: dump value 1 "
                             + "lorem ipsum dolor sit amet " * 2)
+
+
+def test_consumer_perf_test_process(broker: BrokerProcess, topic: str) -> None:
+    produce(broker.bootstrap, topic, make_records(50, tag="perf", with_nulls=False))
+    proc = subprocess.run([sys.executable, "-m", "moldau.tools.consumer_perf_test", "--bootstrap-server",
+                           broker.bootstrap, "--topic", topic, "--messages", "50", "--timeout", "20000"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    header, line = proc.stdout.strip().splitlines()
+    assert header.startswith("start.time, end.time, data.consumed.in.MB")
+    assert line.split(", ")[4] == "50"
