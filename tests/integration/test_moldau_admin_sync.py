@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -63,3 +64,22 @@ def test_sync_producer_futures_callbacks_and_flush(broker: BrokerProcess, topic:
     assert [m.value() for m in got[1501:]] == [b"ff%d" % i for i in range(100)]
     assert got[0].key() == b"k" and got[0].headers() == [("h", b"v")]
     assert [m.value() for m in got[1:501]] == [f"v{i}".encode() for i in range(500)]
+
+
+def test_sync_consumer_reads_sync_producer(broker: BrokerProcess, topic: str) -> None:
+    from moldau import Consumer, TopicPartition
+
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1) as producer:
+        for i in range(300):
+            producer.produce(topic, b"v%d" % i, b"k%d" % i, partition=0)
+        producer.flush(30)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                  enable_auto_commit=False) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        got: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 300:
+            assert time.monotonic() < deadline, f"only {len(got)} records"
+            got += [(r.key, r.value) for r in consumer.poll(timeout_ms=500)]
+        assert got == [(b"k%d" % i, b"v%d" % i) for i in range(300)]
+        assert consumer.position(TopicPartition(topic, 0)) == 300
