@@ -420,3 +420,21 @@ def test_consumer_perf_test_process(broker: BrokerProcess, topic: str) -> None:
     header, line = proc.stdout.strip().splitlines()
     assert header.startswith("start.time, end.time, data.consumed.in.MB")
     assert line.split(", ")[4] == "50"
+
+
+def test_consumer_survives_a_broker_restart(fresh_broker: BrokerProcess, topic: str) -> None:
+    """The connection drops mid-stream: the consumer reconnects (backoff) and continues at its position."""
+    produce(fresh_broker.bootstrap, topic, make_records(10, tag="before", with_nulls=False))
+
+    async def run() -> list[int]:
+        async with Consumer(bootstrap_servers=fresh_broker.bootstrap, auto_offset_reset="earliest",
+                            request_timeout_ms=10000) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            got = [r.offset for r in await consume_n(consumer, 10)]
+            await asyncio.to_thread(fresh_broker.restart)
+            await asyncio.to_thread(produce, fresh_broker.bootstrap, topic,
+                                    make_records(10, tag="after", with_nulls=False))
+            got += [r.offset for r in await consume_n(consumer, 10, timeout=60)]
+            return got
+
+    assert asyncio.run(run()) == list(range(20))
