@@ -150,6 +150,9 @@ class Cluster:
             self._updated.clear()
             if self._closed:
                 return
+            backoff_left = self._last_refresh + self.config["retry.backoff.ms"] / 1000 - time.monotonic()
+            if self._need_update and backoff_left > 0:
+                await asyncio.sleep(backoff_left)  # at most one requested refresh per retry.backoff.ms
             if self._need_update or time.monotonic() - self._last_refresh >= self._max_age_s:
                 try:
                     await self.refresh_metadata()
