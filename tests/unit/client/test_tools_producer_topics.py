@@ -121,3 +121,9 @@ def test_properties_file_and_key_values(tmp_path: pytest.TempPathFactory) -> Non
     assert common.parse_key_values(["a=b=c"], "--config") == {"a": "b=c"}
     with pytest.raises(ToolError, match="cannot read"):
         common.read_properties_file(str(tmp_path) + "/missing", "--producer.config")  # type: ignore[operator]
+
+
+def test_unreachable_bootstrap_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert topics.main(["--bootstrap-server", "127.0.0.1:1", "--list"]) == 1  # nothing listens on port 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: no broker reachable: 127.0.0.1:1") and err.count("\n") == 1
