@@ -33,7 +33,8 @@ def setup_logging(broker_id: int, level: str = "INFO") -> None:
 
 
 async def run(config: BrokerConfig) -> int:
-    from moldau.broker.server import BrokerServer
+    from moldau.broker import exit_watchdog
+    from moldau.broker.server import SHUTDOWN_GRACE_S, BrokerServer
 
     server = BrokerServer(config)
     loop = asyncio.get_running_loop()
@@ -46,9 +47,13 @@ async def run(config: BrokerConfig) -> int:
         logging.getLogger("moldau.server").error("start-up failed: %s", exc, exc_info=True)
         await server.shutdown()
         return 1
-    await stop.wait()
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(server.stop_requested.wait())]
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
+    exit_watchdog.arm(exit_watchdog.shutdown_deadline_s(config, SHUTDOWN_GRACE_S), server.stopped.is_set)
     await server.shutdown()
-    return 0
+    return server.exit_code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -132,7 +132,35 @@ class ListenerSyntax:
         return "NAME://host:port[,NAME://host:port...]"
 
 
-Validator = Range | OneOf | ListenerSyntax
+@dataclass(frozen=True, slots=True)
+class IpOverrides:
+    """Kafka's `max.connections.per.ip.overrides`: comma-separated `host:limit` pairs (host name or IP)."""
+
+    def __call__(self, value: Any) -> str | None:
+        try:
+            parse_ip_overrides(value)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    def describe(self) -> str:
+        return "host:n[,host:n...]"
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """`"host:n,host2:m"` -> {host: n}; IPv6 literals keep their colons (the limit follows the last one)."""
+    out: dict[str, int] = {}
+    for item in (i.strip() for i in (text or "").split(",")):
+        if not item:
+            continue
+        host, sep, limit = item.rpartition(":")
+        if not sep or not host.strip() or not _INT_RE.fullmatch(limit.strip()) or int(limit) < 0:
+            raise ValueError(f"expected host:limit with a limit >= 0, got {item!r}")
+        out[host.strip().strip("[]")] = int(limit)
+    return out
+
+
+Validator = Range | OneOf | ListenerSyntax | IpOverrides
 PORT = Range(-1, 65535)
 
 
@@ -251,9 +279,19 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        importance=H),
     _s("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted; larger ones close the "
        "connection.", AT_LEAST_1, H),
-    _s("connections.max.idle.ms", "long", 600000, "Close connections idle for longer than this."),
-    _s("max.connections", "int", INT_MAX, "Most client connections the broker accepts.", AT_LEAST_0),
-    _s("max.connections.per.ip", "int", INT_MAX, "Most connections from one IP address.", AT_LEAST_0),
+    _s("connections.max.idle.ms", "long", 600000, "Close connections that have neither read nor written for "
+       "longer than this (a request in progress keeps its connection); -1 = never.", Range(-1)),
+    _s("max.connections", "int", INT_MAX, "Most client connections the broker holds (all listeners); further "
+       "ones are closed right after accept and counted in moldau_connections_rejected_total.", AT_LEAST_0),
+    _s("max.connections.per.ip", "int", INT_MAX, "Most connections from one IP address; further ones are "
+       "closed right after accept.", AT_LEAST_0),
+    _s("max.connections.per.ip.overrides", "string", "", "Per-host exceptions to max.connections.per.ip, as "
+       "host:n pairs separated by commas (host names are resolved at start-up).", IpOverrides()),
+    _s("moldau.socket.partial.requests.max.bytes", "long", 268435456, "Moldau's own bound on the memory "
+       "held by partially received request frames, summed over all connections. When a new chunk takes "
+       "the total above it, the connection holding the largest partial frame is closed (slow-loris "
+       "protection). Keep it at least socket.request.max.bytes, or a request that large can never "
+       "complete.", AT_LEAST_1),
     # --- log basics
     _s("log.dir", "string", "/tmp/kafka-logs", "Data directory, used when log.dirs is not set.",
        importance=H),
@@ -313,6 +351,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Greatest time a record stays uncompacted.",
        AT_LEAST_1),
     _s("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's key map.", AT_LEAST_0),
+    _s("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308,
+       "I/O the cleaner may read plus write per second (all cleaner threads together).", AT_LEAST_0),
     # --- flushing and checkpoints
     _s("log.flush.interval.messages", "long", LONG_MAX, "fsync a partition's log after this many messages.",
        AT_LEAST_1, H),
@@ -443,6 +483,8 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
        AT_LEAST_0),
     _t("max.message.bytes", "int", 1048588, "message.max.bytes", "Largest record batch accepted.",
        AT_LEAST_0),
+    _t("max.compaction.lag.ms", "long", LONG_MAX, "log.cleaner.max.compaction.lag.ms",
+       "Greatest time a record stays uncompacted.", AT_LEAST_1),
     _t("message.timestamp.difference.max.ms", "long", LONG_MAX, "log.message.timestamp.difference.max.ms",
        "Largest CreateTime difference from the broker clock.", AT_LEAST_0),
     _t("message.timestamp.type", "string", "CreateTime", "log.message.timestamp.type",
@@ -479,6 +521,8 @@ LOG_CONFIG_FIELDS = {
     "flush_interval_messages": "flush.messages", "flush_interval_ms": "flush.ms",
     "max_message_bytes": "max.message.bytes", "message_timestamp_type": "message.timestamp.type",
     "file_delete_delay_ms": "file.delete.delay.ms",
+    "delete_retention_ms": "delete.retention.ms", "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio", "max_compaction_lag_ms": "max.compaction.lag.ms",
 }
 
 

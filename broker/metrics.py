@@ -15,13 +15,26 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_request_queue_size                 RequestChannel RequestQueueSize
     moldau_purgatory_size{purgatory}          DelayedOperationPurgatory NumDelayedOperations{delayedOperation}
     moldau_under_replicated_partitions        ReplicaManager UnderReplicatedPartitions
+    moldau_under_min_isr_partitions           ReplicaManager UnderMinIsrPartitionCount
     moldau_offline_partitions                 KafkaController OfflinePartitionsCount
+    moldau_active_controller_count            KafkaController ActiveControllerCount (1 on the controller)
+    moldau_offline_log_dirs                   LogManager OfflineLogDirectoryCount
     moldau_isr_shrinks_total                  ReplicaManager IsrShrinksPerSec
     moldau_isr_expands_total                  ReplicaManager IsrExpandsPerSec
     moldau_replica_max_lag                    ReplicaFetcherManager MaxLag
     moldau_partitions                         ReplicaManager PartitionCount
     moldau_leader_partitions                  ReplicaManager LeaderCount
     moldau_connections                        socket-server-metrics connection-count
+    moldau_log_cleaner_runs_total             (none) cleanings finished
+    moldau_log_cleaner_bytes_removed_total    (none) bytes read minus bytes written by cleanings
+    moldau_log_cleaner_records_removed_total  (none) records dropped by cleanings
+    moldau_log_cleaner_max_dirty_ratio        LogCleanerManager max-dirty-percent (0-1)
+    moldau_log_cleaner_max_clean_time_seconds LogCleaner max-clean-time-secs
+    moldau_log_cleaner_uncleanable_partitions LogCleanerManager uncleanable-partitions-count
+    moldau_connections_refused_total{reason}  (none) connections closed at accept: max.connections or
+                                              max.connections.per.ip reached
+    moldau_connections_evicted_total{reason}  (none) open connections closed by the broker: idle (longer than
+                                              connections.max.idle.ms) or partial_request_memory
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -204,6 +217,13 @@ class BrokerMetrics:
         self.under_replicated_partitions = Gauge(
             "moldau_under_replicated_partitions",
             "Partitions led here with fewer in-sync replicas than replicas", registry=r)
+        self.under_min_isr_partitions = Gauge(
+            "moldau_under_min_isr_partitions",
+            "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all is refused)", registry=r)
+        self.active_controller_count = Gauge(
+            "moldau_active_controller_count", "1 on the active controller, 0 on every other broker", registry=r)
+        self.offline_log_dirs = Gauge("moldau_offline_log_dirs",
+                                      "Log dirs of this broker taken offline after an I/O error", registry=r)
         self.offline_partitions = Gauge(
             "moldau_offline_partitions", "Partitions without a leader (reported by the active controller)",
             registry=r)
@@ -218,6 +238,25 @@ class BrokerMetrics:
         self.leader_partitions = Gauge("moldau_leader_partitions", "Partitions led by this broker",
                                        registry=r)
         self.open_connections = Gauge("moldau_connections", "Open client connections", registry=r)
+        self.cleaner_runs_total = Counter("moldau_log_cleaner_runs_total", "Log cleanings finished",
+                                          registry=r)
+        self.cleaner_bytes_removed_total = Counter(
+            "moldau_log_cleaner_bytes_removed_total", "Bytes removed from logs by the cleaner", registry=r)
+        self.cleaner_records_removed_total = Counter(
+            "moldau_log_cleaner_records_removed_total", "Records removed from logs by the cleaner", registry=r)
+        self.cleaner_max_dirty_ratio = Gauge("moldau_log_cleaner_max_dirty_ratio",
+                                             "Dirty ratio of the last log picked for cleaning", registry=r)
+        self.cleaner_max_clean_time = Gauge("moldau_log_cleaner_max_clean_time_seconds",
+                                            "Longest cleaning so far", registry=r)
+        self.cleaner_uncleanable_partitions = Gauge(
+            "moldau_log_cleaner_uncleanable_partitions", "Partitions the cleaner gave up on", registry=r)
+        self._max_clean_time = 0.0
+        self.connections_refused_total = Counter(
+            "moldau_connections_refused_total", "Connections closed right after accept because a limit was reached",
+            ["reason"], registry=r)
+        self.connections_evicted_total = Counter(
+            "moldau_connections_evicted_total", "Open connections the broker closed (idle, partial_request_memory)",
+            ["reason"], registry=r)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -252,6 +291,12 @@ class BrokerMetrics:
     def connections(self, delta: int) -> None:
         self.open_connections.inc(delta)
 
+    def connection_refused(self, reason: str) -> None:
+        self.connections_refused_total.labels(reason).inc()
+
+    def connection_evicted(self, reason: str) -> None:
+        self.connections_evicted_total.labels(reason).inc()
+
     def set_request_queue_size_callback(self, fn: Callable[[], float]) -> None:
         self.request_queue_size.set_function(_safe(fn, "moldau_request_queue_size"))
 
@@ -259,8 +304,17 @@ class BrokerMetrics:
         """Report `fn()` (e.g. `lambda: purgatory.num_delayed`) as moldau_purgatory_size{purgatory=name}."""
         self.purgatory_size.labels(name).set_function(_safe(fn, f"moldau_purgatory_size{{{name}}}"))
 
+    def set_active_controller_callback(self, fn: Callable[[], float]) -> None:
+        self.active_controller_count.set_function(_safe(fn, "moldau_active_controller_count"))
+
+    def set_offline_log_dirs_callback(self, fn: Callable[[], float]) -> None:
+        self.offline_log_dirs.set_function(_safe(fn, "moldau_offline_log_dirs"))
+
     def set_under_replicated_callback(self, fn: Callable[[], float]) -> None:
         self.under_replicated_partitions.set_function(_safe(fn, "moldau_under_replicated_partitions"))
+
+    def set_under_min_isr_callback(self, fn: Callable[[], float]) -> None:
+        self.under_min_isr_partitions.set_function(_safe(fn, "moldau_under_min_isr_partitions"))
 
     def isr_changed(self, shrunk: bool) -> None:
         (self.isr_shrinks_total if shrunk else self.isr_expands_total).inc()
@@ -272,6 +326,21 @@ class BrokerMetrics:
     def set_partition_callbacks(self, partitions: Callable[[], float], leaders: Callable[[], float]) -> None:
         self.partitions.set_function(_safe(partitions, "moldau_partitions"))
         self.leader_partitions.set_function(_safe(leaders, "moldau_leader_partitions"))
+
+    def cleaner_run(self, bytes_removed: int, records_removed: int, seconds: float) -> None:
+        """One log cleaning finished."""
+        self.cleaner_runs_total.inc()
+        self.cleaner_bytes_removed_total.inc(max(bytes_removed, 0))
+        self.cleaner_records_removed_total.inc(records_removed)
+        if seconds > self._max_clean_time:
+            self._max_clean_time = seconds
+            self.cleaner_max_clean_time.set(seconds)
+
+    def set_cleaner_callbacks(self, max_dirty_ratio: Callable[[], float],
+                              uncleanable: Callable[[], float]) -> None:
+        self.cleaner_max_dirty_ratio.set_function(_safe(max_dirty_ratio, "moldau_log_cleaner_max_dirty_ratio"))
+        self.cleaner_uncleanable_partitions.set_function(
+            _safe(uncleanable, "moldau_log_cleaner_uncleanable_partitions"))
 
     def render(self) -> bytes:
         """The text exposition of this registry (what /metrics serves)."""

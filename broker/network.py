@@ -1,9 +1,11 @@
 """Acceptors and connection coroutines: framing, one request in flight per connection, response writing, sendfile.
 
-Each connection is a coroutine over a raw non-blocking socket (``loop.sock_recv_into`` / ``sock_sendall``) rather
+Each connection is a coroutine over a raw non-blocking socket (``recv_into`` when readable / ``sock_sendall``) rather
 than an asyncio transport, so that fetch responses can send log bytes straight from segment files with
 ``os.sendfile`` on the socket's descriptor. Like Kafka's processors, a connection reads the next request only after
 the response to the previous one has been written ("muting"), which keeps responses in order without bookkeeping.
+Connection limits (max.connections, per IP, idle time, the partial-frame budget) live in ``SocketServer``; see
+docs/operations.md.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from moldau.broker.apis import ADVERTISED_VERSIONS
+from moldau.broker.config import BrokerConfig, parse_ip_overrides
 from moldau.broker.request_channel import Request, RequestChannel
 from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
@@ -36,6 +40,7 @@ from moldau.protocol.types import INT16, INT32, DecodeError
 log = logging.getLogger("moldau.network")
 
 RECV_SIZE = 256 * 1024
+UNLIMITED = 2**63 - 1
 
 
 class NetworkMetrics(Protocol):
@@ -44,6 +49,36 @@ class NetworkMetrics(Protocol):
     def bytes_out(self, n: int, sendfile: int) -> None: ...
     def request_done(self, api: str, seconds: float) -> None: ...
     def connections(self, delta: int) -> None: ...
+    def connection_refused(self, reason: str) -> None: ...
+    def connection_evicted(self, reason: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """max.connections, max.connections.per.ip (+ overrides, keyed by IP), connections.max.idle.ms (-1 = never)
+    and the budget for partially received frames summed over all connections."""
+
+    max_connections: int = UNLIMITED
+    max_per_ip: int = UNLIMITED
+    per_ip_overrides: dict[str, int] = field(default_factory=dict)
+    max_idle_ms: int = -1
+    partial_bytes_budget: int = UNLIMITED
+
+    def limit_for(self, ip: str) -> int:
+        return self.per_ip_overrides.get(ip, self.max_per_ip)
+
+    @classmethod
+    def from_config(cls, cfg: BrokerConfig) -> ConnectionLimits:
+        """The limits of a broker config; override host names are resolved once, here, as Kafka does."""
+        overrides: dict[str, int] = {}
+        for host, limit in parse_ip_overrides(str(cfg.get("max.connections.per.ip.overrides"))).items():
+            try:
+                overrides[socket.gethostbyname(host)] = limit
+            except OSError:
+                log.warning("max.connections.per.ip.overrides: cannot resolve %s; using it as given", host)
+                overrides[host] = limit
+        return cls(int(cfg.get("max.connections")), int(cfg.get("max.connections.per.ip")), overrides,
+                   int(cfg.get("connections.max.idle.ms")), int(cfg.get("moldau.socket.partial.requests.max.bytes")))
 
 
 def supported_api_versions() -> list[dict[str, int]]:
@@ -56,8 +91,14 @@ def _regions(part: Any) -> list[Any]:
 
 
 class Connection:
+    """One client socket. Reads go into the socket server's one shared receive buffer (read and decoded without
+    an await in between, so connections never see each other's bytes): an idle connection holds no buffer of
+    its own, only the bytes of a frame it has partly received."""
+
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...], listener: str, channel: RequestChannel,
-                 max_request_size: int, metrics: NetworkMetrics, on_close: Callable[[Connection], None]) -> None:
+                 max_request_size: int, metrics: NetworkMetrics, on_close: Callable[[Connection], None],
+                 recv_view: memoryview | None = None,
+                 on_partial: Callable[[Connection, int], None] | None = None) -> None:
         self.sock = sock
         self.peer = peer
         self.listener = listener
@@ -65,32 +106,49 @@ class Connection:
         self.metrics = metrics
         self.decoder = FrameDecoder(max_request_size)
         self.on_close = on_close
+        self.on_partial = on_partial
+        self.recv_view = recv_view if recv_view is not None else memoryview(bytearray(RECV_SIZE))
         self.loop = asyncio.get_running_loop()
         self.task: asyncio.Task[None] | None = None
+        self.partial_bytes = 0  # bytes of an incomplete frame held by the decoder
+        self.last_active = self.loop.time()
+        self.in_flight = False  # a request is being handled or its response written: never idle
+        self.evicted = False  # closed by the socket server (idle, memory budget); the task is cancelled
 
     @property
     def name(self) -> str:
         return f"{self.peer[0]}:{self.peer[1]}"
 
     async def run(self) -> None:
-        loop = self.loop
-        buf = bytearray(RECV_SIZE)
-        view = memoryview(buf)
+        view = self.recv_view
         try:
             while True:
-                n = await loop.sock_recv_into(self.sock, view)
+                try:
+                    n = self.sock.recv_into(view)
+                except BlockingIOError:
+                    await self._readable()
+                    continue
                 if n == 0:
                     return
                 t0 = time.perf_counter()
+                self.last_active = self.loop.time()
                 self.metrics.bytes_in(n)
                 try:
                     frames = self.decoder.feed(view[:n])
                 except (FrameTooLarge, InvalidFrame) as exc:
                     log.warning("closing connection from %s: %s", self.name, exc)
                     return
+                if self.on_partial is not None and self.decoder.buffered != self.partial_bytes:
+                    self.on_partial(self, self.decoder.buffered)
+                    if self.evicted:
+                        return
                 self.metrics.network_busy(time.perf_counter() - t0)
                 for frame in frames:
-                    if not await self._handle_frame(frame):
+                    self.in_flight = True
+                    keep = await self._handle_frame(frame)
+                    self.in_flight = False
+                    self.last_active = self.loop.time()
+                    if not keep:
                         return
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s ended: %s", self.name, exc)
@@ -98,6 +156,20 @@ class Connection:
             pass
         finally:
             self.close()
+
+    async def _readable(self) -> None:
+        fut: asyncio.Future[None] = self.loop.create_future()
+        fd = self.sock.fileno()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.loop.add_reader(fd, ready)
+        try:
+            await fut
+        finally:
+            self.loop.remove_reader(fd)
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response; False closes the connection."""
@@ -211,20 +283,28 @@ class Connection:
 
 
 class SocketServer:
-    """One acceptor per listener; a coroutine per connection feeding the request channel."""
+    """One acceptor per listener; a coroutine per connection feeding the request channel. Enforces the
+    connection limits: over-limit connections are closed right after accept, idle ones after
+    connections.max.idle.ms, and the largest partial frame goes when their sum exceeds the budget."""
 
     def __init__(self, listeners: list[tuple[str, str, int]], channel: RequestChannel, max_request_size: int,
-                 metrics: NetworkMetrics, send_buffer: int = -1, receive_buffer: int = -1) -> None:
+                 metrics: NetworkMetrics, send_buffer: int = -1, receive_buffer: int = -1,
+                 limits: ConnectionLimits | None = None) -> None:
         self.listeners = listeners
         self.channel = channel
         self.max_request_size = max_request_size
         self.metrics = metrics
         self.send_buffer = send_buffer
         self.receive_buffer = receive_buffer
+        self.limits = limits or ConnectionLimits()
         self.bound: dict[str, tuple[str, int]] = {}
         self._sockets: list[socket.socket] = []
         self._acceptors: list[asyncio.Task[None]] = []
+        self._reaper: asyncio.Task[None] | None = None
         self.connections: set[Connection] = set()
+        self.per_ip: dict[str, int] = {}
+        self.partial_bytes = 0  # sum of Connection.partial_bytes
+        self._recv_view = memoryview(bytearray(RECV_SIZE))
 
     async def start(self) -> None:
         for name, host, port in self.listeners:
@@ -242,6 +322,8 @@ class SocketServer:
             self.bound[name] = (host, lsock.getsockname()[1])
             self._acceptors.append(asyncio.create_task(self._accept_loop(name, lsock)))
             log.info("listening on %s://%s:%d", name, host, self.bound[name][1])
+        if self.limits.max_idle_ms >= 0:
+            self._reaper = asyncio.create_task(self._reap_idle(), name="idle-connection-reaper")
 
     async def _accept_loop(self, name: str, lsock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -254,6 +336,13 @@ class SocketServer:
                 log.warning("accept failed on %s: %s", name, exc)
                 await asyncio.sleep(0.05)
                 continue
+            refused = self._refusal(peer[0])
+            if refused is not None:
+                # Kafka closes over-limit connections at once; the client sees a closed socket and backs off.
+                log.debug("refusing connection from %s:%s: %s reached", peer[0], peer[1], refused)
+                sock.close()
+                self.metrics.connection_refused(refused)
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.send_buffer > 0:
@@ -261,19 +350,77 @@ class SocketServer:
             if self.receive_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
             conn = Connection(sock, peer, name, self.channel, self.max_request_size, self.metrics,
-                              self._forget)
+                              self._forget, self._recv_view, self._partial_changed)
             self.connections.add(conn)
+            self.per_ip[peer[0]] = self.per_ip.get(peer[0], 0) + 1
             self.metrics.connections(1)
             conn.task = asyncio.create_task(conn.run())
+
+    def _refusal(self, ip: str) -> str | None:
+        if len(self.connections) >= self.limits.max_connections:
+            return "max.connections"
+        if self.per_ip.get(ip, 0) >= self.limits.limit_for(ip):
+            return "max.connections.per.ip"
+        return None
+
+    def _partial_changed(self, conn: Connection, held: int) -> None:
+        if conn.evicted:
+            return
+        self.partial_bytes += held - conn.partial_bytes
+        conn.partial_bytes = held
+        while self.partial_bytes > self.limits.partial_bytes_budget:
+            victim = max(self.connections, key=lambda c: c.partial_bytes)
+            if victim.partial_bytes <= 0:  # nothing left to shed: the sum is stale, never spin on it
+                log.error("partial-frame accounting drifted to %d bytes with no holder; resetting",
+                          self.partial_bytes)
+                self.partial_bytes = sum(c.partial_bytes for c in self.connections)
+                break
+            log.warning("closing %s: partial request frames hold %d bytes in all, above "
+                        "moldau.socket.partial.requests.max.bytes=%d; it holds the most (%d)", victim.name,
+                        self.partial_bytes, self.limits.partial_bytes_budget, victim.partial_bytes)
+            self._evict(victim, "partial_request_memory")
+
+    def _evict(self, conn: Connection, reason: str) -> None:
+        """Ends `conn`: its partial frame is released now, its socket when its task sees the cancellation (the
+        task closes it, so the descriptor is never reused under a reader still registered for it)."""
+        if conn.evicted:
+            return
+        conn.evicted = True
+        self.metrics.connection_evicted(reason)
+        self.partial_bytes -= conn.partial_bytes
+        conn.partial_bytes = 0
+        if conn.task is not None:
+            conn.task.cancel()
+
+    async def _reap_idle(self) -> None:
+        idle_s = self.limits.max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 10.0))
+            cutoff = loop.time() - idle_s
+            for conn in [c for c in self.connections
+                         if not c.in_flight and not c.evicted and c.last_active < cutoff]:
+                log.debug("closing %s: idle for more than connections.max.idle.ms", conn.name)
+                self._evict(conn, "idle")
 
     def _forget(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
+            self.partial_bytes -= conn.partial_bytes
+            conn.partial_bytes = 0
+            ip = conn.peer[0]
+            left = self.per_ip.get(ip, 0) - 1
+            if left > 0:
+                self.per_ip[ip] = left
+            else:
+                self.per_ip.pop(ip, None)
             self.metrics.connections(-1)
 
     def stop_accepting(self) -> None:
         for task in self._acceptors:
             task.cancel()
+        if self._reaper is not None:
+            self._reaper.cancel()
         for lsock in self._sockets:
             lsock.close()
         self._sockets.clear()

@@ -100,6 +100,13 @@ class Partition:
         self.maybe_advance_high_watermark()
         return info
 
+    @property
+    def offsets_settling(self) -> bool:
+        """KIP-207: a new leader's high watermark can still be below the log end offset it took the leadership
+        with. Until it reaches it, the latest offset it would report could be lower than one its predecessor
+        already reported, so clients asking for offsets are told OFFSET_NOT_AVAILABLE (retriable) instead."""
+        return self.is_leader and self.high_watermark < self.leader_epoch_start_offset
+
     # ------------------------------------------------------------------ leader: followers and the ISR
     def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """A follower fetched from ``fetch_offset``: record its log end offset and whether it is caught up.

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from moldau.broker.partition import Partition
@@ -74,6 +75,9 @@ class FetcherSettings:
     partition_max_bytes: int = 1024 * 1024
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30000
+    # Told (log dir, error) when writing a fetched batch fails with an I/O error: the replica manager takes the
+    # dir offline, which also stops fetching for its partitions.
+    on_log_dir_failure: Callable[[Path, BaseException], None] | None = None
 
 
 class Fetcher:
@@ -250,6 +254,11 @@ class Fetcher:
                 except StorageError as exc:
                     log.warning("%s-%d: cannot append the leader's batches (%s); re-syncing", *tp, exc)
                     st.truncating = True
+                    return False
+                except OSError as exc:
+                    if self.settings.on_log_dir_failure is None:
+                        raise
+                    self.settings.on_log_dir_failure(log_.dir.parent, exc)
                     return False
             partition.update_follower_high_watermark(int(p["high_watermark"]))
             self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from moldau.broker.metadata import PartitionState, TopicMetadata
@@ -90,6 +91,10 @@ class ReplicaManager:
         # Called with True after an ISR shrink, False after an expansion (metrics).
         self.isr_change_listeners: list[Callable[[bool], None]] = []
         self._isr_tasks: set[asyncio.Task[None]] = set()
+        # Partitions whose log dir failed: answered with KAFKA_STORAGE_ERROR until a restart.
+        self.offline_partitions: set[TopicPartition] = set()
+        # Called with (failed dir, True if no log dir is left) when a log dir goes offline.
+        self.log_dir_failure_listeners: list[Callable[[Path, bool], None]] = []
         # Internal writers (the group coordinator) waiting for the HW: tp -> [(offset, future)].
         self._hw_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
 
@@ -126,6 +131,8 @@ class ReplicaManager:
         """Applies one partition of a LeaderAndIsr (ZooKeeper mode): creates the log when needed, takes the new
         leader/ISR/epoch unless the request's leader epoch is older than the one we have."""
         tp = (topic, state.partition)
+        if tp in self.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # the controller treats this replica as offline
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch < partition.leader_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
@@ -169,6 +176,27 @@ class ReplicaManager:
             self.remove_partition(tp, delete=True)
         return ErrorCode.NONE
 
+    def log_dir_failed(self, d: Path, exc: BaseException) -> None:
+        """An I/O error in log dir ``d``: every partition in it goes offline here (KIP-112). Fetchers stop for
+        them, waiting produces learn they failed, and the listeners tell the controller (which moves leadership
+        and shrinks ISRs) or, when no log dir is left, stop the broker."""
+        if d in self.log_manager.offline_dirs:
+            return
+        failed = self.log_manager.mark_dir_offline(d)
+        log.error("log dir %s failed (%r): %d partitions offline", d, exc, len(failed))
+        for tp in failed:
+            self.offline_partitions.add(tp)
+            partition = self.partitions.pop(tp, None)
+            if partition is None:
+                continue
+            partition.leader_id = -1
+            for listener in self.role_listeners:
+                listener(partition, False)
+            self._hw_changed(tp)
+        no_dir_left = not self.log_manager.online_dirs
+        for failure_listener in self.log_dir_failure_listeners:
+            failure_listener(d, no_dir_left)
+
     def remove_partition(self, tp: TopicPartition, delete: bool) -> None:
         self.partitions.pop(tp, None)
         if delete:
@@ -180,6 +208,8 @@ class ReplicaManager:
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         partition = self.partitions.get((topic, index))
         if partition is None:
+            if (topic, index) in self.offline_partitions:
+                return None, ErrorCode.KAFKA_STORAGE_ERROR
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if not partition.is_leader:
             return None, ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -242,6 +272,9 @@ class ReplicaManager:
         except StorageError as exc:
             log.info("append to %s-%d refused: %s", topic, index, exc)
             return AppendResult(exc.error_code, message=str(exc))
+        except OSError as exc:
+            self.log_dir_failed(partition.log.dir.parent, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir failed: {exc.strerror}")
         if partition.high_watermark != hw:
             self._hw_changed((topic, index))
         else:
@@ -276,6 +309,10 @@ class ReplicaManager:
             return result
         except StorageError as exc:
             result.error = exc.error_code
+            return result
+        except OSError as exc:
+            self.log_dir_failed(log_.dir.parent, exc)
+            result.error = ErrorCode.KAFKA_STORAGE_ERROR
             return result
         result.records = RecordsView(data.regions, data.size)
         result.size = data.size
@@ -359,6 +396,10 @@ class ReplicaManager:
     # ------------------------------------------------------------------ metrics
     def under_replicated_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < len(p.replicas))
+
+    def under_min_isr_count(self) -> int:
+        """Partitions led here where acks=all is refused before append (the leader's own in-memory ISR)."""
+        return sum(1 for p in self.partitions.values() if p.is_leader and len(p.isr) < p.min_insync_replicas)
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
-from moldau.broker.network import SocketServer
+from moldau.broker.network import ConnectionLimits, SocketServer
 from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
 from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
@@ -39,6 +39,22 @@ if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
 
 log = logging.getLogger("moldau.server")
+
+# Seconds the shutdown steps after controlled shutdown (fetchers, ISR writes, connections, handlers, ZooKeeper)
+# may take together; each one that overruns is abandoned with a warning, so SIGTERM ends within
+# controlled.shutdown.max.retries x controlled.shutdown.retry.backoff.ms + this, whatever ZooKeeper is doing.
+# The log flush and the clean-shutdown marker come after and are never skipped.
+SHUTDOWN_GRACE_S = 5.0
+
+
+async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
+    """Awaits one shutdown step until `deadline` (monotonic); a step that overruns or fails is logged and left."""
+    try:
+        await asyncio.wait_for(aw, max(deadline - time.monotonic(), 0.05))
+    except TimeoutError:
+        log.warning("shutdown: %s did not finish in time; going on without it", what)
+    except Exception:
+        log.exception("shutdown: %s failed; going on", what)
 
 
 class BrokerServer:
@@ -65,6 +81,9 @@ class BrokerServer:
         self.metrics_port: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        # Set when the broker must stop on its own (every log dir failed); __main__ exits with exit_code.
+        self.stop_requested = asyncio.Event()
+        self.exit_code = 0
 
     async def start(self) -> None:
         cfg = self.config
@@ -97,8 +116,10 @@ class BrokerServer:
                 max_bytes=int(cfg.get("replica.fetch.response.max.bytes")),
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
-                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms"))), self._endpoint_of)
+                socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
+                on_log_dir_failure=rm.log_dir_failed), self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
+        rm.log_dir_failure_listeners.append(self._on_log_dir_failure)
         if self.zk_mode is not None:
             self.producer_ids = await self.zk_mode.producer_ids()
         else:
@@ -107,7 +128,8 @@ class BrokerServer:
         listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
         self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
                                           self.metrics, int(cfg.get("socket.send.buffer.bytes")),
-                                          int(cfg.get("socket.receive.buffer.bytes")))
+                                          int(cfg.get("socket.receive.buffer.bytes")),
+                                          limits=ConnectionLimits.from_config(cfg))
         await self.socket_server.start()
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
@@ -141,6 +163,10 @@ class BrokerServer:
                        lambda: self._log_manager().flush_due(self.clock.time_ms()))
         self._schedule("recovery-point-checkpoint", int(cfg.get("log.flush.offset.checkpoint.interval.ms")),
                        lambda: self._log_manager().checkpoint())
+        if cfg.get("log.cleaner.enable"):
+            from moldau.broker.log_cleaner import CleanerService
+
+            self._tasks += CleanerService(self._log_manager, cfg, self.metrics, self.clock).start()
         self._schedule("isr-expiration", max(int(cfg.get("replica.lag.time.max.ms")) // 2, 1),
                        rm.maybe_shrink_isrs)
         self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
@@ -216,11 +242,15 @@ class BrokerServer:
         m.set_request_queue_size_callback(lambda: float(channel.size()))
         m.track_purgatory("Fetch", lambda: float(purgatory.num_delayed))
         m.set_under_replicated_callback(lambda: float(rm.under_replicated_count()))
+        m.set_offline_log_dirs_callback(lambda: float(len(rm.log_manager.offline_dirs)))
+        m.set_under_min_isr_callback(lambda: float(rm.under_min_isr_count()))
         fetchers, controller = self.fetcher_manager, self.controller
         rm.isr_change_listeners.append(m.isr_changed)
         m.set_replication_callbacks(
             max_lag=lambda: float(fetchers.max_lag() if fetchers is not None else 0),
             offline=lambda: float(controller.offline_partition_count() if controller is not None else 0))
+        # Standalone mode has no controller election: its single broker is the controller.
+        m.set_active_controller_callback(lambda: float(controller.active if controller is not None else 1))
         produce = self.produce_purgatory
         assert produce is not None
         m.track_purgatory("Produce", lambda: float(produce.num_delayed))
@@ -242,10 +272,27 @@ class BrokerServer:
         if 0 < interval_ms < (1 << 31):
             self._tasks.append(asyncio.create_task(loop(), name=name))
 
+    def _on_log_dir_failure(self, log_dir: Path, no_dir_left: bool) -> None:
+        """A log dir failed: tell the controller (it moves leadership off the partitions there), or stop the
+        broker when no log dir is left, as Kafka does."""
+        if no_dir_left:
+            log.critical("every log dir has failed (the last: %s); shutting down", log_dir)
+            self.exit_code = 1
+            self.stop_requested.set()
+            return
+        if self.zk_mode is not None:
+            task = asyncio.get_running_loop().create_task(self.zk_mode.report_log_dir_failure(),
+                                                          name="log-dir-event")
+            self._tasks.append(task)
+
     async def shutdown(self) -> None:
         log.info("Moldau broker %d shutting down", self.broker_id)
         if self.zk_mode is not None and self.handler_pool is not None:
-            await self.zk_mode.controlled_shutdown()
+            cfg = self.config
+            budget = (int(cfg.get("controlled.shutdown.max.retries"))
+                      * int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000)
+            await _bounded("controlled shutdown", self.zk_mode.controlled_shutdown(), time.monotonic() + budget)
+        deadline = time.monotonic() + SHUTDOWN_GRACE_S
         for task in self._tasks:
             task.cancel()
         if self.socket_server is not None:
@@ -255,19 +302,19 @@ class BrokerServer:
         if self.produce_purgatory is not None:
             self.produce_purgatory.shutdown()
         if self.fetcher_manager is not None:
-            await self.fetcher_manager.shutdown()
+            await _bounded("replica fetchers", self.fetcher_manager.shutdown(), deadline)
         if self.replica_manager is not None:
-            await self.replica_manager.shutdown()
+            await _bounded("pending ISR writes", self.replica_manager.shutdown(), deadline)
         # --- group coordinator ---
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         # --- end group coordinator ---
         if self.socket_server is not None:
-            await self.socket_server.close_all()
+            await _bounded("client connections", self.socket_server.close_all(), deadline)
         if self.handler_pool is not None:
-            await self.handler_pool.stop()
+            await _bounded("request handlers", self.handler_pool.stop(), deadline)
         if self.zk_mode is not None:
-            await self.zk_mode.close()
+            await _bounded("ZooKeeper session", self.zk_mode.close(), deadline)
         if self.log_manager is not None:
             if self.replica_manager is not None:
                 self.replica_manager.checkpoint_high_watermarks()

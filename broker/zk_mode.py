@@ -173,6 +173,12 @@ class ZkMode:
                           partition.zk_version)
         return await self.zk.update_leader_and_isr(partition.topic, partition.index, state)
 
+    async def report_log_dir_failure(self) -> None:
+        try:
+            await self.zk.report_log_dir_failure(self.broker_id)
+        except Exception as exc:  # ZooKeeper unreachable: the controller learns at our next LeaderAndIsr answer
+            log.error("cannot report the failed log dir to the controller: %r", exc)
+
     async def controlled_shutdown(self) -> bool:
         """Asks the controller to move this broker's leaderships away; retries as configured."""
         cfg = self.config

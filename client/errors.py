@@ -66,3 +66,15 @@ class NotConnectedError(KafkaConnectionError):
 
 class ProtocolViolationError(KafkaConnectionError):
     """The peer broke the framing rules (bad size, unknown or out-of-order correlation id); we closed the link."""
+
+
+class ConfigError(ClientError, ValueError):
+    """A client setting is unknown or has an invalid value; ``key`` names it (Kafka's spelling)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}")
+
+
+class NoBrokersAvailableError(KafkaConnectionError):
+    """None of the bootstrap servers (or known brokers) accepted a connection."""

@@ -4,8 +4,8 @@
 #     source scripts/_setup.sh
 #     moldau_setup
 #
-# It installs the system tools the integration tests use (kcat, ZooKeeper, a Java runtime) when they are
-# missing and we are root, creates .venv with Python >= 3.11 and runs `pip install -e '.[test]'` only when
+# It installs the system tools the tests use (kcat, ZooKeeper, a Java runtime, docker-compose, Prometheus) when
+# they are missing and we are root, creates .venv with Python >= 3.11 and runs `pip install -e '.[test]'` only when
 # pyproject.toml changed since the last successful install (a stamp file inside .venv records its hash).
 # Nothing here prompts: it must work with CI=true and no stdin.
 
@@ -20,6 +20,9 @@ _moldau_missing_system_packages() {
     command -v kcat >/dev/null 2>&1 || missing+=(kcat)
     [ -x /usr/share/zookeeper/bin/zkServer.sh ] || command -v zkServer.sh >/dev/null 2>&1 || missing+=(zookeeper)
     command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+    # ops checks: `docker-compose config -q` on docker-compose.yml; promtool and a real Prometheus (tests/ops).
+    command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+    { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
     if [ "${#missing[@]}" -gt 0 ]; then
         printf '%s\n' "${missing[@]}"
     fi

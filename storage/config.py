@@ -40,10 +40,18 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type: CreateTime | LogAppendTime
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms
     cleanup_policy: str = "delete"  # cleanup.policy: "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = 24 * 3600 * 1000  # delete.retention.ms: how long tombstones survive cleaning
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy
 
     @property
     def delete_enabled(self) -> bool:

@@ -33,11 +33,19 @@ from moldau.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileRegion,
     LogSegment,
 )
-from moldau.storage.validation import Batches, batches_end, validate_follower_batches, validate_leader_batches
+from moldau.storage.swap import recover_swaps
+from moldau.storage.validation import (
+    Batches,
+    batches_end,
+    check_keys_present,
+    validate_follower_batches,
+    validate_leader_batches,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +161,8 @@ class Log:
         return bases
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        if recover_swaps(self.dir):
+            clean_shutdown = False  # swapped-in segments have no trusted indexes: revalidate
         bases = sorted(self._remove_stray_files())
         for base in bases:
             self._segments.append(self._new_segment(base))
@@ -245,6 +255,8 @@ class Log:
         the produce path; a read-only one is copied first."""
         view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
         validated = validate_leader_batches(view, self.config.max_message_bytes)
+        if self.config.compact_enabled:
+            check_keys_present(view, validated, f"{self.topic}-{self.partition}")
         buf: memoryview | bytearray = view if not view.readonly else bytearray(view)
         append_time = self.clock.time_ms() if self.config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
@@ -521,6 +533,26 @@ class Log:
             for seg in due:
                 seg.delete()
         return len(due)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> bool:
+        """Swaps a cleaned segment (files named ``*.swap``) in for ``old``, a contiguous run of non-active
+        segments. The segment list is replaced in one assignment, so a reader sees either version. False (and
+        the new files removed) when ``old`` is no longer part of the log (retention or truncation got there
+        first)."""
+        segs = self._segments
+        try:
+            i = next(k for k, s in enumerate(segs) if s is old[0])
+        except StopIteration:
+            i = -1
+        if i < 0 or segs[i : i + len(old)] != old or i + len(old) >= len(segs) or segs[-1].closed:
+            new.delete()
+            return False
+        self._schedule_delete(old)  # .deleted first: a crash now still completes the swap at load
+        new.rename_suffix(SWAP_SUFFIX, "")
+        new_segments = segs[:i] + [new] + segs[i + len(old) :]
+        self._segments, self._bases = new_segments, [s.base_offset for s in new_segments]
+        fsync_dir(self.dir)
+        return True
 
     # --- durability and lifecycle ----------------------------------------------------------------------------
 

@@ -49,6 +49,8 @@ class LogManager:
         self.default_config = default_config
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._logs: dict[TopicPartition, Log] = {}
+        # Log dirs that failed (an I/O error: disk full, gone, read-only): never written again until a restart.
+        self.offline_dirs: set[Path] = set()
         self._locks: list[int] = []
         self._loaded = False
         try:
@@ -152,7 +154,10 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"illegal partition {partition}")
         counts = self.partition_counts()
-        target = min(self.log_dirs, key=lambda d: counts[d])  # ties: the first listed dir
+        online = self.online_dirs
+        if not online:
+            raise StorageError("every log dir is offline")
+        target = min(online, key=lambda d: counts[d])  # ties: the first listed dir
         log = Log(
             target / f"{topic}-{partition}", config or self.default_config, self.clock, clean_shutdown=True
         )
@@ -160,6 +165,27 @@ class LogManager:
         self._logs[(topic, partition)] = log
         logger.info("created log %s-%d in %s", topic, partition, target)
         return log
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def mark_dir_offline(self, d: Path) -> list[TopicPartition]:
+        """Takes a failed log dir out of service (Kafka's JBOD handling, KIP-112): its logs are closed as far as
+        the failing disk allows and forgotten; nothing is written there again (checkpoints included) until the
+        broker restarts and recovers them. Returns the partitions that were in it."""
+        if d in self.offline_dirs:
+            return []
+        self.offline_dirs.add(d)
+        gone = [tp for tp, lg in self._logs.items() if lg.dir.parent == d]
+        for tp in gone:
+            lg = self._logs.pop(tp)
+            try:
+                lg.close(take_snapshot=False)
+            except (OSError, StorageError) as exc:
+                logger.debug("closing %s-%d in failed dir %s: %r", *tp, d, exc)
+        logger.error("log dir %s is offline; %d partitions in it are no longer served here", d, len(gone))
+        return gone
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Closes the log, renames its directory to ``<topic>-<partition>.<uuid>-delete`` and removes it."""
@@ -190,7 +216,7 @@ class LogManager:
         return sum(1 for log in self.all_logs() if log.flush_due(now))
 
     def _by_dir(self) -> dict[Path, list[Log]]:
-        groups: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
+        groups: dict[Path, list[Log]] = {d: [] for d in self.online_dirs}
         for log in self._logs.values():
             groups.setdefault(log.dir.parent, []).append(log)
         return groups
@@ -229,7 +255,7 @@ class LogManager:
         for log in self.all_logs():
             log.close(flush=True)
         self.checkpoint()
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             with open(d / CLEAN_SHUTDOWN_FILE, "wb") as f:
                 os.fsync(f.fileno())
             fsync_dir(d)

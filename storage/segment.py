@@ -34,6 +34,8 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a replacement segment being written by the log cleaner
+SWAP_SUFFIX = ".swap"  # a finished replacement segment: it wins over the segments it overlaps at load
 INT32_MAX = 2**31 - 1
 
 _SCAN_CHUNK = 16 * 1024  # header scans: holds ~4 index intervals of small batches
@@ -97,15 +99,20 @@ class LogSegment:
         segment_index_bytes: int,
         created_ms: int,
         roll_jitter_ms: int = 0,
+        suffix: str = "",
     ) -> None:
+        """``suffix`` (e.g. ``.cleaned``) is appended to the three file names: the cleaner's replacement
+        segments are written under such names and renamed into place by :meth:`rename_suffix`."""
         prefix = filename_prefix(base_offset)
         self.base_offset = base_offset
-        self.log_path = dir / (prefix + LOG_SUFFIX)
+        self.log_path = dir / (prefix + LOG_SUFFIX + suffix)
         self.file = io.FileIO(self.log_path, "a+")
         self._fd = self.file.fileno()
         self.size = os.fstat(self._fd).st_size
-        self.index = OffsetIndex(dir / (prefix + INDEX_SUFFIX), base_offset, segment_index_bytes)
-        self.time_index = TimeIndex(dir / (prefix + TIME_INDEX_SUFFIX), base_offset, segment_index_bytes)
+        self.index = OffsetIndex(dir / (prefix + INDEX_SUFFIX + suffix), base_offset, segment_index_bytes)
+        self.time_index = TimeIndex(
+            dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, segment_index_bytes
+        )
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
@@ -436,6 +443,15 @@ class LogSegment:
         self.log_path = deleted
         for idx in (self.index, self.time_index):
             idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
+
+    def rename_suffix(self, old: str, new: str) -> None:
+        """Renames the three files from ``<name><old>`` to ``<name><new>`` (index files first, the ``.log``
+        last: the log file's name is what recovery at load goes by)."""
+        for idx in (self.index, self.time_index):
+            idx.rename(idx.path.with_name(idx.path.name.removesuffix(old) + new))
+        path = self.log_path.with_name(self.log_path.name.removesuffix(old) + new)
+        os.replace(self.log_path, path)
+        self.log_path = path
 
     def delete(self) -> None:
         """Closes and removes the files (without the final time-index entry: they are going away)."""

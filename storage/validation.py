@@ -4,13 +4,16 @@ checks of ``LogValidator``). Never decompresses: the work is per batch, not per 
 
 from __future__ import annotations
 
+from moldau.protocol.compression import decompress
 from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
     MAGIC,
     MAGIC_OFFSET,
     MIN_BATCH_LENGTH,
     BatchHeader,
+    Buffer,
     RecordBatchError,
+    decode_varint,
     iter_headers,
     read_header,
     valid_crc,
@@ -109,3 +112,43 @@ def batches_end(batches: Batches) -> int:
         return 0
     pos, h = batches[-1]
     return pos + h.total_size
+
+
+def _first_keyless_record(body: bytes, count: int) -> int:
+    """Index of the first record with a null key, -1 if none: reads each record's length, skips its attributes,
+    timestamp delta and offset delta, reads the key length. No values or headers are decoded; one-byte varints
+    (the common case) are read inline."""
+    pos = 0
+    try:
+        for i in range(count):
+            b = body[pos]
+            if b < 0x80:
+                length, start = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, start = decode_varint(body, pos)
+            p = start + 1  # attributes
+            for _ in range(2):  # timestamp delta, offset delta
+                if body[p] < 0x80:
+                    p += 1
+                else:
+                    p = decode_varint(body, p)[1]
+            b = body[p]
+            if b == 1 or (b >= 0x80 and decode_varint(body, p)[0] < 0):  # zigzag(-1) == 1: a null key
+                return i
+            pos = start + length
+    except (IndexError, RecordBatchError):
+        raise InvalidRecordError("record runs past the end of its batch") from None
+    return -1
+
+
+def check_keys_present(buf: Buffer, batches: Batches, topic_partition: str) -> None:
+    """A compacted topic refuses records without a key (Kafka's LogValidator): the cleaner could never remove
+    them. Runs only for compacted topics; raises before anything is appended."""
+    view = memoryview(buf)
+    for pos, h in batches:
+        payload = view[pos + BATCH_HEADER_SIZE : pos + h.total_size]
+        body = bytes(payload) if h.compression == 0 else decompress(h.compression, payload)
+        if _first_keyless_record(body, h.records_count) >= 0:
+            raise InvalidRecordError(
+                f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+            )

@@ -29,6 +29,9 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: dict[str, Any]
             if ts == MAX_TIMESTAMP and version < 7:
                 entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
                 continue
+            if consumer and ts != EARLIEST and partition.offsets_settling:
+                entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
+                continue
             log_ = partition.log
             if ts == LATEST:
                 found: tuple[int, int] | None = (partition.high_watermark if consumer else log_.log_end_offset, -1)

@@ -56,6 +56,11 @@ class ControllerContext:
     topic_ids: dict[str, bytes] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[TP, Z.LeaderIsr] = field(default_factory=dict)
+    # Replicas on a failed log dir of a live broker (KIP-112): they may neither lead nor stay in the ISR.
+    offline_replicas: dict[int, set[TP]] = field(default_factory=dict)
+
+    def replica_online(self, broker_id: int, tp: TP) -> bool:
+        return broker_id in self.live and tp not in self.offline_replicas.get(broker_id, ())
 
     def replicas(self, tp: TP) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
@@ -99,6 +104,8 @@ class Controller:
         client.watch_children(Z.DELETE_TOPICS, lambda _: self._enqueue_if_active("topic-deletion",
                                                                                    self._on_topic_deletion))
         client.watch_children(Z.ISR_CHANGE, lambda _: self._enqueue_if_active("isr-change", self._on_isr_change))
+        client.watch_children(Z.LOG_DIR_EVENT, lambda _: self._enqueue_if_active("log-dir-event",
+                                                                                   self._on_log_dir_event))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -187,8 +194,10 @@ class Controller:
         for topic in await self.zk.topics():
             await self._load_topic(topic)
         # New partitions get their first state; partitions whose leader is gone get a new one.
+        # Brokers that died before (or while) this controller took over leave every ISR now, exactly as if their
+        # death had been seen: a former controller's own death is only ever handled here.
         await self._initialize_new_partitions(ctx.all_partitions())
-        await self._decide_and_write(ctx.all_partitions(), self._elect_one)
+        await self._decide_and_write(ctx.all_partitions(), self._elect_or_shrink)
         self._send_update_metadata(list(ctx.live), ctx.all_partitions())
         for broker_id in ctx.live:
             self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
@@ -247,7 +256,7 @@ class Controller:
     def _elect_one(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
         """A new leader from the live ISR if the current one is gone (None: nothing to change)."""
         ctx = self.ctx
-        live = [b for b in ctx.live if b not in ctx.shutting_down]
+        live = [b for b in ctx.live if b not in ctx.shutting_down and ctx.replica_online(b, tp)]
         if state.leader in live:
             return None
         result = E.offline_partition_election(ctx.replicas(tp), state.isr, live, self._unclean(tp[0]))
@@ -257,6 +266,18 @@ class Controller:
             log.warning("partition %s-%d has no live in-sync replica (replicas %s, ISR %s): offline", *tp,
                         ctx.replicas(tp), state.isr)
         return self._new_state(tp, result.leader, result.isr)
+
+    def _elect_or_shrink(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        """Kafka's OfflineReplica transition: a partition whose leader is gone gets a new one from the live ISR;
+        one whose leader lives loses its dead replicas from the ISR at once (new leader epoch), so acks=all with
+        min.insync.replicas need not wait replica.lag.time.max.ms for the leader to shrink the ISR itself."""
+        new = self._elect_one(tp, state)
+        if new is not None or state.leader == E.NO_LEADER:
+            return new
+        dead = [r for r in state.isr if not self.ctx.replica_online(r, tp)]
+        if not dead:
+            return None
+        return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
 
     async def _decide_and_write(self, tps: list[TP],
                                 decide: Callable[[TP, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TP, Z.LeaderIsr]:
@@ -355,11 +376,17 @@ class Controller:
     def _on_leader_and_isr_response(self, broker_id: int, response: dict[str, Any]) -> None:
         errors = [(p.get("topic_name", "?"), p["partition_index"], p["error_code"])
                   for p in response.get("partition_errors") or [] if p["error_code"]]
+        names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
         for t in response.get("topics") or []:
-            errors += [("?", p["partition_index"], p["error_code"]) for p in t["partition_errors"] if p["error_code"]]
+            name = names.get(t.get("topic_id") or b"", "?")
+            errors += [(name, p["partition_index"], p["error_code"]) for p in t["partition_errors"]
+                       if p["error_code"]]
         if response.get("error_code") or errors:
             log.warning("LeaderAndIsr to broker %d: error %s, partition errors %s", broker_id,
                         response.get("error_code"), errors[:10])
+        offline = {(t, p) for t, p, code in errors if code == ErrorCode.KAFKA_STORAGE_ERROR and t != "?"}
+        if offline:
+            self._enqueue_if_active("offline-replicas", lambda: self._on_offline_replicas(broker_id, offline))
 
     def _on_simple_response(self, broker_id: int, response: dict[str, Any]) -> None:
         if response.get("error_code"):
@@ -383,18 +410,12 @@ class Controller:
         for b in dead:
             ctx.live.pop(b, None)
             ctx.shutting_down.discard(b)
+            ctx.offline_replicas.pop(b, None)
             if self.channel is not None:
                 await self.channel.remove_broker(b)
 
-        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
-            if state.leader in dead:
-                return self._elect_one(tp, state)
-            if state.leader != E.NO_LEADER and any(r in dead for r in state.isr):
-                return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
-            return None
-
         touched = [tp for tp, s in ctx.states.items() if s.leader in dead or any(r in dead for r in s.isr)]
-        changes = await self._decide_and_write(touched, decide)
+        changes = await self._decide_and_write(touched, self._elect_or_shrink)
         self._propagate(sorted(changes))
 
     async def _on_brokers_started(self, brokers: list[Z.BrokerInfo]) -> None:
@@ -403,6 +424,7 @@ class Controller:
         new_ids = [b.broker_id for b in brokers]
         for b in brokers:
             ctx.live[b.broker_id] = b
+            ctx.offline_replicas.pop(b.broker_id, None)  # restarted: it recovered or moved its log dirs
             if self.channel is not None:
                 self.channel.add_broker(b)
         # The newcomers learn everything; the others learn the new broker list.
@@ -464,6 +486,32 @@ class Controller:
             ctx.assignments.pop(topic, None)
             ctx.topic_ids.pop(topic, None)
             ctx.topic_configs.pop(topic, None)
+
+    async def _on_log_dir_event(self) -> None:
+        """A broker reported a failed log dir: ask it (LeaderAndIsr for all it holds) which replicas are offline;
+        its KAFKA_STORAGE_ERROR answers come back through ``_on_leader_and_isr_response``."""
+        reporters: set[int] = set()
+        for path, broker_id in await self.zk.log_dir_events():
+            if broker_id is not None:
+                reporters.add(broker_id)
+            await self.zk.client.delete(path)
+        for broker_id in sorted(reporters & set(self.ctx.live)):
+            log.info("broker %d reported a failed log dir; checking its replicas", broker_id)
+            self._send_leader_and_isr(broker_id, [tp for tp in self.ctx.all_partitions()
+                                                  if broker_id in self.ctx.replicas(tp)])
+
+    async def _on_offline_replicas(self, broker_id: int, tps: set[TP]) -> None:
+        """Replicas on a failed log dir leave the ISR; partitions they led get a new leader (OfflineReplica)."""
+        if broker_id not in self.ctx.live:
+            return
+        known = self.ctx.offline_replicas.setdefault(broker_id, set())
+        new = sorted(tp for tp in tps if tp not in known and tp in self.ctx.states)
+        if not new:
+            return
+        known.update(new)
+        log.info("broker %d: %d replicas offline (failed log dir): %s", broker_id, len(new), new[:10])
+        changes = await self._decide_and_write(new, self._elect_or_shrink)
+        self._propagate(sorted(changes))
 
     async def _on_isr_change(self) -> None:
         """Leaders report ISR changes they wrote: refresh those states, tell everyone."""

@@ -534,6 +534,26 @@ class KafkaZk:
                                  sequence=True)
         return int(stat.version), list(state.isr)
 
+    async def report_log_dir_failure(self, broker_id: int) -> None:
+        """Tells the controller that a log dir of this broker failed (Kafka's /log_dir_event_notification)."""
+        await self.client.create(f"{Z.LOG_DIR_EVENT}/{Z.LOG_DIR_EVENT_PREFIX}", Z.log_dir_event(broker_id),
+                                 sequence=True)
+
+    async def log_dir_events(self) -> list[tuple[str, int | None]]:
+        """(path, reporting broker) of each pending log dir event; None for a malformed one."""
+        out: list[tuple[str, int | None]] = []
+        for child in await self.client.get_children(Z.LOG_DIR_EVENT):
+            path = f"{Z.LOG_DIR_EVENT}/{child}"
+            found = await self.client.get(path)
+            if found is None:
+                continue
+            try:
+                out.append((path, Z.parse_log_dir_event(path, found[0])))
+            except Z.MalformedZnode as exc:
+                log.error("%s; deleting it", exc)
+                out.append((path, None))
+        return out
+
     async def isr_changes(self) -> list[tuple[str, list[tuple[str, int]]]]:
         out = []
         for child in await self.client.get_children(Z.ISR_CHANGE):

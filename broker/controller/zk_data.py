@@ -24,10 +24,13 @@ CONFIG_CHANGES = "/config/changes"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PERSISTENT_PATHS = (BROKER_IDS, BROKER_TOPICS, CONFIG_TOPICS, CONFIG_CHANGES, DELETE_TOPICS, ISR_CHANGE,
-                    "/admin", "/config")
+                    LOG_DIR_EVENT, "/admin", "/config")
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -253,6 +256,20 @@ def parse_topic_config(topic: str, raw: bytes | None) -> dict[str, str]:
     if not isinstance(config, dict):
         raise MalformedZnode(path, "config must be an object")
     return {str(k): str(v) for k, v in config.items()}
+
+
+# --- /log_dir_event_notification/log_dir_event_<seq> ---------------------------------------------------------
+def log_dir_event(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def parse_log_dir_event(path: str, raw: bytes | None) -> int:
+    """The broker that reported a failed log dir."""
+    data = _loads(path, raw)
+    broker = data.get("broker")
+    if not isinstance(broker, int) or isinstance(broker, bool):
+        raise MalformedZnode(path, "broker must be an integer")
+    return broker
 
 
 # --- /isr_change_notification/isr_change_<seq> ------------------------------------------------------------------

@@ -94,6 +94,8 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    # A cgroup (v2) directory the process starts in, so that all its sockets belong to it (netfault.py).
+    cgroup: Path | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -167,7 +169,7 @@ class BrokerProcess:
                 stdout=err,
                 stderr=err,
                 start_new_session=True,  # Ctrl-C in the test terminal must not hit the broker directly
-                preexec_fn=_die_with_parent,
+                preexec_fn=self._preexec,
             )
         _LIVE.add(self)
         deadline = time.monotonic() + timeout
@@ -185,6 +187,13 @@ class BrokerProcess:
             f"broker did not accept connections on {self.bootstrap} within {timeout:.0f}s\n"
             f"--- broker stderr (tail) ---\n{self.stderr_tail()}"
         )
+
+    def _preexec(self) -> None:
+        _die_with_parent()
+        if self.cgroup is not None:
+            # "0" moves the writing process, i.e. this child, before it creates any socket.
+            with open(self.cgroup / "cgroup.procs", "w") as f:
+                f.write("0\n")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """Sends `sig` and waits up to `timeout` s. Returns the exit code; on timeout kills and raises."""

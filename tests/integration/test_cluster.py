@@ -56,6 +56,8 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.extra: list[BrokerProcess] = []
         self.kazoo = KazooClient(zk.connect + self.chroot)
+        # Where broker N's process starts (netfault.py's cgroups), if anywhere.
+        self.cgroup_for: Callable[[int], Path] | None = None
 
     @property
     def connect(self) -> str:
@@ -70,7 +72,8 @@ class Cluster:
     def start(self, ids: list[int], extra: Callable[[int], dict[str, str]] | None = None) -> None:
         for broker_id in ids:
             broker = BrokerProcess(self.root / f"broker{broker_id}", broker_id=broker_id,
-                                   overrides=self.settings(broker_id, extra(broker_id) if extra else None))
+                                   overrides=self.settings(broker_id, extra(broker_id) if extra else None),
+                                   cgroup=self.cgroup_for(broker_id) if self.cgroup_for else None)
             _remember(self.request, broker)
             self.brokers[broker_id] = broker
             broker.start()

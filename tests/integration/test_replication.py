@@ -53,10 +53,14 @@ def state(c: Cluster, topic: str, p: int = 0) -> dict[str, Any]:
     return json.loads(c.kazoo.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])  # type: ignore[no-any-return]
 
 
-def urp(broker: BrokerProcess) -> float:
-    found = re.search(r"^moldau_under_replicated_partitions ([0-9.e+-]+)$", broker.fetch_metrics(), re.M)
-    assert found is not None
+def gauge(broker: BrokerProcess, name: str) -> float:
+    found = re.search(rf"^{name} ([0-9.e+-]+)$", broker.fetch_metrics(), re.M)
+    assert found is not None, name
     return float(found.group(1))
+
+
+def urp(broker: BrokerProcess) -> float:
+    return gauge(broker, "moldau_under_replicated_partitions")
 
 
 async def _produce(port: int, topic: str, batch: bytes, acks: int, timeout_ms: int = 10000) -> tuple[ErrorCode, int]:
@@ -122,6 +126,10 @@ def test_paused_followers_shrink_the_isr_and_min_insync_replicas_guards_acks_all
         f2.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
         stopped.append(f2)
         wait_until(in_sync(cluster, topic, 1), LAG_MS / 1000 + 10, "the ISR down to the leader")
+        # ZooKeeper holds the shrunk ISR before the leader's own copy follows (its write's answer, or the
+        # controller's LeaderAndIsr, is still on its way): wait for the leader itself to refuse acks=all.
+        wait_until(lambda: gauge(leader, "moldau_under_min_isr_partitions") == 1, 15,
+                   "the leader's ISR below min.insync.replicas")
         assert produce(leader, topic, [b"refused"]) == ErrorCode.NOT_ENOUGH_REPLICAS
         assert produce(leader, topic, [b"c0"], acks=1) == ErrorCode.NONE
     finally:

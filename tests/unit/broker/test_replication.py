@@ -42,6 +42,21 @@ def test_high_watermark_is_the_smallest_log_end_offset_of_the_isr(tmp_path: Path
     assert p2.high_watermark == 5
 
 
+def test_a_new_leader_reports_offsets_only_once_its_high_watermark_reaches_its_epoch_start(tmp_path: Path) -> None:
+    p = Partition("t", 0, 1, Log(tmp_path / "t-0", LogConfig()))
+    p.apply_state(PartitionState(0, 2, 5, [1, 2, 3], [1, 2, 3], zk_version=7), 0)  # a follower of broker 2
+    p.log.append_as_follower(records(10))
+    p.update_follower_high_watermark(6)  # the last HW it heard from its leader
+    assert not p.offsets_settling  # followers never answer ListOffsets for clients anyway
+    p.apply_state(PartitionState(0, 1, 6, [1, 2, 3], [1, 3], zk_version=8), 100)  # broker 2 died: leads now
+    assert p.leader_epoch_start_offset == 10 and p.high_watermark == 6
+    assert p.offsets_settling  # 6 could be below a latest offset broker 2 had already reported
+    p.update_follower(3, 8, 200)
+    assert p.offsets_settling and p.high_watermark == 8
+    p.update_follower(3, 10, 300)
+    assert not p.offsets_settling and p.high_watermark == 10
+
+
 def test_high_watermark_never_moves_back_and_respects_a_pending_isr(tmp_path: Path) -> None:
     p = leader(tmp_path)
     p.append_as_leader(records(10))

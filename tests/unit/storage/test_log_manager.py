@@ -6,7 +6,7 @@ import pytest
 
 from moldau.storage import LogManager
 from moldau.storage.checkpoint import read_offsets
-from moldau.storage.errors import LogDirLockedError
+from moldau.storage.errors import LogDirLockedError, StorageError
 from tests.unit.storage.conftest import FakeClock, batch, small_config
 
 
@@ -127,3 +127,30 @@ def test_illegal_names(tmp_path: Path, clock: FakeClock) -> None:
     with pytest.raises(ValueError):
         manager.get_or_create_log("ok", -1)
     manager.close()
+
+
+def test_an_offline_log_dir_gets_no_new_logs_and_no_checkpoints(tmp_path: Path, clock: FakeClock) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, small_config(), clock)
+    manager.load()
+    manager.get_or_create_log("t", 0)  # -> a
+    manager.get_or_create_log("t", 1)  # -> b
+    assert manager.mark_dir_offline(dirs[1]) == [("t", 1)]
+    assert manager.mark_dir_offline(dirs[1]) == []  # once
+    assert manager.get_log("t", 1) is None and manager.online_dirs == [dirs[0]]
+    # New logs go to the surviving dir even though it holds more partitions.
+    assert manager.get_or_create_log("t", 2).dir.parent == dirs[0]
+    (dirs[1] / "recovery-point-offset-checkpoint").unlink(missing_ok=True)
+    manager.checkpoint()
+    manager.shutdown()
+    assert not (dirs[1] / "recovery-point-offset-checkpoint").exists()
+    assert not (dirs[1] / ".kafka_cleanshutdown").exists()  # it must be recovered at the next start
+    assert (dirs[0] / ".kafka_cleanshutdown").exists()
+
+
+def test_with_every_log_dir_offline_no_log_can_be_created(tmp_path: Path, clock: FakeClock) -> None:
+    manager = LogManager([tmp_path / "a"], small_config(), clock)
+    manager.load()
+    manager.mark_dir_offline(tmp_path / "a")
+    with pytest.raises(StorageError, match="offline"):
+        manager.get_or_create_log("t", 0)

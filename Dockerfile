@@ -1,0 +1,43 @@
+# Moldau broker image: `docker build -t moldau .` (docker-compose.yml builds it for its three brokers).
+# Configuration: MOLDAU_<SETTING> environment variables (MOLDAU_BROKER_ID -> broker.id, see broker/env_config.py)
+# over /etc/moldau/server.properties; data in the /var/lib/moldau/data volume; metrics on :9404/metrics.
+# PYTHON_IMAGE is a build argument so that a machine without registry access can build on a local base.
+ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+WORKDIR /src
+RUN python3 -m venv /opt/moldau
+COPY pyproject.toml README.md ./
+COPY client client
+COPY broker broker
+COPY protocol protocol
+COPY storage storage
+# A wheelhouse/ folder in the build context (`pip wheel . -w wheelhouse`, made where an index is reachable) is
+# installed offline instead: for builders whose containers cannot reach a package index themselves.
+COPY README.md wheelhous[e] /wheels/
+# kafka-python: moldau-consumer-groups (run with `docker-compose exec`) still uses it.
+ARG TOOLS_REQUIREMENT="kafka-python>=3.0,<3.1"
+RUN if ls /wheels/*.whl >/dev/null 2>&1; then \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels moldau \
+            "$TOOLS_REQUIREMENT"; \
+    else \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input . "$TOOLS_REQUIREMENT"; \
+    fi
+
+FROM ${PYTHON_IMAGE}
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/moldau --shell /usr/sbin/nologin moldau \
+    && mkdir -p /var/lib/moldau/data /etc/moldau \
+    && chown -R moldau:moldau /var/lib/moldau
+COPY --from=build /opt/moldau /opt/moldau
+COPY ops/docker/server.properties /etc/moldau/server.properties
+COPY ops/docker/entrypoint.sh /usr/local/bin/moldau-entrypoint
+COPY ops/docker/healthcheck.py /usr/local/bin/moldau-healthcheck
+ENV PATH=/opt/moldau/bin:$PATH PYTHONUNBUFFERED=1 MOLDAU_CONFIG_FILE=/etc/moldau/server.properties
+USER moldau
+WORKDIR /var/lib/moldau
+VOLUME ["/var/lib/moldau/data"]
+EXPOSE 9092 9404
+# Healthy = the first listener accepts connections and /metrics answers.
+HEALTHCHECK --interval=5s --timeout=4s --start-period=20s --retries=6 CMD ["python", "/usr/local/bin/moldau-healthcheck"]
+ENTRYPOINT ["/usr/local/bin/moldau-entrypoint"]
+CMD ["moldau-server"]

@@ -1,0 +1,73 @@
+"""Schedules storage's LogCleaner: ``log.cleaner.threads`` asyncio tasks, each picking the dirtiest compacted log,
+cleaning it on a worker thread (asyncio.to_thread: the heavy part only reads sealed segments and writes new
+files) and swapping the result in on the event loop, which owns the logs, so appends and fetches never see a
+half-swapped segment list. ``log.cleaner.backoff.ms`` is the sleep when nothing needs cleaning."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from moldau.broker.config import BrokerConfig
+from moldau.broker.metrics import BrokerMetrics
+from moldau.storage.cleaner import LogCleaner, UncleanableError
+from moldau.storage.config import Clock
+from moldau.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class _LogManagerSource(Protocol):
+    def __call__(self) -> LogManager: ...
+
+
+class CleanerService:
+    def __init__(self, log_manager: _LogManagerSource, cfg: BrokerConfig, metrics: BrokerMetrics,
+                 clock: Clock) -> None:
+        self.threads = int(cfg.get("log.cleaner.threads"))
+        self.backoff_s = int(cfg.get("log.cleaner.backoff.ms")) / 1000
+        # Kafka splits the dedupe buffer between the cleaner threads.
+        dedupe = int(cfg.get("log.cleaner.dedupe.buffer.size")) // max(self.threads, 1)
+        self.cleaner = LogCleaner(dedupe, float(cfg.get("log.cleaner.io.max.bytes.per.second")))
+        self._log_manager = log_manager
+        self.metrics = metrics
+        self.clock = clock
+        self.last_dirty_ratio = 0.0
+        metrics.set_cleaner_callbacks(lambda: self.last_dirty_ratio,
+                                      lambda: float(len(self.cleaner.uncleanable)))
+
+    def start(self) -> list[asyncio.Task[None]]:
+        return [asyncio.create_task(self._run(), name=f"log-cleaner-{i}") for i in range(self.threads)]
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                cleaned = await self.clean_once()
+            except Exception:
+                log.exception("log cleaner failed")
+                cleaned = False
+            if not cleaned:
+                await asyncio.sleep(self.backoff_s)
+
+    async def clean_once(self) -> bool:
+        """Cleans the dirtiest log if one qualifies; False when there was nothing to do."""
+        now = self.clock.time_ms()
+        picked = self.cleaner.grab_filthiest(self._log_manager().all_logs(), now)
+        if picked is None:
+            return False
+        target, ratio = picked
+        self.last_dirty_ratio = ratio
+        try:
+            prepared = await asyncio.to_thread(self.cleaner.prepare, target, now)
+            if prepared is not None and self.cleaner.finish(prepared):
+                st = prepared.stats
+                self.metrics.cleaner_run(st.bytes_read - st.bytes_written, st.records_removed, st.elapsed_s)
+                log.info("cleaned %s up to %d: %d records and %d bytes removed in %.2fs", target,
+                         prepared.end_offset, st.records_removed, st.bytes_read - st.bytes_written, st.elapsed_s)
+        except UncleanableError as exc:
+            log.error("marking %s uncleanable: %s", target, exc)
+            self.cleaner.uncleanable.add((target.topic, target.partition))
+        finally:
+            self.cleaner.done(target)
+        return True

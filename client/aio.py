@@ -1,0 +1,15 @@
+"""The asyncio API: ``from moldau.aio import Producer, Consumer, AdminClient``."""
+
+from moldau.admin import AdminClient, ClusterDescription, NewTopic, OffsetResult, TopicDescription
+from moldau.consumer import (
+           Consumer,
+           ConsumerRebalanceListener,
+           ConsumerRecord,
+           OffsetAndMetadata,
+           TopicPartition,
+)
+from moldau.producer import Producer, RecordMetadata
+
+__all__ = ["AdminClient", "ClusterDescription", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
+           "NewTopic", "OffsetAndMetadata", "OffsetResult", "Producer", "RecordMetadata", "TopicDescription",
+           "TopicPartition"]

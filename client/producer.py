@@ -1,0 +1,590 @@
+"""The asyncio producer: per-partition accumulators, a sender task, idempotence with ordered retries.
+
+``await producer.send(...)`` appends the record to its partition's open batch and returns a future for its
+:class:`RecordMetadata` at once; the sender task drains batches that are full, lingered ``linger.ms`` or being
+flushed, and sends one Produce request per leader carrying all of that broker's ready batches. Batches are
+encoded once (``moldau.protocol.records.build_batch``), when first drained, so a retry resends the same bytes and
+the same sequence numbers; the broker's duplicate detection makes that safe under idempotence.
+
+Ordering under idempotence (``max.in.flight.requests.per.connection`` <= 5): when a batch fails retriably, it goes
+back to the front of its partition's queue and the partition is muted until every in-flight batch of it has come
+back; the failed batches are then resent in sequence order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from moldau.batch_builder import encode_batch
+from moldau.cluster import STALE_METADATA_ERRORS, Cluster
+from moldau.config import ClientConfig, producer_config
+from moldau.errors import ClientError, ConfigError, KafkaError, RequestTimeoutError
+from moldau.partitioner import StickyPartitioner, partition_for_key
+from moldau.protocol.compression import Codec
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
+from moldau.protocol.messages.produce import PRODUCE
+
+log = logging.getLogger("moldau.client.producer")
+
+Headers = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
+_RECORD_OVERHEAD = 22  # varints and attributes of one record, roughly (for batch.size / buffer.memory)
+_SEQ_MOD = 1 << 31
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int  # -1 when unknown (acks=0, or a duplicate the broker had already written)
+    timestamp: int
+
+
+@dataclass(slots=True, eq=False)
+class _Batch:
+    topic: str
+    partition: int
+    created: float
+    records: list[tuple[Any, Any, Any, int]]
+    futures: list[tuple[int, asyncio.Future[RecordMetadata]]]
+    done: asyncio.Future[None]
+    size: int = 0
+    open: bool = True
+    data: bytes | None = None
+    base_sequence: int = -1
+    attempts: int = 0
+    error: BaseException | None = None
+
+
+def _to_bytes(value: Any, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, str or None (or set {what}.serializer), not {type(value).__name__}")
+
+
+def _headers(headers: Headers) -> list[tuple[str, bytes | None]]:
+    if not headers:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(k, _to_bytes(v, "header value")) for k, v in items]
+
+
+class Producer:
+    """Asynchronous producer. ``async with Producer(bootstrap_servers=...) as p: fut = await p.send(...)``."""
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        self.config: ClientConfig = producer_config(config, **kwargs)
+        c = self.config
+        self._acks = -1 if c["acks"] in ("all", "-1") else int(c["acks"])
+        self._idempotent = self._resolve_idempotence()
+        self._linger_s = c["linger.ms"] / 1000
+        self._batch_size = max(c["batch.size"], 1)
+        self._codec = int(Codec.from_name(c["compression.type"]))
+        self._max_in_flight = c["max.in.flight.requests.per.connection"]
+        self._retries = c["retries"]
+        self._delivery_timeout_s = c["delivery.timeout.ms"] / 1000
+        self._request_timeout_ms = c["request.timeout.ms"]
+        self._buffer_memory = c["buffer.memory"]
+        self._max_block_s = c["max.block.ms"] / 1000
+        self._max_request_size = c["max.request.size"]
+        self._ignore_keys = c["partitioner.ignore.keys"]
+        self._key_ser = c["key.serializer"]
+        self._value_ser = c["value.serializer"]
+        self._cluster = Cluster(c)
+        self._sticky = StickyPartitioner()
+        self._queues: dict[tuple[str, int], deque[_Batch]] = {}
+        self._parts_cache: dict[str, tuple[int, list[int]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._inflight_tp: dict[tuple[str, int], int] = {}
+        self._inflight_node: dict[int, int] = {}
+        self._retrying: set[tuple[str, int]] = set()
+        self._next_seq: dict[tuple[str, int], int] = {}
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._buffered = 0
+        self._space_waiters: deque[asyncio.Future[None]] = deque()
+        self._wake = asyncio.Event()
+        self._flushing = 0
+        self._sender: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Task[None]] = set()
+        self._started = False
+        self._closed = False
+
+    def _resolve_idempotence(self) -> bool:
+        """Kafka's rule: idempotence is on by default, silently off when acks/in-flight/retries conflict with it
+        unless the user asked for it explicitly (then the conflict is an error naming the key)."""
+        c = self.config
+        if not c["enable.idempotence"]:
+            return False
+        explicit = "enable.idempotence" in c.explicit
+        conflicts = []
+        if self._acks != -1:
+            conflicts.append(("acks", "must be all (-1) when enable.idempotence=true"))
+        if c["max.in.flight.requests.per.connection"] > 5:
+            conflicts.append(("max.in.flight.requests.per.connection", "must be <= 5 when enable.idempotence=true"))
+        if c["retries"] == 0:
+            conflicts.append(("retries", "must be > 0 when enable.idempotence=true"))
+        if conflicts and explicit:
+            raise ConfigError(*conflicts[0])
+        return not conflicts
+
+    @property
+    def idempotent(self) -> bool:
+        return self._idempotent
+
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connects (bootstrap), gets a producer id when idempotent and starts the sender task."""
+        if self._started:
+            return
+        await self._cluster.start()
+        if self._idempotent:
+            await self._init_producer_id()
+        self._loop = asyncio.get_running_loop()
+        self._sender = self._loop.create_task(self._send_loop())
+        self._started = True
+
+    async def _init_producer_id(self) -> None:
+        conn = await self._cluster.any_connection()
+        body = {"transactional_id": None, "transaction_timeout_ms": 60000}
+        response = await conn.send(INIT_PRODUCER_ID, body)
+        if response["error_code"]:
+            raise KafkaError(response["error_code"], "InitProducerId failed")
+        self._producer_id = response["producer_id"]
+        self._producer_epoch = response["producer_epoch"]
+        log.debug("producer id %d epoch %d", self._producer_id, self._producer_epoch)
+
+    # ------------------------------------------------------------------ appending
+    async def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+                   timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[RecordMetadata]:
+        """Queues one record; returns a future for its metadata without waiting for the broker."""
+        future = self.send_nowait(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
+                                  headers=headers)
+        if future is not None:
+            if self._wake.is_set():  # a batch is ready: let the sender ship it while the broker works in parallel
+                await asyncio.sleep(0)
+            return future
+        # Slow path: topic metadata unknown or buffer.memory full.
+        await self._partitions(topic)
+        while True:
+            future = self.send_nowait(topic, value, key, partition=partition, timestamp_ms=timestamp_ms,
+                                      headers=headers)
+            if future is not None:
+                return future
+            await self._wait_for_space(self._record_size(key, value, headers))
+
+    def _record_size(self, key: Any, value: Any, headers: Headers) -> int:
+        return _RECORD_OVERHEAD + len(key or b"") + len(value or b"") + \
+            sum(len(k) + len(v or b"") + 2 for k, v in _headers(headers))
+
+    def send_nowait(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+                    timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[RecordMetadata] | None:
+        """Appends the record if that needs no waiting (topic metadata known, room in buffer.memory) and returns
+        its future; None when the caller must wait (``send()`` does). Call it on the producer's loop."""
+        return self._try_append(topic, value, key, partition, timestamp_ms, headers, True)[1]
+
+    def append_nowait(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
+                      timestamp_ms: int | None = None, headers: Headers = None) -> bool:
+        """Like :meth:`send_nowait` without a per-record future (a failed batch is logged): True if appended."""
+        return self._try_append(topic, value, key, partition, timestamp_ms, headers, False)[0]
+
+    def _try_append(self, topic: str, value: Any, key: Any, partition: int | None, timestamp_ms: int | None,
+                    headers: Headers, want_future: bool) -> tuple[bool, asyncio.Future[RecordMetadata] | None]:
+        if self._closed or not self._started:
+            raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
+        kb = key if type(key) is bytes or key is None and not self._key_ser else \
+            _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
+        vb = value if type(value) is bytes and not self._value_ser else \
+            _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
+        hdrs = _headers(headers) if headers else None
+        size = _RECORD_OVERHEAD + (len(kb) if kb else 0) + (len(vb) if vb else 0)
+        if hdrs:
+            size += sum(len(k) + len(v or b"") + 2 for k, v in hdrs)
+        if size > self._max_request_size:
+            raise KafkaError(ErrorCode.MESSAGE_TOO_LARGE,
+                             f"record of {size} bytes exceeds max.request.size {self._max_request_size}")
+        cached = self._parts_cache.get(topic)
+        if cached is None or cached[0] != self._cluster.metadata_version:
+            parts = self._cluster.partitions_for(topic)
+            if parts is None:
+                return False, None
+            self._parts_cache[topic] = cached = (self._cluster.metadata_version, parts)
+        if self._buffered + size > self._buffer_memory and self._buffered > 0:
+            return False, None
+        parts = cached[1]
+        if partition is not None:
+            if partition not in parts:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"{topic} has no partition {partition} (it has {len(parts)})")
+            part = partition
+        elif kb is not None and not self._ignore_keys:
+            part = partition_for_key(kb, len(parts))
+        else:
+            part = self._sticky.partition(topic, self._cluster.available_partitions_for(topic), parts)
+        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        future: asyncio.Future[RecordMetadata] | None = None
+        if want_future:
+            future = (self._loop or asyncio.get_running_loop()).create_future()
+        self._append(topic, part, (kb, vb, hdrs, ts), size, future, keyless=kb is None and partition is None)
+        return True, future
+
+    async def send_many(self, topic: str, values: Iterable[Any], *, keys: Iterable[Any] | None = None,
+                        partition: int | None = None) -> asyncio.Future[int]:
+        """Fast path: queues many records (no per-record futures); the future gives the count once all are
+        acknowledged, or the first delivery error."""
+        if self._closed or not self._started:
+            raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
+        parts = await self._partitions(topic)
+        if partition is not None and partition not in parts:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
+        ts = int(time.time() * 1000)
+        batches: dict[int, _Batch] = {}
+        if partition is not None and keys is None and self._value_ser is None:
+            count = await self._append_values(topic, partition, values, ts, batches)
+            return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
+        count = 0
+        key_iter = iter(keys) if keys is not None else None
+        for value in values:
+            vb = _to_bytes(self._value_ser(value) if self._value_ser else value, "value")
+            kb = _to_bytes(next(key_iter), "key") if key_iter is not None else None
+            size = _RECORD_OVERHEAD + (len(vb) if vb else 0) + (len(kb) if kb else 0)
+            if partition is not None:
+                part = partition
+            elif kb is not None:
+                part = partition_for_key(kb, len(parts))
+            else:
+                part = self._sticky.partition(topic, self._cluster.available_partitions_for(topic), parts)
+            if self._buffered + size > self._buffer_memory:
+                await self._wait_for_space(size)
+            batch = self._append(topic, part, (kb, vb, None, ts), size, None, keyless=kb is None and partition is None)
+            batches[id(batch)] = batch
+            count += 1
+            if not batch.open:
+                await asyncio.sleep(0)  # a batch filled: let the sender ship it
+        return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
+
+    async def _append_values(self, topic: str, partition: int, values: Iterable[Any], ts: int,
+                             batches: dict[int, _Batch]) -> int:
+        """send_many's bulk path (one partition, values only): fills whole batches per step, not per record."""
+        recs = [(None, v if type(v) is bytes else _to_bytes(v, "value"), None, ts) for v in values]
+        sizes = [_RECORD_OVERHEAD + (len(r[1]) if r[1] is not None else 0) for r in recs]
+        start = 0
+        while start < len(recs):
+            batch = self._append(topic, partition, recs[start], sizes[start], None, keyless=False)
+            batches[id(batch)] = batch
+            start += 1
+            room = self._batch_size - batch.size
+            end = start
+            while end < len(recs) and room >= sizes[end] and batch.open:
+                room -= sizes[end]
+                end += 1
+            if end > start:
+                added = sum(sizes[start:end])
+                batch.records.extend(recs[start:end])
+                batch.size += added
+                self._buffered += added
+                start = end
+            if batch.size >= self._batch_size or (start < len(recs) and batch.open):
+                self._close_batch(batch, keyless=False)
+                await asyncio.sleep(0)  # let the sender ship the full batch
+            if self._buffered > self._buffer_memory and start < len(recs):
+                await self._wait_for_space(sizes[start])
+        return len(recs)
+
+    @staticmethod
+    async def _await_batches(batches: list[_Batch], count: int) -> int:
+        await asyncio.gather(*(b.done for b in batches))
+        for b in batches:
+            if b.error is not None:
+                raise b.error
+        return count
+
+    async def _partitions(self, topic: str) -> list[int]:
+        cached = self._parts_cache.get(topic)
+        if cached is not None and cached[0] == self._cluster.metadata_version:
+            return cached[1]
+        parts = self._cluster.partitions_for(topic)
+        if parts is None:
+            self._cluster.add_topics([topic])
+            parts = await self._cluster.wait_for_topic(topic, self._max_block_s)
+        self._parts_cache[topic] = (self._cluster.metadata_version, parts)
+        return parts
+
+    def _append(self, topic: str, partition: int, record: tuple[Any, Any, Any, int], size: int,
+                future: asyncio.Future[RecordMetadata] | None, keyless: bool) -> _Batch:
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        batch = queue[-1] if queue and queue[-1].open else None
+        if batch is None or (batch.size + size > self._batch_size and batch.records):
+            if batch is not None:
+                self._close_batch(batch, keyless)
+            batch = _Batch(topic, partition, time.monotonic(), [], [],
+                           (self._loop or asyncio.get_running_loop()).create_future())
+            queue.append(batch)
+        if future is not None:
+            batch.futures.append((len(batch.records), future))
+        batch.records.append(record)
+        batch.size += size
+        self._buffered += size
+        if batch.size >= self._batch_size:
+            self._close_batch(batch, keyless)
+        elif self._linger_s == 0 or len(queue) == 1 and len(batch.records) == 1:
+            self._wake.set()  # the sender computes the linger deadline of a new batch
+        return batch
+
+    def _close_batch(self, batch: _Batch, keyless: bool) -> None:
+        batch.open = False
+        self._wake.set()
+        if keyless:
+            parts = self._cluster.available_partitions_for(batch.topic) or \
+                self._cluster.partitions_for(batch.topic) or []
+            self._sticky.batch_done(batch.topic, batch.partition, parts)
+
+    async def _wait_for_space(self, size: int) -> None:
+        """buffer.memory back-pressure: blocks up to max.block.ms until sent batches free enough room."""
+        deadline = time.monotonic() + self._max_block_s
+        while self._buffered + size > self._buffer_memory and self._buffered > 0:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._space_waiters.append(waiter)
+            self._wake.set()
+            try:
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                    await waiter
+            except TimeoutError:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                                 f"buffer.memory full for max.block.ms ({self._max_block_s * 1000:.0f} ms)") from None
+
+    def _release(self, size: int) -> None:
+        self._buffered -= size
+        while self._space_waiters:
+            w = self._space_waiters.popleft()
+            if not w.done():
+                w.set_result(None)
+
+    # ------------------------------------------------------------------ flush / close
+    async def flush(self, timeout: float | None = None) -> None:
+        """Sends everything queued and waits for every batch's outcome (errors go to the record futures)."""
+        pending = [b.done for q in self._queues.values() for b in q]
+        pending += [t for t in self._requests]
+        if not pending:
+            return
+        self._flushing += 1
+        self._wake.set()
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*pending, return_exceptions=True)
+        finally:
+            self._flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Flushes, stops the sender and closes the connections. Idempotent."""
+        if self._closed:
+            return
+        try:
+            if self._started:
+                await self.flush(timeout)
+        finally:
+            self._closed = True
+            if self._sender is not None:
+                self._sender.cancel()
+                await asyncio.gather(self._sender, return_exceptions=True)
+            self._fail_all(ClientError("producer closed before the record was sent"))
+            await self._cluster.close()
+
+    def _fail_all(self, error: BaseException) -> None:
+        for queue in self._queues.values():
+            while queue:
+                self._complete(queue.popleft(), error=error)
+
+    # ------------------------------------------------------------------ sending
+    async def _send_loop(self) -> None:
+        while True:
+            timeout = self._drain()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    def _drain(self) -> float | None:
+        """Starts one Produce request per leader with its ready batches; returns seconds until the next
+        linger deadline (None: nothing queued)."""
+        now = time.monotonic()
+        per_node: dict[int, list[_Batch]] = {}
+        node_bytes: dict[int, int] = {}
+        next_due: float | None = None
+        force = self._flushing > 0 or bool(self._space_waiters) or self._closed
+        for tp, queue in self._queues.items():
+            if not queue:
+                continue
+            batch = queue[0]
+            if now - batch.created > self._delivery_timeout_s and batch.data is None:
+                queue.popleft()
+                self._complete(batch, error=KafkaError(ErrorCode.REQUEST_TIMED_OUT, "expired: delivery.timeout.ms "
+                                                       f"({self._delivery_timeout_s * 1000:.0f} ms) passed"))
+                continue
+            ready = not batch.open or force or now - batch.created >= self._linger_s
+            if not ready:
+                due = batch.created + self._linger_s - now
+                next_due = due if next_due is None else min(next_due, due)
+                continue
+            inflight = self._inflight_tp.get(tp, 0)
+            if (tp in self._retrying and inflight) or inflight >= self._max_in_flight:
+                continue
+            leader = self._cluster.leader_for(*tp)
+            if leader is None:
+                self._cluster.request_update()
+                next_due = self._retry_backoff() if next_due is None else min(next_due, self._retry_backoff())
+                continue
+            if self._inflight_node.get(leader, 0) >= self._max_in_flight:
+                continue
+            used = node_bytes.get(leader, 0)
+            if used and used + batch.size > self._max_request_size:
+                continue
+            queue.popleft()
+            batch.open = False
+            self._seal(batch)
+            per_node.setdefault(leader, []).append(batch)
+            node_bytes[leader] = used + len(batch.data or b"")
+            self._inflight_tp[tp] = inflight + 1
+        for node, batches in per_node.items():
+            self._inflight_node[node] = self._inflight_node.get(node, 0) + 1
+            task = asyncio.get_running_loop().create_task(self._send_request(node, batches))
+            self._requests.add(task)
+            task.add_done_callback(self._requests.discard)
+        if any(self._queues.values()) and next_due is None:
+            next_due = self._retry_backoff()  # blocked on in-flight limits: re-check when a response wakes us
+        return next_due
+
+    def _retry_backoff(self) -> float:
+        return float(self.config["retry.backoff.ms"]) / 1000
+
+    def _seal(self, batch: _Batch) -> None:
+        """Encodes the batch once (first drain), fixing its sequence numbers for every retry."""
+        if batch.data is not None:
+            return
+        tp = (batch.topic, batch.partition)
+        if self._idempotent:
+            seq = self._next_seq.get(tp, 0)
+            batch.base_sequence = seq
+            self._next_seq[tp] = (seq + len(batch.records)) % _SEQ_MOD
+        batch.data = encode_batch(batch.records, compression=self._codec, producer_id=self._producer_id,
+                                 producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence)
+
+    async def _send_request(self, node: int, batches: list[_Batch]) -> None:
+        topic_data: dict[str, list[dict[str, Any]]] = {}
+        lookup: dict[tuple[str, int], _Batch] = {}
+        for b in batches:
+            topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
+            lookup[(b.topic, b.partition)] = b
+            b.attempts += 1
+        body = {"transactional_id": None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
+                "topic_data": [{"name": t, "partition_data": p} for t, p in topic_data.items()]}
+        try:
+            conn = await self._cluster.connection(node)
+            version = conn.version_for(PRODUCE)
+            if version < 3:
+                raise ClientError(f"broker {node} does not offer Produce v3+ (record batch v2)")
+            if self._acks == 0:
+                await conn.send_no_response(PRODUCE, body, version)
+                for b in batches:
+                    self._complete(b, base_offset=-1, append_time=-1)
+                return
+            response = await conn.send(PRODUCE, body, version)
+        except (OSError, RequestTimeoutError, KafkaError) as exc:  # connection-level: every batch is in doubt
+            self._cluster.request_update()
+            for b in batches:
+                self._retry_or_fail(b, exc if isinstance(exc, KafkaError) else
+                                    KafkaError(ErrorCode.NETWORK_EXCEPTION, str(exc)))
+            return
+        except Exception as exc:
+            for b in batches:
+                self._complete(b, error=exc)
+            return
+        finally:
+            self._inflight_node[node] -= 1
+            for b in batches:
+                self._inflight_tp[(b.topic, b.partition)] -= 1
+            self._wake.set()
+        for topic in response["responses"]:
+            for part in topic["partition_responses"]:
+                batch = lookup.pop((topic["name"], part["index"]), None)
+                if batch is not None:
+                    self._handle_partition_response(batch, part)
+        for b in lookup.values():
+            self._retry_or_fail(b, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "partition missing from response"))
+
+    def _handle_partition_response(self, batch: _Batch, part: dict[str, Any]) -> None:
+        code = part["error_code"]
+        if code == ErrorCode.NONE:
+            self._retrying.discard((batch.topic, batch.partition))
+            self._complete(batch, base_offset=part["base_offset"], append_time=part.get("log_append_time_ms", -1))
+            return
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:  # already written by an earlier attempt
+            self._complete(batch, base_offset=-1, append_time=-1)
+            return
+        error = KafkaError(code, part.get("error_message"))
+        if code in STALE_METADATA_ERRORS:
+            self._cluster.request_update()
+        self._retry_or_fail(batch, error)
+
+    def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
+        tp = (batch.topic, batch.partition)
+        retriable = error.retriable or (
+            error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and tp in self._retrying)
+        expired = time.monotonic() - batch.created > self._delivery_timeout_s
+        if retriable and not expired and batch.attempts <= self._retries and not self._closed:
+            log.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition, batch.attempts, error)
+            self._retrying.add(tp)
+            queue = self._queues.setdefault(tp, deque())
+            # Back to the front, in sequence order among the other batches being retried.
+            idx = 0
+            while idx < len(queue) and queue[idx].data is not None and queue[idx].base_sequence < batch.base_sequence:
+                idx += 1
+            queue.insert(idx, batch)
+            self._wake.set()
+            return
+        self._complete(batch, error=error)
+
+    def _complete(self, batch: _Batch, *, base_offset: int = -1, append_time: int = -1,
+                  error: BaseException | None = None) -> None:
+        """Resolves the batch's record futures (metadata or the error) and frees its buffer space."""
+        if batch.done.done():
+            return
+        batch.error = error
+        topic, partition, records = batch.topic, batch.partition, batch.records
+        if error is not None and len(batch.futures) < len(records):
+            log.warning("%d records to %s-%d failed: %s", len(records) - len(batch.futures), topic, partition, error)
+        for idx, fut in batch.futures:
+            if fut.done():
+                continue
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                offset = base_offset + idx if base_offset >= 0 else -1
+                ts = append_time if append_time >= 0 else records[idx][3]
+                fut.set_result(RecordMetadata(topic, partition, offset, ts))
+        batch.done.set_result(None)
+        self._release(batch.size)

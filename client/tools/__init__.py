@@ -1,0 +1,1 @@
+"""Kafka's console tools over Moldau's own client (installed as ``moldau-...`` entry points)."""

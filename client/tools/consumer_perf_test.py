@@ -1,0 +1,162 @@
+"""``moldau-consumer-perf-test``: Kafka's kafka-consumer-perf-test on Moldau's asyncio consumer.
+
+    moldau-consumer-perf-test --bootstrap-server 127.0.0.1:9092 --topic t --messages 1000000
+
+Joins a group (``--group``, default ``perf-consumer-<random>``), reads ``--messages`` records (keys and values are
+touched, as an application would) and prints Kafka's summary line: start/end time, MB and records consumed and
+per second, the time until the first assignment (rebalance.time.ms) and the rates after it (fetch.*).
+``--show-detailed-stats`` prints one such line every ``--reporting-interval`` ms. Ctrl-C prints the summary so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NoReturn
+
+from moldau.config import CONSUMER_KEYS, consumer_config
+from moldau.errors import ClientError, ConfigError
+
+PROG = "moldau-consumer-perf-test"
+HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+          "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+DETAILED_HEADER = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+                   "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _positive(flag: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag}: {text!r} is not an integer") from None
+    if value <= 0:
+        raise UsageError(f"{flag}: must be positive, got {value}")
+    return value
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="Measure how fast Moldau's consumer reads a topic.")
+    p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", help="REQUIRED: host:port")
+    p.add_argument("--topic", help="REQUIRED: the topic to read")
+    p.add_argument("--messages", help="REQUIRED: how many records to read")
+    p.add_argument("--group", help="consumer group (default perf-consumer-<random>)")
+    p.add_argument("--from-latest", action="store_true", help="start at the log end when nothing is committed")
+    p.add_argument("--timeout", default="10000", help="ms without a record before giving up (default 10000)")
+    p.add_argument("--reporting-interval", default="5000", help="ms between --show-detailed-stats lines")
+    p.add_argument("--show-detailed-stats", action="store_true", help="print stats every --reporting-interval")
+    p.add_argument("--hide-header", action="store_true", help="do not print the header line")
+    p.add_argument("--print-metrics", action="store_true", help="print the consumer's settings at the end")
+    p.add_argument("--consumer-property", action="append", default=[], help="consumer setting key=value")
+    a = p.parse_args(list(argv))
+    for flag, value in (("--bootstrap-server", a.bootstrap_server), ("--topic", a.topic), ("--messages", a.messages)):
+        if not value:
+            raise UsageError(f"{flag} is required")
+    a.messages = _positive("--messages", a.messages)
+    a.timeout = _positive("--timeout", a.timeout)
+    a.reporting_interval = _positive("--reporting-interval", a.reporting_interval)
+    props: dict[str, str] = {}
+    for text in a.consumer_property:
+        key, sep, value = text.partition("=")
+        if not sep or key not in CONSUMER_KEYS:
+            raise UsageError(f"--consumer-property {text!r}: expected a known consumer setting key=value")
+        props[key] = value
+    a.props = props
+    return a
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S:") + f"{int(t * 1000) % 1000:03d}"
+
+
+def stats_line(start: float, end: float, nbytes: int, count: int, joined: float | None) -> str:
+    """Kafka's summary line (MB = 1024 * 1024 bytes)."""
+    elapsed = max(end - start, 1e-9)
+    mb = nbytes / (1024 * 1024)
+    rebalance = (joined - start) if joined is not None else 0.0
+    fetch = max(elapsed - rebalance, 1e-9)
+    return (f"{_stamp(start)}, {_stamp(end)}, {mb:.4f}, {mb / elapsed:.4f}, {count}, {count / elapsed:.4f}, "
+            f"{int(rebalance * 1000)}, {int(fetch * 1000)}, {mb / fetch:.4f}, {count / fetch:.4f}")
+
+
+async def run(args: argparse.Namespace, stop: asyncio.Event) -> str:
+    from moldau.consumer import Consumer
+
+    settings: dict[str, object] = dict(args.props)
+    settings.update({"bootstrap.servers": args.bootstrap_server,
+                     "group.id": args.group or f"perf-consumer-{random.randint(0, 99999)}"})
+    settings.setdefault("auto.offset.reset", "latest" if args.from_latest else "earliest")
+    start = time.time()
+    count = nbytes = 0
+    joined: float | None = None
+    last_report = start
+    async with Consumer(settings) as consumer:
+        consumer.subscribe([args.topic])
+        last_record = time.monotonic()
+        while count < args.messages and not stop.is_set():
+            batch = await consumer.getmany(timeout_ms=200)
+            if joined is None and consumer.assignment():
+                joined = time.time()
+            if not batch:
+                if (time.monotonic() - last_record) * 1000 > args.timeout:
+                    print(f"WARNING: Exiting before consuming the expected number of messages: timeout "
+                          f"({args.timeout} ms) exceeded.", file=sys.stderr)
+                    break
+                continue
+            last_record = time.monotonic()
+            for records in batch.values():
+                for r in records:  # touch key and value as an application would
+                    nbytes += (len(r.key) if r.key is not None else 0) + (len(r.value) if r.value is not None else 0)
+                count += len(records)
+            if args.show_detailed_stats and (time.time() - last_report) * 1000 >= args.reporting_interval:
+                print(stats_line(start, time.time(), nbytes, count, joined), flush=True)
+                last_report = time.time()
+        if args.print_metrics:
+            for key, value in sorted(consumer.config.as_dict().items()):
+                print(f"{key:<45} : {value}")
+    return stats_line(start, time.time(), nbytes, count, joined)
+
+
+async def _main(args: argparse.Namespace) -> str:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)  # Ctrl-C: stop reading, still print the summary
+    return await run(args, stop)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        consumer_config(dict(args.props), bootstrap_servers=args.bootstrap_server)
+    except (UsageError, ConfigError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    if not args.hide_header:
+        print(DETAILED_HEADER if args.show_detailed_stats else HEADER, flush=True)
+    try:
+        line = asyncio.run(_main(args))
+    except (ClientError, OSError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    if not args.show_detailed_stats:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

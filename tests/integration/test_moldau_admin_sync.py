@@ -1,0 +1,85 @@
+"""Moldau's AdminClient and the blocking (sync) Producer against a real broker."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from moldau import AdminClient, KafkaError, NewTopic, Producer, RecordMetadata
+from moldau.protocol.errors import ErrorCode
+
+from .clients import ck_consume
+from .harness import BrokerProcess
+
+pytestmark = pytest.mark.integration
+
+
+def test_admin_create_describe_delete(broker: BrokerProcess, topic: str) -> None:
+    with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        assert admin.create_topics([NewTopic(topic, 3, 1)], validate_only=True) == {topic: None}
+        assert topic not in admin.list_topics()
+        assert admin.create_topics([NewTopic(topic, 3, 1, config={"retention.ms": "60000"})]) == {topic: None}
+        with pytest.raises(KafkaError) as info:
+            admin.create_topics([NewTopic(topic, 3, 1)])
+        assert info.value.code == ErrorCode.TOPIC_ALREADY_EXISTS
+        assert topic in admin.list_topics()
+        (desc,) = admin.describe_topics([topic])
+        assert [p.partition for p in desc.partitions] == [0, 1, 2]
+        assert all(p.leader == 0 and p.replicas == [0] and p.isr == [0] for p in desc.partitions)
+        cluster = admin.describe_cluster()
+        assert [b.node_id for b in cluster.brokers] == [0] and cluster.controller_id == 0
+        offsets = admin.list_offsets({(topic, 0): "earliest", (topic, 1): "latest"})
+        assert offsets[(topic, 0)].offset == 0 and offsets[(topic, 1)].offset == 0
+        assert admin.delete_topics([topic]) == {topic: None}
+        missing = admin.delete_topics(["no-such-topic-x"], raise_errors=False)
+        assert missing["no-such-topic-x"] is not None
+        assert missing["no-such-topic-x"].code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_sync_producer_futures_callbacks_and_flush(broker: BrokerProcess, topic: str) -> None:
+    delivered: list[RecordMetadata] = []
+    lock = threading.Lock()
+
+    def on_delivery(err: BaseException | None, meta: RecordMetadata | None) -> None:
+        assert err is None and meta is not None
+        with lock:
+            delivered.append(meta)
+
+    with Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2}) as producer:
+        fut = producer.send(topic, b"first", b"k", partition=0, headers={"h": "v"})
+        assert fut.result(30).offset == 0
+        for i in range(500):
+            producer.produce(topic, f"v{i}".encode(), partition=0, on_delivery=on_delivery)
+        producer.flush(30)
+        assert len(delivered) == 500
+        many = producer.send_many(topic, [b"m"] * 1000, partition=0)
+        assert many.result(30) == 1000
+        for i in range(100):  # fire and forget: no future, no callback
+            producer.produce(topic, b"ff%d" % i, partition=0)
+        producer.flush(30)
+    assert sorted(m.offset for m in delivered) == list(range(1, 501))
+    got = ck_consume(broker.bootstrap, topic, 1601)
+    assert [m.value() for m in got[1501:]] == [b"ff%d" % i for i in range(100)]
+    assert got[0].key() == b"k" and got[0].headers() == [("h", b"v")]
+    assert [m.value() for m in got[1:501]] == [f"v{i}".encode() for i in range(500)]
+
+
+def test_sync_consumer_reads_sync_producer(broker: BrokerProcess, topic: str) -> None:
+    from moldau import Consumer, TopicPartition
+
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1) as producer:
+        for i in range(300):
+            producer.produce(topic, b"v%d" % i, b"k%d" % i, partition=0)
+        producer.flush(30)
+    with Consumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
+                  enable_auto_commit=False) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        got: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 300:
+            assert time.monotonic() < deadline, f"only {len(got)} records"
+            got += [(r.key, r.value) for r in consumer.poll(timeout_ms=500)]
+        assert got == [(b"k%d" % i, b"v%d" % i) for i in range(300)]
+        assert consumer.position(TopicPartition(topic, 0)) == 300
