@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from moldau.broker.coordinator import log_format as fmt
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
+from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import RecordBatchError, build_batch, iter_headers, iter_records
 

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-from moldau.broker.coordinator.log_format import GroupKey, read_group_value, read_key, read_offset_value
 from moldau.protocol.compression import Codec
+from moldau.protocol.consumer_offsets import GroupKey, read_group_value, read_key, read_offset_value
 from moldau.protocol.records import BatchHeader, RecordBatchError, iter_headers, iter_records, valid_crc
 
 PROG = "moldau-dump-log"

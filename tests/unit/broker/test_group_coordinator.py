@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from moldau.broker.coordinator import log_format as fmt
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.group import GroupState, OffsetAndMetadata
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore, java_string_hashcode, partition_for
 from moldau.broker.purgatory import ManualTimer
+from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records import iter_records, read_header, set_base_offset
 

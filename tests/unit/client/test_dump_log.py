@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.broker.coordinator.log_format import group_key, offset_key, offset_value
+from moldau.protocol.consumer_offsets import group_key, offset_key, offset_value
 from moldau.protocol.records import build_batch
 from moldau.storage import Log, LogConfig
 from moldau.tools.dump_log import main

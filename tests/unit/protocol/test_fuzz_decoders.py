@@ -124,7 +124,7 @@ def test_mutated_request_headers_decode_or_raise_decode_error(name: str, api_key
 
 def test_every_advertised_request_decoder_is_fuzzed() -> None:
     """Every API we serve has at least one version among the golden request cases."""
-    from moldau.protocol.api import ADVERTISED
+    from moldau.broker.apis import ADVERTISED
 
     fuzzed = {api_key for _, api_key, _, _ in CASES}
     assert set(ADVERTISED) <= fuzzed, f"no golden request bytes for api keys {sorted(set(ADVERTISED) - fuzzed)}"
