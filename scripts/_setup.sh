@@ -5,9 +5,11 @@
 #     moldau_setup
 #
 # It installs the system tools the tests use (kcat, ZooKeeper, a Java runtime, docker-compose, Prometheus) when
-# they are missing and we are root, creates .venv with Python >= 3.11 and runs `pip install -e '.[test]'` only when
-# pyproject.toml changed since the last successful install (a stamp file inside .venv records its hash).
+# they are missing and we are root, creates .venv with Python >= 3.11 and runs `pip install -e '.[test,spark]'`
+# only when pyproject.toml changed since the last successful install (a stamp file inside .venv records its hash).
 # Nothing here prompts: it must work with CI=true and no stdin.
+# The spark extra's pyspark comes from PyPI as a ~456 MB source archive that takes minutes to build; pip keeps the
+# built wheel in its cache (~/.cache/pip/wheels), so reinstalls after a pyproject.toml change take seconds.
 
 MOLDAU_VENV="${MOLDAU_VENV:-.venv}"
 MOLDAU_STAMP="$MOLDAU_VENV/.moldau-install-stamp"
@@ -63,7 +65,7 @@ _moldau_find_python() {
 }
 
 _moldau_install_stamp() {
-    # Hash of everything that decides what `pip install -e '.[test]'` installs, plus the venv's Python.
+    # Hash of everything that decides what `pip install -e '.[test,spark]'` installs, plus the venv's Python.
     {
         cat pyproject.toml
         "$MOLDAU_VENV/bin/python" -c 'import sys; print(sys.version)'
@@ -105,10 +107,10 @@ moldau_venv() {
         _moldau_log "installing Moldau and test dependencies into $MOLDAU_VENV (pyproject.toml changed)"
         rm -f "$MOLDAU_STAMP"
         local pip_log="$MOLDAU_VENV/pip-install.log"
-        if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$MOLDAU_VENV/bin/python" -m pip install --no-input -e '.[test]' \
+        if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$MOLDAU_VENV/bin/python" -m pip install --no-input -e '.[test,spark]' \
             </dev/null >"$pip_log" 2>&1; then
             tail -n 40 "$pip_log" >&2
-            _moldau_log "ERROR: pip install -e '.[test]' failed (full log: $pip_log)"
+            _moldau_log "ERROR: pip install -e '.[test,spark]' failed (full log: $pip_log)"
             return 1
         fi
         echo "$want" >"$MOLDAU_STAMP"

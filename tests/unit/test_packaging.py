@@ -15,7 +15,15 @@ def _pyproject() -> dict:
 
 
 def test_package_dir_maps_the_four_folders_under_moldau() -> None:
-    assert _pyproject()["tool"]["setuptools"]["package-dir"] == ROOTS
+    dirs = dict(_pyproject()["tool"]["setuptools"]["package-dir"])
+    assert dirs.pop("") == "spark_plugin"  # the root of the one top-level module, below
+    assert dirs == ROOTS
+
+
+def test_the_only_top_level_module_is_pysparks_entry_point() -> None:
+    # PySpark registers the DefaultSource of top-level `pyspark_*` modules; nothing else generic ships.
+    assert _pyproject()["tool"]["setuptools"]["py-modules"] == ["pyspark_moldau"]
+    assert sorted(p.name for p in (REPO / "spark_plugin").glob("*.py")) == ["pyspark_moldau.py"]
 
 
 def test_every_folder_with_an_init_is_a_listed_package_and_nothing_else_is() -> None:
