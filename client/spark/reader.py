@@ -26,7 +26,7 @@ from moldau.fetcher import TopicPartition
 from moldau.spark import access
 from moldau.spark.options import SourceOptions
 from moldau.spark.planning import OffsetRange, Offsets, from_json, rate_limit, split, to_json
-from moldau.spark.rows import arrow_schema, to_arrow
+from moldau.spark.rows import arrow_schema, to_arrow, to_tuples
 
 log = logging.getLogger("moldau.spark")
 
@@ -39,8 +39,9 @@ class RangePartition(InputPartition):
         self.range = r
 
 
-def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
-    """Arrow record batches of the range, one per fetched chunk (runs on an executor)."""
+def read_range(options: SourceOptions, r: OffsetRange, *, arrow: bool = True) -> Iterator[Any]:
+    """Arrow record batches of the range, one per fetched chunk (runs on an executor); ``arrow=False`` yields
+    plain tuples instead (slower: bench/spark_read.py measures both)."""
     config = access.source_config(options.client_config)
     schema = arrow_schema(options.include_headers)
     loop = asyncio.new_event_loop()
@@ -54,7 +55,10 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
                 records = loop.run_until_complete(anext(chunks))
             except StopAsyncIteration:
                 break
-            yield to_arrow(records, options.include_headers, schema)
+            if arrow:
+                yield to_arrow(records, options.include_headers, schema)
+            else:
+                yield from to_tuples(records, options.include_headers)
     finally:
         loop.run_until_complete(cluster.close())
         loop.close()
@@ -104,6 +108,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._pin = False
         self._latest: dict[str, dict[str, int]] | None = None
         self._target: Offsets | None = None  # Trigger.AvailableNow's end
+        self._group_offsets: dict | None = None  # last offsets committed to commitOffsetsToGroup
 
     def _latest_offsets(self) -> Offsets:
         opts = self.options
@@ -136,6 +141,7 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest_offsets()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._commit_to_group(start)
         latest = self._latest_offsets()
         self._latest = to_json(latest)
         if self._pin:
@@ -174,6 +180,14 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self.options, partition.range)
 
     def commit(self, end: dict) -> None:
+        self._commit_to_group(end)
+
+    def _commit_to_group(self, offsets: dict) -> None:
+        """commitOffsetsToGroup: Spark calls ``commit(end)`` of a batch only when it plans the next batch with
+        data, so the group would lag one batch behind. The engine runs micro-batches one after another and asks
+        ``latestOffset(start)`` only once the batch ending at ``start`` is in the commit log; committing ``start``
+        there shows the group at the end of every completed batch without waiting for new data."""
         group = self.options.commit_group
-        if group:
-            access.commit_to_group(self.options.client_config, group, from_json(end))
+        if group and offsets and offsets != self._group_offsets:
+            access.commit_to_group(self.options.client_config, group, from_json(offsets))
+            self._group_offsets = offsets

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .harness import REPO_ROOT
+# No package-relative imports: spark_stream_driver.py, run as a script, imports this module too.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SPARK_CONF = {
     "spark.ui.enabled": "false",
