@@ -119,7 +119,7 @@ def main() -> None:
                     best[fmt] = min(best[fmt], _spark_read(spark, fmt, broker.bootstrap, topic))
             for fmt in formats:
                 print(f"spark {fmt}: {args.records / best[fmt]:,.0f} rows/s ({best[fmt]:.2f}s); "
-                      f"{consumer_s / best[fmt]:.2f}x the consumer's time", flush=True)
+                      f"{consumer_s / best[fmt]:.2f}x the consumer's rate", flush=True)
             spark.stop()
         finally:
             broker.stop()
