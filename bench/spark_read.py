@@ -77,10 +77,17 @@ def _tuple_source() -> Any:
     return TupleSource
 
 
-def _spark_read(spark: Any, fmt: str, bootstrap: str, topic: str) -> float:
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--option wants KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _spark_read(spark: Any, fmt: str, bootstrap: str, topic: str, options: dict[str, str]) -> float:
     start = time.perf_counter()
-    (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
-     .write.format("noop").mode("overwrite").save())
+    (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+     .options(**options).load().write.format("noop").mode("overwrite").save())
     return time.perf_counter() - start
 
 
@@ -90,7 +97,10 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip-tuples", action="store_true")
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", type=_key_value,
+                    help="a source option for the Spark reads, e.g. kafka.max.partition.fetch.bytes=8388608")
     args = ap.parse_args()
+    options = dict(args.option)
     with tempfile.TemporaryDirectory() as tmp:
         broker = BrokerProcess(Path(tmp) / "broker").start()
         try:
@@ -112,11 +122,11 @@ def main() -> None:
             spark.dataSource.register(_tuple_source())
             formats = ["moldau"] + ([] if args.skip_tuples else ["moldau_tuples"])
             for fmt in formats:
-                _spark_read(spark, fmt, broker.bootstrap, topic)  # warm-up: Python workers, JIT
+                _spark_read(spark, fmt, broker.bootstrap, topic, options)  # warm-up: Python workers, JIT
             best = dict.fromkeys(formats, float("inf"))
             for _ in range(args.repeat):  # interleaved, so a change in machine load hits both alike
                 for fmt in formats:
-                    best[fmt] = min(best[fmt], _spark_read(spark, fmt, broker.bootstrap, topic))
+                    best[fmt] = min(best[fmt], _spark_read(spark, fmt, broker.bootstrap, topic, options))
             for fmt in formats:
                 print(f"spark {fmt}: {args.records / best[fmt]:,.0f} rows/s ({best[fmt]:.2f}s); "
                       f"{consumer_s / best[fmt]:.2f}x the consumer's rate", flush=True)
