@@ -80,3 +80,23 @@ def test_standalone_brokers_refuse_controller_requests(tmp_path: Path) -> None:
     ctx = ControlDeps(0, _replica_manager(tmp_path), StandaloneCluster())
     assert handle_update_metadata(ctx, None, R.update_metadata(1, 1, -1, [], LIVE))["error_code"] == \
         ErrorCode.NOT_CONTROLLER
+
+
+async def test_the_cache_answers_each_listener_with_its_endpoints() -> None:
+    own = {"INTERNAL": BrokerEndpoint(2, "i2", 19093), "EXTERNAL": BrokerEndpoint(2, "e2", 9093)}
+    cache = MetadataCache(2, "cluster", own["INTERNAL"], zk=None, is_active_controller=lambda: False,  # type: ignore[arg-type]
+                          by_listener=own, default_listener="INTERNAL")
+    # Before the first UpdateMetadata: itself, on the listener asked.
+    assert [(b.host, b.port) for b in cache.live_brokers("EXTERNAL")] == [("e2", 9093)]
+    assert [(b.host, b.port) for b in cache.live_brokers()] == [("i2", 19093)]
+    live = [Z.BrokerInfo(1, "i1", 19092, None, [("INTERNAL", "PLAINTEXT", "i1", 19092),
+                                                 ("EXTERNAL", "PLAINTEXT", "e1", 9092)]),
+            Z.BrokerInfo(2, "i2", 19093, None, [("INTERNAL", "PLAINTEXT", "i2", 19093),
+                                                 ("EXTERNAL", "PLAINTEXT", "e2", 9093)]),
+            Z.BrokerInfo(3, "i3", 19094, None, [("INTERNAL", "PLAINTEXT", "i3", 19094)])]
+    cache.update(R.update_metadata(1, 3, 10, [], live))
+    assert [(b.broker_id, b.host, b.port) for b in cache.live_brokers("EXTERNAL")] == \
+        [(1, "e1", 9092), (2, "e2", 9093)]  # broker 3 has no EXTERNAL listener: left out
+    assert [(b.broker_id, b.host) for b in cache.live_brokers("INTERNAL")] == [(1, "i1"), (2, "i2"), (3, "i3")]
+    assert [b.host for b in cache.live_brokers()] == ["i1", "i2", "i3"]  # replica fetchers: inter-broker
+    assert cache.live_brokers("NONE") == []
