@@ -13,6 +13,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,7 @@ class TwoListenerCluster:
             kazoo.stop()
             kazoo.close()
         for i in IDS:  # every broker has had an UpdateMetadata that lists all three
-            wait_until(lambda i=i: len(metadata(INTERNAL_HOST, self.internal[i])["brokers"]) == 3, 30,
-                       f"broker {i} lists all brokers")
+            wait_until(partial(_lists_all, self.internal[i]), 30, f"broker {i} lists all brokers")
 
     def external(self) -> dict[int, tuple[str, int]]:
         return {i: (EXTERNAL_HOST, b.port) for i, b in self.brokers.items()}
@@ -100,6 +100,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
             c.close()
         finally:
             zk.stop()
+
+
+def _lists_all(internal_port: int) -> bool:
+    return len(metadata(INTERNAL_HOST, internal_port)["brokers"]) == len(IDS)
 
 
 def _send(host: str, port: int, key: ApiKey, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
@@ -184,8 +188,12 @@ def _group_roundtrip(bootstrap: str, topic: str, group: str, count: int) -> list
     try:
         consumer.subscribe([topic])
         got: list[bytes] = []
-        wait_until(lambda: got.extend(m.value() for m in consumer.consume(50, 0.5) if m.error() is None)
-                   or len(got) >= count, 60, f"group {group} reads {count} records")
+
+        def poll() -> bool:
+            got.extend(m.value() or b"" for m in consumer.consume(50, 0.5) if m.error() is None)
+            return len(got) >= count
+
+        wait_until(poll, 60, f"group {group} reads {count} records")
         consumer.commit(asynchronous=False)
         return got
     finally:
