@@ -112,6 +112,7 @@ def compose() -> Iterator[Compose]:
     c.times["dockerd start"] = round(dockerd_s, 1)
     log.info("step %-22s %6.1f s", "dockerd start", dockerd_s)
     try:
+        c.timed("clear leftovers", dockerd.clear_leftovers)
         if dockerd.has_image(BASE_IMAGE):
             c.times["base image"] = 0.0  # cached from an earlier run
         else:
