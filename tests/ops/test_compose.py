@@ -237,12 +237,17 @@ def test_compose_cluster_from_the_host(compose: Compose) -> None:
     assert len(acked) == 300, f"{len(acked)} of 300 acknowledged"
     assert c.timed("host consume", _consume_all, c.bootstrap(), topic, set(first)) >= set(first)
 
-    # Console producer/consumer inside a broker container.
-    c.exec("broker-1", "moldau-console-producer", "--bootstrap-server", "broker-1:19092", "--topic", "console",
-           stdin=b"one\ntwo\nthree\n")
-    out = c.exec("broker-1", "moldau-console-consumer", "--bootstrap-server", "broker-2:19092", "--topic",
-                 "console", "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000")
-    assert out.split() == ["one", "two", "three"], out
+    # Console producer/consumer inside a broker container, on a topic made with moldau-topics.
+    c.exec("broker-1", "moldau-topics", "--bootstrap-server", "broker-1:19092", "--create", "--topic", "console",
+           "--partitions", "1", "--replication-factor", "3")
+    wait_until(lambda: _metadata(c.bootstrap(), "console").get(0, -1) > 0, 60, "a leader for console-0")
+    produced = c.run("exec", "-T", "broker-1", "moldau-console-producer", "--bootstrap-server", "broker-1:19092",
+                     "--topic", "console", stdin=b"one\ntwo\nthree\n",
+                     timeout=60)
+    consumed = c.run("exec", "-T", "broker-1", "moldau-console-consumer", "--bootstrap-server", "broker-2:19092",
+                     "--topic", "console", "--from-beginning", "--max-messages", "3", "--timeout-ms", "30000",
+                     timeout=60)
+    assert consumed.stdout.split() == [b"one", b"two", b"three"], (produced.stderr, consumed.stderr)
 
     # Kill broker-2: its partitions get new leaders; nothing acknowledged is lost.
     leaders = _metadata(c.bootstrap(), topic)
