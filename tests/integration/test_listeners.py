@@ -223,3 +223,17 @@ def test_consumer_groups_on_both_listeners(cluster: TwoListenerCluster) -> None:
         finally:
             c.close()
         assert [tp.offset for tp in committed] == [20, 20], name
+
+
+def test_a_standalone_broker_answers_with_its_own_listener(broker_factory: Any) -> None:
+    """No controller: the broker's own advertised listeners, the one the request came in on."""
+    broker: BrokerProcess = broker_factory(start=False)
+    other = free_port()
+    broker.overrides.update({
+        "listeners": f"CLIENTS://127.0.0.1:{broker.port},REPLICATION://127.0.0.1:{other}",
+        "advertised.listeners": f"CLIENTS://127.0.0.1:{broker.port},REPLICATION://localhost:{other}",
+        "listener.security.protocol.map": "CLIENTS:PLAINTEXT,REPLICATION:PLAINTEXT",
+        "inter.broker.listener.name": "REPLICATION"})
+    broker.start()
+    assert brokers_of(metadata("127.0.0.1", broker.port)) == {0: ("127.0.0.1", broker.port)}
+    assert brokers_of(metadata("127.0.0.1", other)) == {0: ("localhost", other)}
