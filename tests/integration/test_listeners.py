@@ -178,6 +178,10 @@ def test_confluent_and_kcat_through_external(cluster: TwoListenerCluster) -> Non
     kcat("-b", first, "-P", "-t", topic, "-p", "2", stdin=b"kcat-1\nkcat-2\n")
     out = kcat("-b", first, "-C", "-t", topic, "-p", "2", "-o", "100", "-c", "2", "-e").stdout
     assert out.split() == [b"kcat-1", b"kcat-2"]
+    # kcat's balanced consumer: FindCoordinator and the group protocol through EXTERNAL.
+    out = kcat("-b", first, "-G", f"kg-{topic}", "-X", "auto.offset.reset=earliest", "-c", "302", "-f", "%s\n",
+               topic).stdout
+    assert sorted(out.split()) == sorted([b"ck-%d" % n for n in range(300)] + [b"kcat-1", b"kcat-2"])
 
 
 def _group_roundtrip(bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
