@@ -159,13 +159,15 @@ class PrivateDockerd:
 
     def clear_leftovers(self) -> None:
         """Containers, volumes and networks a killed earlier run left in the cached data-root (only images are
-        meant to be reused; its containers with restart policies would come back up with the daemon)."""
+        meant to be reused; its containers with restart policies would come back up with the daemon), and the
+        dangling images each rebuild leaves."""
         containers = self.docker("ps", "-aq", timeout=30).stdout.decode().split()
         if containers:
             log.info("removing %d containers left by an earlier run", len(containers))
             self.docker("rm", "-f", "-v", *containers, timeout=120)
         self.docker("volume", "prune", "-f", timeout=60)
         self.docker("network", "prune", "-f", timeout=60)
+        self.docker("image", "prune", "-f", timeout=120)
 
     def has_image(self, name: str) -> bool:
         return self.docker("image", "inspect", name, check=False, timeout=30).returncode == 0
