@@ -37,6 +37,13 @@ class CleanerService:
         metrics.set_cleaner_callbacks(lambda: self.last_dirty_ratio,
                                       lambda: float(len(self.cleaner.uncleanable)))
 
+    def reconfigure(self, cfg: BrokerConfig) -> None:
+        """Dynamic broker configs: backoff, throttle and dedupe buffer apply from the next cleaning (the number
+        of cleaner tasks stays as started)."""
+        self.backoff_s = int(cfg.get("log.cleaner.backoff.ms")) / 1000
+        self.cleaner.dedupe_buffer_bytes = int(cfg.get("log.cleaner.dedupe.buffer.size")) // max(self.threads, 1)
+        self.cleaner.throttler.rate = float(cfg.get("log.cleaner.io.max.bytes.per.second"))
+
     def start(self) -> list[asyncio.Task[None]]:
         return [asyncio.create_task(self._run(), name=f"log-cleaner-{i}") for i in range(self.threads)]
 
