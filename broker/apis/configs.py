@@ -100,7 +100,7 @@ async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: dict[
             log.warning("describing %s %r failed: %r", rtype, name, exc)
             entry.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
             continue
-        wanted = set(keys) if keys else None  # null or empty: every config (as Kafka)
+        wanted = None if keys is None else set(keys)  # null: every config; [] none (as Kafka)
         entry["configs"] = [_shape(d, synonyms, documentation) for d in described
                             if wanted is None or d.name in wanted]
     return {"throttle_time_ms": 0, "results": results}

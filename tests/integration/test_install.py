@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", "moldau-topics",
          "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test"]
+TOOLS.append("moldau-configs")  # topic and broker configs (docs/admin.md)
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

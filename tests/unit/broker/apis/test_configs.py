@@ -70,6 +70,7 @@ async def test_describe_topic_sources_and_synonyms(tmp_path: Path) -> None:
         (s["name"], s["value"], s["source"]) for s in ret["synonyms"]]
     assert configs["cleanup.policy"]["config_source"] == DEFAULT_CONFIG
     assert configs["cleanup.policy"]["documentation"]
+    assert (await describe(env, TOPIC, "t", keys=[]))["configs"] == []  # [] names no key; null means all
     only = await describe(env, TOPIC, "t", keys=["segment.bytes"], version=0)
     assert [c["name"] for c in only["configs"]] == ["segment.bytes"] and only["configs"][0]["is_default"] is False
 
