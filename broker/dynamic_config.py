@@ -140,10 +140,10 @@ class DynamicBrokerConfig:
                                  CONFIG_TYPE_CODES[s.type], s.doc, layers))
         return out
 
-    def describe_broker_default(self) -> list[Described]:
-        """The cluster-wide dynamic broker configs (resource name "")."""
+    def describe_broker_default(self, default: Mapping[str, str] | None = None) -> list[Described]:
+        """The cluster-wide dynamic broker configs (resource name ""), as stored (``default``) or as applied."""
         out = []
-        for key, value in sorted(self.default.items()):
+        for key, value in sorted((self.default if default is None else default).items()):
             s = SETTINGS.get(key)
             if s is None:
                 continue

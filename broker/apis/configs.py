@@ -74,8 +74,8 @@ async def _describe(ctx: ConfigDeps, rtype: int, name: str) -> list[Described]:
     entity_type, entity = _entity(ctx, rtype, name)
     if entity_type == "topics":
         return ctx.dynamic.describe_topic(await ctx.cluster.entity_configs("topics", entity))
-    if entity == DEFAULT_ENTITY:
-        return ctx.dynamic.describe_broker_default()
+    if entity == DEFAULT_ENTITY:  # read from the store: an alter just made is visible at once
+        return ctx.dynamic.describe_broker_default(await ctx.cluster.entity_configs("brokers", DEFAULT_ENTITY))
     if entity != str(ctx.broker_id):
         raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {ctx.broker_id} or empty "
                             f"string, but received {name}")

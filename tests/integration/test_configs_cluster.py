@@ -224,3 +224,26 @@ def test_topic_config_changes_reach_every_broker_without_restart(cluster: Cluste
     _incremental(admin, T, topic, [ConfigEntry("min.insync.replicas", None,
                                                incremental_operation=AlterConfigOpType.DELETE)])
     wait_until(lambda: _produce(leader, topic, -1) == ErrorCode.NONE, 20, "acks=all accepted again")
+
+    # Dynamic broker defaults in ZooKeeper: a broker that was down reads them at start; a change of
+    # log.segment.bytes rolls the segments of a topic without overrides on every broker.
+    with MoldauAdmin({"bootstrap.servers": cluster.bootstrap()}) as moldau_admin:
+        moldau_admin.incremental_alter_configs({MoldauResource("broker", ""): [
+            AlterConfigOp("log.retention.bytes", "SET", "1000000000")]})
+        cluster.brokers[follower_id].start()
+        for broker in cluster.brokers.values():
+            wait_until(lambda b=broker: Cluster._knows_cluster(b, [1, 2, 3]), 30, "the cluster view after restart")
+        resource = MoldauResource("broker", str(follower_id))
+        entries = {e.name: e for e in moldau_admin.describe_configs([resource])[resource]}  # type: ignore[union-attr]
+        assert (entries["log.retention.bytes"].value, entries["log.retention.bytes"].source) == (
+            "1000000000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        plain = _topic()
+        create_topic_confluent(cluster.bootstrap(), plain, partitions=1, rf=3)
+        moldau_admin.incremental_alter_configs({MoldauResource("broker", ""): [
+            AlterConfigOp("log.segment.bytes", "SET", "1024")]})
+    plain_leader = cluster.brokers[cluster.states(plain)[0]["leader"]]
+    wait_until(lambda: len(cluster.states(plain)[0]["isr"]) == 3, 30, "full ISR of the second topic")
+    for _ in range(12):
+        assert _produce(plain_leader, plain, -1) == ErrorCode.NONE
+    for broker_id, broker in cluster.brokers.items():
+        wait_until(lambda b=broker: _segments(b, plain) >= 4, 30, f"default segment.bytes on broker {broker_id}")
