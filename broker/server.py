@@ -104,7 +104,7 @@ class BrokerServer:
         self.dynamic = dynamic = DynamicBrokerConfig(cfg, self.broker_id)
         if self.zk_mode is not None:
             await self.zk_mode.load_broker_configs(dynamic)
-        self.log_manager = LogManager(self.log_dirs, cfg.log_config(), self.clock)
+        self.log_manager = LogManager(self.log_dirs, dynamic.log_config(), self.clock)
         self.log_manager.load()
         self.replica_manager = rm = ReplicaManager(
             self.broker_id, self.log_manager, dynamic.log_config, int(dynamic.get("min.insync.replicas")),
@@ -142,6 +142,8 @@ class BrokerServer:
         await self.socket_server.start()
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
+        # Registered before the standalone layers load, so the partitions loaded just before take them.
+        dynamic.listeners.append(self._on_dynamic_config)
         if self.zk_mode is not None:
             metadata = await self.zk_mode.register(cluster_id, endpoint, self.advertised_endpoints())
         else:
@@ -151,7 +153,6 @@ class BrokerServer:
             metadata = standalone
             dynamic.update(standalone.broker_configs.get(DEFAULT_ENTITY, {}),
                            standalone.broker_configs.get(str(self.broker_id), {}))
-        dynamic.listeners.append(self._on_dynamic_config)
         self.metadata = metadata
         # --- group coordinator (consumer groups, __consumer_offsets) ---------------------------------------
         self.group_coordinator = GroupCoordinator(
@@ -208,6 +209,8 @@ class BrokerServer:
 
     def _on_dynamic_config(self, current: BrokerConfig) -> None:
         """Dynamic broker configs changed: components that hold a copied value take the new one."""
+        if self.log_manager is not None:
+            self.log_manager.default_config = current.log_config()
         if self.replica_manager is not None:
             self.replica_manager.on_broker_config(current)
         if self.cleaner_service is not None:

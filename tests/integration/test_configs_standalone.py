@@ -21,6 +21,13 @@ def _tool(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "moldau-configs"), *args], capture_output=True, text=True, timeout=60)
 
 
+def _produce_batches(bootstrap: str, topic: str) -> None:
+    with Producer(bootstrap_servers=bootstrap, linger_ms=0) as producer:
+        for i in range(20):  # one batch each: a segment rolls when the next batch would pass segment.bytes
+            producer.send(topic, b"x" * 500, key=str(i).encode())
+            producer.flush()
+
+
 def _sources(bootstrap: str, resource: ConfigResource) -> dict[str, tuple[str | None, str]]:
     with AdminClient(bootstrap_servers=bootstrap) as admin:
         entries = admin.describe_configs([resource])[resource]
@@ -37,13 +44,18 @@ def test_configs_apply_at_once_and_survive_a_restart(fresh_broker: BrokerProcess
     default = _tool(*bs, "--broker-defaults", "--alter", "--add-config", "log.retention.ms=86400000")
     assert default.returncode == 0 and default.stdout == \
         "Completed updating default config for brokers in the cluster.\n", default.stderr
-    with Producer(bootstrap_servers=fresh_broker.bootstrap, linger_ms=0) as producer:
-        for i in range(20):  # one batch each: a segment rolls when the next batch would pass segment.bytes
-            producer.send(topic, b"x" * 500, key=str(i).encode())
-            producer.flush()
+    _produce_batches(fresh_broker.bootstrap, topic)
     wait_until(lambda: len(list(fresh_broker.partition_dir(topic).glob("*.log"))) >= 3, 20, "segments rolled")
 
+    plain = topic + "-plain"  # no overrides: takes the broker-wide dynamic log.segment.bytes, also after a restart
+    with AdminClient(bootstrap_servers=fresh_broker.bootstrap) as admin:
+        admin.create_topics([NewTopic(plain, 1, 1)])
+    assert _tool(*bs, "--broker-defaults", "--alter", "--add-config", "log.segment.bytes=2048").returncode == 0
+
     fresh_broker.restart()
+    _produce_batches(fresh_broker.bootstrap, plain)
+    wait_until(lambda: len(list(fresh_broker.partition_dir(plain).glob("*.log"))) >= 3, 20,
+               "segments rolled by the dynamic default after the restart")
     topic_cfg = _sources(fresh_broker.bootstrap, ConfigResource("topic", topic))
     assert topic_cfg["segment.bytes"] == ("2048", "DYNAMIC_TOPIC_CONFIG")
     assert topic_cfg["retention.ms"] == ("86400000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
