@@ -164,11 +164,12 @@ class BrokerServer:
         metadata.listeners.append(self.group_coordinator.on_topic_change)
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
         # --- end group coordinator -------------------------------------------------------------------------
+        if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
+            await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
         self.handler_pool.start()
         if self.zk_mode is not None:
-            await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
             self.zk_mode.start_controller()
         self._wire_metrics()
         self._schedule("log-retention", int(cfg.get("log.retention.check.interval.ms")),

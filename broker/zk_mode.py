@@ -260,6 +260,8 @@ class ZkMode:
 
         self.config_watcher = ConfigChangeWatcher(self.client, on_change)
         await self.config_watcher.start()
+        # A broker config changed between the first read (before the logs loaded) and the watch is read now.
+        await self.load_broker_configs(dynamic)
 
     async def close(self) -> None:
         for task in list(self._tasks):
