@@ -136,6 +136,11 @@ def test_confluent_and_kafka_python_admin_clients(cluster: Cluster) -> None:  # 
         assert legacy == {"topic": {topic: "OK"}}
         after = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
         assert after["segment.ms"]["value"] == "600000" and after["max.message.bytes"]["value"] == "200000"
+        checked = kp.alter_configs([KpResource(ConfigResourceType.TOPIC, topic, {"flush.ms": "1000"})],
+                                   validate_only=True)
+        assert checked == {"topic": {topic: "OK"}}
+        modified = kp.describe_configs([KpResource(ConfigResourceType.TOPIC, topic)])["topic"][topic]
+        assert "flush.ms" not in modified  # validate_only changed nothing (kafka-python lists overrides only)
     finally:
         kp.close()
 
