@@ -63,3 +63,10 @@ def test_configs_apply_at_once_and_survive_a_restart(fresh_broker: BrokerProcess
     assert broker_cfg["log.retention.ms"] == ("86400000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
     shown = _tool(*bs, "--entity-type", "brokers", "--entity-name", str(fresh_broker.broker_id), "--describe")
     assert shown.stdout == f"Dynamic configs for broker {fresh_broker.broker_id} are:\n", shown.stderr
+    every_broker = _tool(*bs, "--entity-type", "brokers", "--describe")  # no name: every live broker
+    assert every_broker.stdout == shown.stdout, every_broker.stderr
+    every_topic = _tool(*bs, "--entity-type", "topics", "--describe")  # no name: every topic
+    assert f"Dynamic configs for topic {topic} are:\n  segment.bytes=2048 sensitive=false synonyms=" \
+           f"{{DYNAMIC_TOPIC_CONFIG:segment.bytes=2048, DYNAMIC_DEFAULT_BROKER_CONFIG:log.segment.bytes=2048, " \
+           f"DEFAULT_CONFIG:log.segment.bytes=1073741824}}\nDynamic configs for topic {plain} are:\n" \
+           in every_topic.stdout, every_topic.stdout
