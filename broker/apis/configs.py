@@ -10,6 +10,7 @@ any broker accepts an alter (it writes ZooKeeper and every broker applies the no
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from moldau.broker.apis.context import ConfigDeps
@@ -123,7 +124,8 @@ async def _write(ctx: ConfigDeps, entity_type: str, entity: str, configs: dict[s
         log.info("%s/%s configs set to %s", entity_type, entity, configs)
 
 
-async def _alter_one(ctx: ConfigDeps, rtype: int, name: str, run: Any) -> dict[str, Any]:
+async def _alter_one(ctx: ConfigDeps, rtype: int, name: str,
+                     run: Callable[[str, str], Awaitable[None]]) -> dict[str, Any]:
     entry = _error_entry(rtype, name)
     try:
         entity_type, entity = _entity(ctx, rtype, name)
