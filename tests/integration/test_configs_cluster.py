@@ -206,6 +206,8 @@ def test_topic_config_changes_reach_every_broker_without_restart(cluster: Cluste
     leader = cluster.brokers[leader_id]
     wait_until(lambda: len(cluster.states(topic)[0]["isr"]) == 3, 30, "full ISR")
 
+    # A malformed notification (a hand-edited znode) is skipped; the watch goes on.
+    cluster.kazoo.create("/config/changes/config_change_", b"not json", sequence=True)
     # segment.bytes small: every replica rolls segments.
     _incremental(admin, T, topic, [_set("segment.bytes", "1024")])
     for _ in range(20):
