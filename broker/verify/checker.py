@@ -4,7 +4,8 @@
 * unexpected: read, but never attempted by this run's producer (or not a value this tool writes);
 * duplicated: one value read at two or more (partition, offset) positions;
 * reordered: within one partition, one producer's values not increasing with the offset (per reader);
-* changed: one (partition, offset) holding different values across the reads and the acknowledgements.
+* changed: one (partition, offset) holding different values across the reads and the acknowledgements, or a
+  value read at an offset other than the one its acknowledgement gave.
 
 Anything else is information, not an anomaly: failed sends (indeterminate: a write whose answer was lost may
 still be in the log, "recovered"), and attempts that were neither acknowledged nor read.
@@ -116,6 +117,11 @@ def _duplicated_and_changed(history: History, report: Report) -> None:
     for value, places in sorted(positions.items(), key=lambda kv: min(kv[1])):
         if len(places) > 1:
             report.flag("duplicated", f"{_text(value)} at " + ", ".join(f"{p}/{o}" for p, o in sorted(places)))
+    for value, (partition, offset) in sorted(history.acks.items(), key=lambda kv: kv[1]):
+        places = positions.get(value)
+        if places and (partition, offset) not in places:  # acknowledged at one offset, read at another
+            shown = ", ".join(f"{p}/{o}" for p, o in sorted(places))
+            report.flag("changed", f"{_text(value)} acked at {partition}/{offset}, read at {shown}")
     for (partition, offset), values in sorted(at.items()):
         if len(values) > 1:
             shown = ", ".join(sorted(_text(v) for v in values))
