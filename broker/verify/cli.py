@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from moldau.errors import ClientError
 from moldau.tools.common import ToolError, ToolParser
 
 from .checker import Report, check
@@ -147,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         validate(args)
         if args.recheck:
-            report, extra = asyncio.run(recheck(args))
+            try:
+                report, extra = asyncio.run(recheck(args))
+            except (ClientError, OSError, TimeoutError) as exc:
+                raise ToolError(f"--recheck: {exc}") from None
         else:
             why = fault_unavailable(args.faults)
             if why is not None:
@@ -169,7 +173,7 @@ def run_once(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
     t0 = time.monotonic()
     try:
         history = asyncio.run(run.execute())
-    except (ValueError, TimeoutError, OSError, RuntimeError) as exc:
+    except (ClientError, ValueError, TimeoutError, OSError, RuntimeError) as exc:
         raise ToolError(f"{exc} (cluster data and logs: {workdir})" if args.launch else str(exc)) from None
     report = check(history)
     if args.history:

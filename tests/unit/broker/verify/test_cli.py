@@ -8,6 +8,7 @@ import pytest
 
 from moldau.broker.verify import cli
 from moldau.tools.common import ToolError
+from tests.integration.harness import closed_port
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -61,3 +62,9 @@ def test_argparse_errors_also_exit_1(capsys: pytest.CaptureFixture[str]) -> None
 def test_recheck_of_an_unreadable_history_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--recheck", "/nonexistent/h.json", "--bootstrap-server", "127.0.0.1:1"]) == 1
     assert capsys.readouterr().err.startswith("Error: --recheck: cannot read a history from /nonexistent/h.json")
+
+
+def test_an_unreachable_cluster_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--bootstrap-server", f"127.0.0.1:{closed_port()}", "--duration", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and "Traceback" not in err
