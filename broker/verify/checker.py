@@ -118,9 +118,9 @@ def _duplicated_and_changed(history: History, report: Report) -> None:
         if len(places) > 1:
             report.flag("duplicated", f"{_text(value)} at " + ", ".join(f"{p}/{o}" for p, o in sorted(places)))
     for value, (partition, offset) in sorted(history.acks.items(), key=lambda kv: kv[1]):
-        places = positions.get(value)
-        if places and (partition, offset) not in places:  # acknowledged at one offset, read at another
-            shown = ", ".join(f"{p}/{o}" for p, o in sorted(places))
+        read_at = positions.get(value, set())
+        if read_at and (partition, offset) not in read_at:  # acknowledged at one offset, read at another
+            shown = ", ".join(f"{p}/{o}" for p, o in sorted(read_at))
             report.flag("changed", f"{_text(value)} acked at {partition}/{offset}, read at {shown}")
     for (partition, offset), values in sorted(at.items()):
         if len(values) > 1:

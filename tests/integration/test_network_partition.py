@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from moldau.broker.verify.netfault import NetFaults
 from moldau.protocol.errors import ErrorCode
 
 from .harness import wait_until
-from moldau.broker.verify.netfault import NetFaults
 from .test_cluster import SESSION_TIMEOUT_MS, Cluster, cluster, zookeeper  # noqa: F401
 from .test_replication import create_topic, in_sync, produce, read_all, segment_bytes, start, state
 
