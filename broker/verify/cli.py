@@ -33,10 +33,15 @@ from .history import History
 from .run import Run
 
 EXIT_ANOMALIES = 2
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(Exception):
+    """A signal stopped the run before the check."""
 
 
 def parser() -> argparse.ArgumentParser:
-    p = ToolParser(prog="moldau-verify", description=__doc__.split("\n\n")[0],
+    p = ToolParser(prog="moldau-verify", description=__doc__.split("\n\n")[0].replace("``", ""),
                    formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="the cluster to check")
@@ -160,9 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
+    except Interrupted as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     output(args, report, extra)
     return 0 if report.ok else EXIT_ANOMALIES
 
@@ -173,6 +181,9 @@ def run_once(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
     t0 = time.monotonic()
     try:
         history = asyncio.run(run.execute())
+    except asyncio.CancelledError:
+        raise Interrupted(f"{run.interrupted or 'interrupted'}: the run was stopped"
+                          + (" and the launched cluster with it" if args.launch else "")) from None
     except (ClientError, ValueError, TimeoutError, OSError, RuntimeError) as exc:
         raise ToolError(f"{exc} (cluster data and logs: {workdir})" if args.launch else str(exc)) from None
     report = check(history)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -53,12 +54,25 @@ class Run:
         self.fault_log: list[str] = []
         self.final_complete = False
         self.t0 = time.monotonic()
+        self.main_task: asyncio.Task[History] | None = None
+        self.interrupted: str | None = None
 
     def say(self, text: str) -> None:
         if self.progress_to is not None:
             print(f"[{time.monotonic() - self.t0:6.1f}s] {text}", file=self.progress_to, flush=True)
 
+    def interrupt(self, signum: int) -> None:
+        """SIGINT/SIGTERM/SIGHUP: stop the run, heal and stop a launched cluster (and its partitions) on the way
+        out. Set explicitly: a tool started in the background of a script inherits SIGINT ignored."""
+        if self.interrupted is None and self.main_task is not None:
+            self.interrupted = signal.Signals(signum).name
+            self.main_task.cancel()
+
     async def execute(self) -> History:
+        self.main_task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self.interrupt, sig)
         try:
             if self.args.launch is not None:
                 await self._launch()

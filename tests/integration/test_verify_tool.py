@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,3 +78,40 @@ def test_records_deleted_under_a_finished_run_are_reported_lost(tmp_path: Path) 
     assert result["anomalies"]["lost"] > 100
     assert result["anomalies"]["duplicated"] == result["anomalies"]["unexpected"] == 0
     assert "acked at 0/" in result["examples"]["lost"][0]
+
+
+def _processes_using(path: Path) -> list[int]:
+    """Pids whose command line mentions ``path`` (the launched cluster's ZooKeeper and brokers)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and str(path).encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue  # gone meanwhile
+    return found
+
+
+def test_sigint_stops_the_run_and_the_cluster_it_launched(tmp_path: Path) -> None:
+    script = shutil.which("moldau-verify", path=str(Path(sys.executable).parent))
+    assert script is not None
+    data = tmp_path / "cluster"
+    # SIGINT ignored on entry, as in a script's background job: the tool must still stop on it.
+    proc = subprocess.Popen([script, "--launch", "1", "--duration", "300", "--faults", "kill",
+                             "--fault-interval", "4", "--data", str(data), "--progress-interval", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # bounded by the subprocess's own start-up timeouts
+            if " acked " in line:
+                break
+        assert _processes_using(data), "the launched cluster is running"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "SIGINT: the run was stopped and the launched cluster with it" in err
+    assert _processes_using(data) == []
