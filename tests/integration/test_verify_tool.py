@@ -57,6 +57,7 @@ def _truncate_segment(broker: BrokerProcess, topic: str) -> int:
     return size - size // 2
 
 
+@pytest.mark.slow
 def test_records_deleted_under_a_finished_run_are_reported_lost(tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "broker").start()
     try:
