@@ -26,7 +26,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
 
 from .harness import BrokerProcess, wait_until
-from .test_cluster import SESSION_TIMEOUT_MS, Cluster, cluster, run, send, zookeeper  # noqa: F401
+from .test_cluster import SESSION_TIMEOUT_MS, Cluster, cluster, metadata, run, send, zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +49,17 @@ def create_topic(c: Cluster, name: str, partitions: int = 1, min_isr: int = 2) -
     for future in admin.create_topics([topic], request_timeout=15).values():
         future.result(timeout=20)
     wait_until(lambda: all(s["leader"] >= 0 for s in c.states(name).values()), 15, "leaders for the new topic")
+    # ZooKeeper names the leaders before the leaders have heard (LeaderAndIsr): wait until each leader's own
+    # metadata, which the controller updates only after its LeaderAndIsr to that broker, says it leads.
+    for p, s in c.states(name).items():
+        wait_until(lambda p=p, leader=s["leader"]: leads(c.brokers[leader], name, p), 15,
+                   f"broker {s['leader']} leading {name}-{p}")
+
+
+def leads(broker: BrokerProcess, topic: str, partition: int) -> bool:
+    topics = {t["name"]: t for t in metadata(broker)["topics"]}
+    parts = {p["partition_index"]: p for p in (topics.get(topic) or {"partitions": []})["partitions"]}
+    return partition in parts and parts[partition]["leader_id"] == broker.broker_id
 
 
 def state(c: Cluster, topic: str, p: int = 0) -> dict[str, Any]:
