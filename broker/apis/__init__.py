@@ -6,8 +6,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
+from moldau.broker.apis.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from moldau.broker.apis.context import (
     BrokerContext,
+    ConfigDeps,
     ControlDeps,
     GroupDeps,
     ProducerIdSource,
@@ -75,6 +81,10 @@ def _producer_ids(c: BrokerContext) -> ProducerIdSource:
     return c.producer_ids
 
 
+def _configs(c: BrokerContext) -> ConfigDeps:
+    return c.configs
+
+
 def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
     return c.api_versions
 
@@ -105,6 +115,12 @@ ROUTES: dict[int, Route] = {
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
 }
+# Topic and broker configs (issue 10).
+ROUTES.update({
+    ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
+    ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.
