@@ -15,6 +15,7 @@ from moldau.broker.apis.context import (
     ClusterControl,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
@@ -180,7 +181,7 @@ class BrokerServer:
         fetch, produce, producer_ids = self.fetch_purgatory, self.produce_purgatory, self.producer_ids
         assert rm is not None and metadata is not None and coordinator is not None
         assert fetch is not None and produce is not None and producer_ids is not None
-        cluster: ClusterControl = StandaloneCluster()
+        cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None)
         if self.zk_mode is not None:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster
@@ -188,7 +189,8 @@ class BrokerServer:
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
-            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS)
+            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
+            partition_admin=PartitionAdminDeps(topics, cluster, rm))
 
     @property
     def controller(self) -> Controller | None:

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from moldau.broker.config import BrokerConfig
 from moldau.broker.controller.controller import Controller, ControllerSettings
 from moldau.broker.controller.zk import KafkaZk, ZkClient
 from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
-from moldau.broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
+from moldau.broker.metadata import BrokerEndpoint, TopicError, new_cluster_id, read_meta_broker_id
 from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
@@ -72,6 +74,40 @@ class ZkCluster:
         if not self.controller.active:
             return ErrorCode.NOT_CONTROLLER, []
         return await self.controller.controlled_shutdown(broker_id, broker_epoch)
+
+    # --- partition admin: CreatePartitions writes the topic znode (any broker may, as AdminZkClient does; the
+    # handler only runs on the controller), ElectLeaders runs on the active controller's event queue.
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        found = await self.zk.assignment(topic)
+        return None if found is None else found.partitions
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        try:
+            assignment = await self.zk.add_partitions(topic, additions)
+        except NoNodeError:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
+        except BadVersionError:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"The partitions of topic '{topic}' changed while they "
+                                                        "were being added; retry") from None
+        if timeout_ms is None:
+            return
+        count = len(assignment.partitions)
+        if not await self.cache.wait_for(lambda: _has_leaders(self.cache, topic, count), timeout_ms):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"The partitions of topic '{topic}' were added, but not "
+                                                          f"all had leaders within {timeout_ms} ms")
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        if not self.controller.active:
+            wanted = partitions if partitions is not None else [
+                (t.name, p) for t in self.cache.topics().values() for p in t.partitions]
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
+        return await self.controller.admin.elect_leaders(election_type, partitions)
+
+
+def _has_leaders(cache: MetadataCache, topic: str, count: int) -> bool:
+    t = cache.topic(topic)
+    return t is not None and len(t.partitions) >= count and all(s.leader >= 0 for s in t.partitions.values())
 
 
 class ZkMode:

@@ -29,6 +29,12 @@ from moldau.protocol.messages.inter_broker import (
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.messages.metadata import METADATA
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from moldau.protocol.messages.partition_admin import (
+    CREATE_PARTITIONS,
+    DELETE_RECORDS,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+)
 from moldau.protocol.messages.produce import PRODUCE
 from moldau.protocol.schema import Api
 
@@ -60,8 +66,10 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
 
 
@@ -72,6 +80,8 @@ REGISTRY: dict[int, Api] = {
                 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
                 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH)
 }
+# The partition and record admin APIs (protocol/messages/partition_admin.py).
+REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

@@ -10,6 +10,7 @@ from moldau.broker.apis.context import (
     BrokerContext,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ProducerIdSource,
     ReplicaDeps,
     TopicDeps,
@@ -36,6 +37,12 @@ from moldau.broker.apis.leader_epoch import handle_offset_for_leader_epoch
 from moldau.broker.apis.list_offsets import handle_list_offsets
 from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from moldau.broker.apis.partition_admin import (
+    handle_create_partitions,
+    handle_delete_records,
+    handle_describe_log_dirs,
+    handle_elect_leaders,
+)
 from moldau.broker.apis.produce import handle_produce
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
@@ -75,6 +82,10 @@ def _producer_ids(c: BrokerContext) -> ProducerIdSource:
     return c.producer_ids
 
 
+def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
+    return c.partition_admin
+
+
 def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
     return c.api_versions
 
@@ -105,6 +116,13 @@ ROUTES: dict[int, Route] = {
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
 }
+# The partition and record admin APIs (broker/apis/partition_admin.py).
+ROUTES.update({
+    ApiKey.CREATE_PARTITIONS: route(_partition_admin, handle_create_partitions),
+    ApiKey.DELETE_RECORDS: route(_partition_admin, handle_delete_records),
+    ApiKey.ELECT_LEADERS: route(_partition_admin, handle_elect_leaders),
+    ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
+})
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.

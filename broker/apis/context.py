@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
-from moldau.broker.metadata import MetadataStore
+from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.protocol.errors import ErrorCode
@@ -39,9 +39,29 @@ class ClusterControl(Protocol):
         """Run by the active controller: move the broker's leaderships away; (error, partitions still led)."""
         ...
 
+    # --- partition admin (CreatePartitions, ElectLeaders): see broker/apis/partition_admin.py
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        """The topic's replica assignment as the cluster's source of truth has it (None: no such topic)."""
+        ...
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        """Adds partitions; ``timeout_ms`` bounds the wait until they have leaders (None: do not wait). Raises
+        TopicError."""
+        ...
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Run by the active controller: preferred (0) or unclean (1) election; None: every partition."""
+        ...
+
 
 class StandaloneCluster:
-    """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER."""
+    """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Its topics
+    live in ``metadata`` (StandaloneMetadata), where CreatePartitions adds partitions; with one broker every
+    leader is already the preferred and only replica, so ElectLeaders has nothing to do."""
+
+    def __init__(self, metadata: StandaloneMetadata | None = None) -> None:
+        self.metadata = metadata
 
     def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         return ErrorCode.NOT_CONTROLLER
@@ -54,6 +74,23 @@ class StandaloneCluster:
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
         return ErrorCode.NOT_CONTROLLER, []
+
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        t = self.metadata.topic(topic) if self.metadata is not None else None
+        return None if t is None else {p: list(s.replicas) for p, s in t.partitions.items()}
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        if self.metadata is None:
+            raise RuntimeError("StandaloneCluster was built without its metadata")
+        await self.metadata.add_partitions(topic, additions)
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        topics = self.metadata.topics() if self.metadata is not None else {}
+        wanted = [(t, p) for t in topics for p in topics[t].partitions] if partitions is None else partitions
+        return {tp: (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+                if tp[0] in topics and tp[1] in topics[tp[0]].partitions
+                else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.") for tp in wanted}
 
 
 class ProducerIdSource(Protocol):
@@ -101,6 +138,15 @@ class ControlDeps:
 
 
 @dataclass(slots=True)
+class PartitionAdminDeps:
+    """CreatePartitions, DeleteRecords, ElectLeaders, DescribeLogDirs (broker/apis/partition_admin.py)."""
+
+    topics: TopicDeps
+    cluster: ClusterControl
+    replica_manager: ReplicaManager
+
+
+@dataclass(slots=True)
 class BrokerContext:
     """Everything the route table hands out, one family object per handler family."""
 
@@ -110,3 +156,4 @@ class BrokerContext:
     control: ControlDeps
     producer_ids: ProducerIdSource
     api_versions: list[dict[str, int]]
+    partition_admin: PartitionAdminDeps

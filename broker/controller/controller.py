@@ -21,6 +21,7 @@ from kazoo.exceptions import BadVersionError
 from moldau.broker.controller import election as E
 from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller.admin_ops import ControllerAdmin
 from moldau.broker.controller.channel import ControllerChannel
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
@@ -91,6 +92,7 @@ class Controller:
         self._rebalance_task: asyncio.Task[None] | None = None
         # Called with the new controller id whenever /controller changes (the metadata cache listens).
         self.controller_listeners: list[Callable[[int], None]] = []
+        self.admin = ControllerAdmin(self)  # CreatePartitions' topic watches, ElectLeaders (admin_ops.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -216,6 +218,7 @@ class Controller:
         ctx.assignments[topic] = assignment.partitions
         ctx.topic_ids[topic] = assignment.topic_id
         ctx.topic_configs[topic] = await self.zk.topic_config(topic)
+        self.admin.watch_topic(topic)
         for p in assignment.partitions:
             state = await self.zk.partition_state(topic, p)
             if state is not None:

@@ -19,6 +19,7 @@ from moldau.broker.apis.context import (
     BrokerContext,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
@@ -94,5 +95,6 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
     ctx = BrokerContext(
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
         groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, StandaloneCluster()),
-        producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS)
+        producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS,
+        partition_admin=PartitionAdminDeps(topics, StandaloneCluster(metadata), rm))
     return Env(ctx, clock, timer, metadata, rm, coordinator, lm)
