@@ -112,6 +112,13 @@ class ControllerAdmin:
             else:
                 candidates.append(tp)
 
+        # A leader's ISR expansion reaches this cache only with its (batched) change notification: decide on
+        # the states ZooKeeper holds now, so a replica that has just caught up can be elected.
+        for tp in candidates:
+            fresh = await c.zk.partition_state(*tp)
+            if fresh is not None:
+                ctx.states[tp] = fresh
+
         def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
             online = [b for b in live if ctx.replica_online(b, tp)]
             if election_type == PREFERRED:
