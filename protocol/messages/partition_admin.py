@@ -1,10 +1,10 @@
 """The partition and record admin APIs: CreatePartitions (37), DeleteRecords (21), ElectLeaders (43),
 DescribeLogDirs (35), each over Kafka's full range (flexible from v2 in all four).
 
-Clients: confluent-kafka 2.16 / librdkafka pick the highest common version (CreatePartitions 0-3, DeleteRecords
-0-2, ElectLeaders 0-2, DescribeLogDirs 0-4); kafka-python 3.0 sends CreatePartitions 0-1, DeleteRecords 0-2,
-ElectLeaders 0-1 and DescribeLogDirs 0-1. ElectLeaders v0 has no election type (always preferred); v1 adds it and a
-top-level error code. DescribeLogDirs v3 adds a top-level error code, v4 the volume's total and usable bytes.
+Clients pick the highest common version: confluent-kafka 2.16 sends CreatePartitions v3, DeleteRecords v2 and
+ElectLeaders v2 (it has no DescribeLogDirs call); kafka-python 3.0 implements CreatePartitions 0-3, DeleteRecords
+0-2, ElectLeaders 0-2 and DescribeLogDirs 0-5. ElectLeaders v0 has no election type (always preferred); v1 adds it
+and a top-level error code. DescribeLogDirs v3 adds a top-level error code, v4 the volume's total and usable bytes.
 """
 
 from moldau.protocol.schema import Api, F
