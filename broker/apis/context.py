@@ -144,6 +144,7 @@ class PartitionAdminDeps:
     topics: TopicDeps
     cluster: ClusterControl
     replica_manager: ReplicaManager
+    delete_records_purgatory: Purgatory
 
 
 @dataclass(slots=True)

@@ -2,11 +2,13 @@
 
 CreatePartitions and ElectLeaders are controller requests (as in Kafka's ZooKeeper mode: another broker answers
 NOT_CONTROLLER); they reach the cluster only through ``ClusterControl``. DeleteRecords is answered by each
-partition's leader, DescribeLogDirs by every broker for its own log dirs.
+partition's leader, DescribeLogDirs by every broker for its own log dirs. DeleteRecords waits in its purgatory until the in-sync
+followers have moved their log start offsets too (docs/admin.md).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 from typing import Any
@@ -14,6 +16,8 @@ from typing import Any
 from moldau.broker.apis.context import PartitionAdminDeps
 from moldau.broker.metadata import TopicError
 from moldau.broker.partition_plan import plan_new_partitions
+from moldau.broker.purgatory import DelayedOperation
+from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError
 from moldau.protocol.errors import ErrorCode
@@ -56,12 +60,54 @@ async def handle_create_partitions(ctx: PartitionAdminDeps, request: Request, bo
     return {"throttle_time_ms": 0, "results": results}
 
 
-def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    """Moves each partition's log start offset up on the leader; followers follow through the log_start_offset
-    of their Fetch responses. Answered at once: we do not wait for the followers (docs/admin.md)."""
+class DelayedDeleteRecords(DelayedOperation):
+    """Kafka's DelayedDeleteRecords: answers once every partition's low watermark (the smallest log start offset
+    of the leader and its in-sync followers, which report theirs in their fetches) has reached the offset asked
+    for; partitions still short of it when ``timeout_ms`` runs out answer REQUEST_TIMED_OUT."""
+
+    def __init__(self, rm: ReplicaManager, timeout_ms: int, waiting: list[Waiting], response: dict[str, Any],
+                 future: asyncio.Future[Any]) -> None:
+        super().__init__(timeout_ms)
+        self.rm = rm
+        self.waiting = waiting
+        self.response = response
+        self.future = future
+
+    def try_complete(self) -> bool:
+        if self.future.done():  # the client went away
+            return self.force_complete()
+        self.waiting = [w for w in self.waiting if not _reached(self.rm, *w)]
+        return self.force_complete() if not self.waiting else False
+
+    def on_complete(self) -> None:
+        for _, _, entry, _ in self.waiting:
+            entry["error_code"], entry["low_watermark"] = ErrorCode.REQUEST_TIMED_OUT, -1
+        if not self.future.done():
+            self.future.set_result(self.response)
+
+
+Waiting = tuple[str, int, dict[str, Any], int]
+
+
+def _reached(rm: ReplicaManager, topic: str, index: int, entry: dict[str, Any], required: int) -> bool:
+    partition, error = rm.leader_partition(topic, index)
+    if partition is None:  # no longer the leader
+        entry["error_code"], entry["low_watermark"] = error, -1
+        return True
+    low = partition.low_watermark()
+    if low < required:
+        return False
+    entry["low_watermark"] = low
+    return True
+
+
+def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> Any:
+    """Moves each partition's log start offset up on the leader, then waits (purgatory) until the in-sync
+    followers, which follow through the log_start_offset of their Fetch responses, have moved theirs."""
     rm = ctx.replica_manager
     moved = False
     topics = []
+    waiting: list[Waiting] = []
     for t in body["topics"]:
         partitions = []
         for p in t["partitions"]:
@@ -82,12 +128,19 @@ def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: dict[
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
             partition.clamp_high_watermark()
-            entry["low_watermark"] = partition.log.log_start_offset
+            waiting.append((t["name"], p["partition_index"], entry, offset))
         topics.append({"name": t["name"], "partitions": partitions})
     if moved:
         # Persist at once (log-start-offset-checkpoint): deleted records must not come back after a restart.
         rm.log_manager.checkpoint()
-    return {"throttle_time_ms": 0, "topics": topics}
+    response = {"throttle_time_ms": 0, "topics": topics}
+    waiting = [w for w in waiting if not _reached(rm, *w)]
+    if not waiting:
+        return response
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    op = DelayedDeleteRecords(rm, max(0, body["timeout_ms"]), waiting, response, future)
+    ctx.delete_records_purgatory.try_complete_else_watch(op, [(topic, index) for topic, index, _, _ in waiting])
+    return future
 
 
 async def handle_elect_leaders(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@ through the strict codecs of every version."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,33 @@ async def test_describe_log_dirs(tmp_path: Path) -> None:
     env.log_manager.mark_dir_offline(tmp_path / "logs")
     answer = await env.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
     assert answer["results"][0]["error_code"] == E.KAFKA_STORAGE_ERROR and answer["results"][0]["topics"] == []
+
+
+async def test_delete_records_waits_for_the_in_sync_followers(tmp_path: Path) -> None:
+    env = make_env(tmp_path, NO_AUTO_CREATE)
+    # partition 0 replicated to a follower (broker 1) in the ISR: its fetches report its log start offset
+    await env.metadata.create_topic("r", {0: [0, 1]}, {})
+    await _produce(env, "r", 10)
+    rm = env.replica_manager
+    rm.update_follower("r", 0, 1, 10, 0)
+    partition = rm.get_partition("r", 0)
+    assert partition is not None and partition.high_watermark == 10
+    body = {"topics": [{"name": "r", "partitions": [{"partition_index": 0, "offset": 6}]}], "timeout_ms": 5000}
+    answer = asyncio.ensure_future(env.call(ApiKey.DELETE_RECORDS, 2, body))
+    await asyncio.sleep(0)
+    assert not answer.done() and partition.log.log_start_offset == 6  # deleted on the leader, waiting
+    rm.update_follower("r", 0, 1, 10, 3)  # the follower has not caught up with the deletion yet
+    await asyncio.sleep(0)
+    assert not answer.done()
+    rm.update_follower("r", 0, 1, 10, 6)
+    result = await asyncio.wait_for(answer, 5)
+    assert result["topics"][0]["partitions"][0] == {"partition_index": 0, "low_watermark": 6, "error_code": E.NONE}
+    # a follower that never catches up: REQUEST_TIMED_OUT once the timeout runs out (manual timer)
+    body["topics"][0]["partitions"][0]["offset"] = 8
+    answer = asyncio.ensure_future(env.call(ApiKey.DELETE_RECORDS, 2, body))
+    await asyncio.sleep(0)
+    assert not answer.done()
+    env.timer.advance(5000)
+    result = await asyncio.wait_for(answer, 5)
+    assert result["topics"][0]["partitions"][0]["error_code"] == E.REQUEST_TIMED_OUT
+    assert partition.log.log_start_offset == 8
