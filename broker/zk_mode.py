@@ -104,6 +104,18 @@ class ZkCluster:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
         return await self.controller.admin.elect_leaders(election_type, partitions)
 
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.reassign(wanted)
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.list_reassignments(wanted)
+
 
 def _has_leaders(cache: MetadataCache, topic: str, count: int) -> bool:
     t = cache.topic(topic)

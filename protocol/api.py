@@ -30,10 +30,12 @@ from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.messages.metadata import METADATA
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from moldau.protocol.messages.partition_admin import (
+    ALTER_PARTITION_REASSIGNMENTS,
     CREATE_PARTITIONS,
     DELETE_RECORDS,
     DESCRIBE_LOG_DIRS,
     ELECT_LEADERS,
+    LIST_PARTITION_REASSIGNMENTS,
 )
 from moldau.protocol.messages.produce import PRODUCE
 from moldau.protocol.schema import Api
@@ -70,6 +72,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
 
 
@@ -81,7 +85,8 @@ REGISTRY: dict[int, Api] = {
                 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH)
 }
 # The partition and record admin APIs (protocol/messages/partition_admin.py).
-REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS)})
+REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS,
+                                          ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

@@ -38,10 +38,12 @@ from moldau.broker.apis.list_offsets import handle_list_offsets
 from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from moldau.broker.apis.partition_admin import (
+    handle_alter_partition_reassignments,
     handle_create_partitions,
     handle_delete_records,
     handle_describe_log_dirs,
     handle_elect_leaders,
+    handle_list_partition_reassignments,
 )
 from moldau.broker.apis.produce import handle_produce
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
@@ -122,6 +124,8 @@ ROUTES.update({
     ApiKey.DELETE_RECORDS: route(_partition_admin, handle_delete_records),
     ApiKey.ELECT_LEADERS: route(_partition_admin, handle_elect_leaders),
     ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

@@ -54,6 +54,16 @@ class ClusterControl(Protocol):
         """Run by the active controller: preferred (0) or unclean (1) election; None: every partition."""
         ...
 
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        """Run by the active controller: start (replicas) or cancel (None); None when not the controller."""
+        ...
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        """(replicas, adding, removing) of the reassignments in progress; None when not the controller."""
+        ...
+
 
 class StandaloneCluster:
     """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Its topics
@@ -91,6 +101,28 @@ class StandaloneCluster:
         return {tp: (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
                 if tp[0] in topics and tp[1] in topics[tp[0]].partitions
                 else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.") for tp in wanted}
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        """One broker: its replicas can only stay where they are."""
+        topics = self.metadata.topics() if self.metadata is not None else {}
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for (t, p), target in wanted.items():
+            if t not in topics or p not in topics[t].partitions:
+                out[(t, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                out[(t, p)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress.")
+            elif target != topics[t].partitions[p].replicas:
+                out[(t, p)] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"Replica assignment has brokers that are not alive: "
+                               f"{[r for r in target if r not in topics[t].partitions[p].replicas] or target}")
+            else:
+                out[(t, p)] = (ErrorCode.NONE, None)
+        return out
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        return {}
 
 
 class ProducerIdSource(Protocol):

@@ -192,3 +192,34 @@ def handle_describe_log_dirs(ctx: PartitionAdminDeps, request: Request, body: di
                         "topics": [{"name": t, "partitions": sorted(ps, key=lambda x: x["partition_index"])}
                                    for t, ps in sorted(per_topic.items())]})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
+
+
+async def handle_alter_partition_reassignments(ctx: PartitionAdminDeps, request: Request,
+                                               body: dict[str, Any]) -> dict[str, Any]:
+    wanted = {(t["name"], p["partition_index"]): (None if p["replicas"] is None else list(p["replicas"]))
+              for t in body["topics"] for p in t["partitions"]}
+    results = await ctx.cluster.alter_reassignments(wanted)
+    if results is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                "error_message": "This is not the correct controller for this cluster.", "responses": []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+async def handle_list_partition_reassignments(ctx: PartitionAdminDeps, request: Request,
+                                              body: dict[str, Any]) -> dict[str, Any]:
+    wanted = None if body["topics"] is None else [(t["name"], p) for t in body["topics"]
+                                                  for p in t["partition_indexes"]]
+    ongoing = await ctx.cluster.list_reassignments(wanted)
+    if ongoing is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
+                "error_message": "This is not the correct controller for this cluster.", "topics": []}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), (replicas, adding, removing) in sorted(ongoing.items()):
+        by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas,
+                                               "adding_replicas": adding, "removing_replicas": removing})
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

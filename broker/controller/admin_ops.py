@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from moldau.broker.controller import election as E
 from moldau.broker.controller import requests as R
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("moldau.controller")
 
 TP = tuple[str, int]
+T = TypeVar("T")
 PREFERRED = 0
 UNCLEAN = 1
 ElectionResult = dict[TP, tuple[ErrorCode, str | None]]
@@ -56,7 +58,7 @@ class ControllerAdmin:
         added = sorted(p for p in assignment.partitions if p not in known)
         changed = [p for p in known if p in assignment.partitions and assignment.partitions[p] != known[p]]
         if changed:
-            # Reassignment is not supported; Kafka's controller ignores such edits too (it restores the znode).
+            # Replica changes go through AlterPartitionReassignments, not by editing this znode.
             log.warning("topic %s: replica changes of existing partitions %s in ZooKeeper are ignored", topic,
                         changed[:10])
         if not added:
@@ -74,14 +76,14 @@ class ControllerAdmin:
             c._send_leader_and_isr(broker_id, tps, is_new=True)
         c._send_update_metadata(list(ctx.live), created)
 
-    # ------------------------------------------------------------------ ElectLeaders
-    async def elect_leaders(self, election_type: int, partitions: list[TP] | None) -> ElectionResult:
-        """Runs as a controller event; answers once the new states are written and sent to the brokers."""
-        fut: asyncio.Future[ElectionResult] = asyncio.get_running_loop().create_future()
+    # ------------------------------------------------------------------ events with an answer
+    async def _as_event(self, name: str, work: Callable[[], Awaitable[T]]) -> T:
+        """Runs ``work`` as one event of the controller's queue and returns its result."""
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
 
         async def event() -> None:
             try:
-                result = await self._elect(election_type, partitions)
+                result = await work()
             except BaseException as exc:
                 if not fut.done():
                     fut.set_exception(exc)
@@ -89,8 +91,27 @@ class ControllerAdmin:
             if not fut.done():
                 fut.set_result(result)
 
-        self.c.enqueue("elect-leaders", event)
+        self.c.enqueue(name, event)
         return await fut
+
+    async def reassign(self, wanted: dict[TP, list[int] | None]) -> ElectionResult:
+        """AlterPartitionReassignments (reassignment.py); NOT_CONTROLLER per partition when not active."""
+        async def work() -> ElectionResult:
+            if not self.c.active:
+                return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
+            return await self.c.reassignments.alter(wanted)
+        return await self._as_event("alter-reassignments", work)
+
+    async def list_reassignments(self, wanted: list[TP] | None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        async def work() -> dict[TP, tuple[list[int], list[int], list[int]]]:
+            return {tp: (o.replicas, o.adding, o.removing)
+                    for tp, o in self.c.reassignments.listing(wanted).items()}
+        return await self._as_event("list-reassignments", work)
+
+    # ------------------------------------------------------------------ ElectLeaders
+    async def elect_leaders(self, election_type: int, partitions: list[TP] | None) -> ElectionResult:
+        """Runs as a controller event; answers once the new states are written and sent to the brokers."""
+        return await self._as_event("elect-leaders", lambda: self._elect(election_type, partitions))
 
     async def _elect(self, election_type: int, partitions: list[TP] | None) -> ElectionResult:
         c = self.c

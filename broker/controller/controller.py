@@ -23,6 +23,7 @@ from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
 from moldau.broker.controller.admin_ops import ControllerAdmin
 from moldau.broker.controller.channel import ControllerChannel
+from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -93,6 +94,7 @@ class Controller:
         # Called with the new controller id whenever /controller changes (the metadata cache listens).
         self.controller_listeners: list[Callable[[int], None]] = []
         self.admin = ControllerAdmin(self)  # CreatePartitions' topic watches, ElectLeaders (admin_ops.py)
+        self.reassignments = Reassignments(self)  # partition reassignment (reassignment.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -183,6 +185,7 @@ class Controller:
             await self.channel.close()
             self.channel = None
         self.ctx = ControllerContext()
+        self.reassignments.reset()
         log.info("broker %d resigned as controller", self.broker_id)
 
     async def _on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
@@ -528,6 +531,7 @@ class Controller:
             await self.zk.client.delete(path)
         if changed:
             self._send_update_metadata(list(self.ctx.live), sorted(changed))
+            await self.reassignments.check(sorted(changed))  # new replicas in sync: finish their moves
 
     # ------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:

@@ -191,10 +191,13 @@ class TopicAssignment:
     partitions: dict[int, list[int]]
 
 
-def topic_assignment(topic_id: bytes, partitions: dict[int, list[int]]) -> bytes:
+def topic_assignment(topic_id: bytes, partitions: dict[int, list[int]], adding: dict[int, list[int]] | None = None,
+                     removing: dict[int, list[int]] | None = None) -> bytes:
+    """Version 3 (KIP-455): ``adding_replicas``/``removing_replicas`` of partitions being reassigned."""
     return _dumps({"version": 3, "topic_id": topic_id_to_str(topic_id),
                    "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
-                   "adding_replicas": {}, "removing_replicas": {}})
+                   "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items()) if r},
+                   "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items()) if r}})
 
 
 def parse_topic_assignment(topic: str, raw: bytes | None) -> TopicAssignment:

@@ -107,3 +107,57 @@ DESCRIBE_LOG_DIRS = Api(
         ]),
     ],
 )
+
+# Partition reassignment (KIP-455): v0 only, flexible from v0. confluent-kafka 2.16 has no call for these;
+# kafka-python 3.0 implements v0 of both.
+ALTER_PARTITION_REASSIGNMENTS = Api(
+    45, "AlterPartitionReassignments", versions=(0, 0), flexible=0,
+    request=[
+        F("timeout_ms", "int32", default=60000),
+        F("topics", [
+            F("name", "string"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("replicas", "[]int32", nullable="0+"),
+            ]),
+        ]),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("responses", [
+            F("name", "string"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("error_code", "int16"),
+                F("error_message", "string", nullable="0+"),
+            ]),
+        ]),
+    ],
+)
+
+LIST_PARTITION_REASSIGNMENTS = Api(
+    46, "ListPartitionReassignments", versions=(0, 0), flexible=0,
+    request=[
+        F("timeout_ms", "int32", default=60000),
+        F("topics", [
+            F("name", "string"),
+            F("partition_indexes", "[]int32"),
+        ], nullable="0+"),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("error_message", "string", nullable="0+"),
+        F("topics", [
+            F("name", "string"),
+            F("partitions", [
+                F("partition_index", "int32"),
+                F("replicas", "[]int32"),
+                F("adding_replicas", "[]int32"),
+                F("removing_replicas", "[]int32"),
+            ]),
+        ]),
+    ],
+)

@@ -177,3 +177,21 @@ async def test_delete_records_waits_for_the_in_sync_followers(tmp_path: Path) ->
     result = await asyncio.wait_for(answer, 5)
     assert result["topics"][0]["partitions"][0]["error_code"] == E.REQUEST_TIMED_OUT
     assert partition.log.log_start_offset == 8
+
+
+async def test_reassignment_apis_standalone(tmp_path: Path) -> None:
+    env = make_env(tmp_path, NO_AUTO_CREATE)
+    await env.create_topic("t", 1)
+    body = {"timeout_ms": 1000, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "replicas": [0]}, {"partition_index": 1, "replicas": [0]},
+        {"partition_index": 0, "replicas": None}]}]}
+    answer = await env.call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert answer["error_code"] == E.NONE
+    # the last entry for partition 0 (a cancel) wins, as a map keyed by partition
+    codes = {p["partition_index"]: p["error_code"] for p in answer["responses"][0]["partitions"]}
+    assert codes == {0: E.NO_REASSIGNMENT_IN_PROGRESS, 1: E.UNKNOWN_TOPIC_OR_PARTITION}
+    body["topics"][0]["partitions"] = [{"partition_index": 0, "replicas": [5]}]
+    answer = await env.call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert answer["responses"][0]["partitions"][0]["error_code"] == E.INVALID_REPLICA_ASSIGNMENT
+    listed = await env.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None})
+    assert listed == {"throttle_time_ms": 0, "error_code": E.NONE, "error_message": None, "topics": []}

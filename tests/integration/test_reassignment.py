@@ -1,0 +1,87 @@
+"""Partition reassignment (AlterPartitionReassignments / ListPartitionReassignments) on four brokers with
+kafka-python's admin client, under a running acks=all producer: no acknowledged record lost, the ISR ends as
+the target, the removed replica's data is gone."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from . import test_cluster as tc
+from .harness import wait_until
+from .test_cluster import Cluster, consume_all
+
+zookeeper = tc.zookeeper
+cluster = tc.cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+class AckingProducer(threading.Thread):
+    """confluent-kafka, acks=all, numbered values until stopped; remembers what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                                  "message.timeout.ms": 30000})
+        self.topic = topic
+        self.acked: list[bytes] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def _done(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked.append(msg.value())
+        else:
+            self.errors.append(str(err))
+
+    def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            self.producer.produce(self.topic, f"v{i}".encode(), partition=0, on_delivery=self._done)
+            self.producer.poll(0.01)
+            i += 1
+        self.producer.flush(40)
+
+
+def test_reassignment_moves_a_partition_under_load(cluster: Cluster) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    cluster.start([1, 2, 3, 4])
+    bootstrap = cluster.bootstrap()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("moving", num_partitions=1, replica_assignment=[[1, 2, 3]])])["moving"].result(20)
+    wait_until(lambda: sorted(cluster.states("moving")[0]["isr"]) == [1, 2, 3], 15, "ISR [1, 2, 3]")
+    producer = AckingProducer(bootstrap, "moving")
+    producer.start()
+    kp = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        wait_until(lambda: len(producer.acked) > 200, 30, "records acknowledged before the move")
+        tp = TopicPartition("moving", 0)
+        assert kp.alter_partition_reassignments({tp: [2, 3, 4]}) == {tp: None}
+        unknown = kp.alter_partition_reassignments({TopicPartition("moving", 5): [1]})
+        assert unknown[TopicPartition("moving", 5)] is not None
+        wait_until(lambda: cluster.assignment("moving")[0] == [2, 3, 4], 60, "the new replica set")
+        state = wait_until(lambda: (lambda s: s if sorted(s["isr"]) == [2, 3, 4] else None)(
+            cluster.states("moving")[0]), 30, "ISR [2, 3, 4]")
+        assert state["leader"] in (2, 3, 4)
+        assert kp.list_partition_reassignments() == {}
+        no_op = kp.alter_partition_reassignments({tp: None})  # nothing to cancel
+        assert no_op[tp] is not None and no_op[tp].errno == 85  # NO_REASSIGNMENT_IN_PROGRESS
+        wait_until(lambda: not (cluster.brokers[1].log_dir / "moving-0").is_dir(), 30,
+                   "the data gone from broker 1")
+        acked_during = len(producer.acked)
+        wait_until(lambda: len(producer.acked) > acked_during + 100, 30, "records acknowledged after the move")
+    finally:
+        producer.stop.set()
+        producer.join(60)
+        kp.close()
+    assert not producer.errors, producer.errors[:5]
+    consumed = consume_all(cluster.bootstrap(), "moving", 1, timeout=60)
+    assert set(producer.acked) <= consumed
