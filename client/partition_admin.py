@@ -18,10 +18,12 @@ from moldau.config import ClientConfig
 from moldau.errors import KafkaError
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.partition_admin import (
+    ALTER_PARTITION_REASSIGNMENTS,
     CREATE_PARTITIONS,
     DELETE_RECORDS,
     DESCRIBE_LOG_DIRS,
     ELECT_LEADERS,
+    LIST_PARTITION_REASSIGNMENTS,
 )
 from moldau.protocol.schema import Api
 
@@ -197,6 +199,61 @@ class PartitionAdmin:
                                               r.get("total_bytes", -1), r.get("usable_bytes", -1)))
             out[node] = dirs
         return out
+
+
+    # ------------------------------------------------------------------ reassignment
+    async def alter_partition_reassignments(self, reassignments: Mapping[TP, list[int] | None], *,
+                                            timeout_ms: int = 60000,
+                                            raise_errors: bool = True) -> dict[TP, KafkaError | None]:
+        """Moves each partition to the given replicas (None: cancels its reassignment in progress); the move
+        itself runs on after the answer (``list_partition_reassignments`` shows it)."""
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), replicas in reassignments.items():
+            grouped.setdefault(topic, []).append({"partition_index": partition,
+                                                  "replicas": None if replicas is None else list(replicas)})
+        response = await self._controller_request(ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in grouped.items()]})
+        results = {(t["name"], p["partition_index"]): _error(p["error_code"], p.get("error_message"))
+                   for t in response["responses"] for p in t["partitions"]}
+        if raise_errors:
+            for err in results.values():
+                if err is not None:
+                    raise err
+        return results
+
+    async def list_partition_reassignments(self, partitions: Iterable[TP] | None = None, *,
+                                           timeout_ms: int = 60000) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+        """Reassignments in progress: (topic, partition) -> (replicas, adding, removing)."""
+        topics = None
+        if partitions is not None:
+            grouped: dict[str, list[int]] = {}
+            for topic, partition in partitions:
+                grouped.setdefault(topic, []).append(partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
+        response = await self._controller_request(LIST_PARTITION_REASSIGNMENTS,
+                                                  {"timeout_ms": timeout_ms, "topics": topics})
+        return {(t["name"], p["partition_index"]): (list(p["replicas"]), list(p["adding_replicas"]),
+                                                    list(p["removing_replicas"]))
+                for t in response["topics"] for p in t["partitions"]}
+
+    async def _controller_request(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
+        """To the controller; a top-level NOT_CONTROLLER refreshes metadata and resends (bounded); another
+        top-level error is raised."""
+        delay = self.config["retry.backoff.ms"] / 1000
+        for attempt in range(_RETRIES):
+            conn = await self._controller_conn()
+            response: dict[str, Any] = await conn.send(api, body)
+            code = response.get("error_code", 0)
+            if code == ErrorCode.NOT_CONTROLLER and attempt < _RETRIES - 1:
+                self._cluster.controller_id = -1
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            top = _error(code, response.get("error_message"))
+            if top is not None:
+                raise top
+            return response
+        raise AssertionError("unreachable")
 
 
 def _error(code: int, message: str | None = None) -> KafkaError | None:

@@ -4,7 +4,11 @@ the target, the removed replica's data is gone."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +21,12 @@ zookeeper = tc.zookeeper
 cluster = tc.cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+BIN = Path(sys.executable).parent
+
+
+def tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "moldau-reassign-partitions"), *args], capture_output=True, text=True,
+                          timeout=90)
 
 
 class AckingProducer(threading.Thread):
@@ -48,7 +58,7 @@ class AckingProducer(threading.Thread):
         self.producer.flush(40)
 
 
-def test_reassignment_moves_a_partition_under_load(cluster: Cluster) -> None:
+def test_reassignment_moves_a_partition_under_load(cluster: Cluster, tmp_path: Path) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
@@ -85,3 +95,31 @@ def test_reassignment_moves_a_partition_under_load(cluster: Cluster) -> None:
     assert not producer.errors, producer.errors[:5]
     consumed = consume_all(cluster.bootstrap(), "moving", 1, timeout=60)
     assert set(producer.acked) <= consumed
+
+    # moldau-reassign-partitions as a process: propose, execute (back onto broker 1, preferred first), verify
+    bs = ["--bootstrap-server", cluster.bootstrap()]
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"topics": [{"topic": "moving"}], "version": 1}')
+    generated = tool(*bs, "--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,2,4")
+    assert generated.returncode == 0, generated.stderr
+    lines = generated.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment" and lines[3] == "Proposed partition reassignment " \
+        "configuration"
+    assert json.loads(lines[1])["partitions"] == [{"topic": "moving", "partition": 0, "replicas": [2, 3, 4],
+                                                  "log_dirs": ["any"] * 3}]
+    assert sorted(json.loads(lines[4])["partitions"][0]["replicas"]) == [1, 2, 4]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0,
+                                                              "replicas": [1, 2, 4]}]}))
+    executed = tool(*bs, "--execute", "--reassignment-json-file", str(plan))
+    assert executed.returncode == 0, executed.stderr
+    assert executed.stdout.splitlines()[-1] == "Successfully started partition reassignment for moving-0"
+    wait_until(lambda: tool(*bs, "--verify", "--reassignment-json-file", str(plan)).stdout.splitlines()[-1:] ==
+               ["Reassignment of partition moving-0 is completed."], 60, "the tool's move completed")
+    assert cluster.assignment("moving")[0] == [1, 2, 4]
+    assert sorted(cluster.states("moving")[0]["isr"]) == [1, 2, 4]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0,
+                                                             "replicas": [1, 9]}]}))
+    refused = tool(*bs, "--execute", "--reassignment-json-file", str(bad))
+    assert refused.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in refused.stderr

@@ -111,3 +111,39 @@ def test_topics_alter_flags() -> None:
     assert args.assignment == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
     with pytest.raises(ToolError, match="cannot be used with --partitions"):
         topics.parse_args(BS + ["--create", "--topic", "t", "--partitions", "3", "--replica-assignment", "1:2"])
+
+
+def test_reassign_partitions_flags_and_json(tmp_path: Path) -> None:
+    import random
+
+    from moldau.tools import reassign_partitions as rp
+
+    with pytest.raises(ToolError, match="exactly one action"):
+        rp.parse_args(BS)
+    with pytest.raises(ToolError, match="needs --topics-to-move-json-file and --broker-list"):
+        rp.parse_args(BS + ["--generate", "--broker-list", "1,2"])
+    with pytest.raises(ToolError, match="--execute needs --reassignment-json-file"):
+        rp.parse_args(BS + ["--execute"])
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text('{"topics": [{"topic": "a"}, {"topic": "b"}], "version": 1}')
+    args = rp.parse_args(BS + ["--generate", "--topics-to-move-json-file", str(topics_file), "--broker-list", "3,1,2"])
+    assert args.topics == ["a", "b"] and args.brokers == [1, 2, 3]
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text('{"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": [2, 3, 4], '
+                         '"log_dirs": ["any", "any", "any"]}]}')
+    assert rp.parse_args(BS + ["--verify", "--reassignment-json-file", str(plan_file)]).plan == {("a", 0): [2, 3, 4]}
+    with pytest.raises(ToolError, match="duplicate entries"):
+        rp.parse_plan({"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 1]}]}, "x")
+    with pytest.raises(ToolError, match="duplicate topic partitions"):
+        rp.parse_plan({"partitions": [{"topic": "a", "partition": 0, "replicas": [1]}] * 2}, "x")
+    with pytest.raises(ToolError, match="only \"any\" log_dirs"):
+        rp.parse_plan({"partitions": [{"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}, "x")
+    assert rp.plan_json({("a", 0): [2, 3]}) == \
+        '{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[2,3],"log_dirs":["any","any"]}]}'
+    current = {("a", p): [1, 2] for p in range(6)}
+    proposal = rp.propose(current, [2, 3, 4], random.Random(7))
+    assert sorted(proposal) == sorted(current)
+    assert all(len(r) == 2 and len(set(r)) == 2 and set(r) <= {2, 3, 4} for r in proposal.values())
+    assert sorted(r[0] for r in proposal.values()) == [2, 2, 3, 3, 4, 4]  # leaders round-robin
+    with pytest.raises(ToolError, match="larger than available brokers"):
+        rp.propose(current, [2], random.Random(1))
