@@ -110,6 +110,7 @@ class Controller:
         client.watch_children(Z.ISR_CHANGE, lambda _: self._enqueue_if_active("isr-change", self._on_isr_change))
         client.watch_children(Z.LOG_DIR_EVENT, lambda _: self._enqueue_if_active("log-dir-event",
                                                                                    self._on_log_dir_event))
+        self.reassignments.start()
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -10,8 +10,10 @@ For a partition moving from the original replicas ORS to the target TRS:
    replicas become TRS, the leader stays if it is in TRS (else the first live in-sync replica of TRS leads), the
    ISR drops the removed replicas, and the removed replicas get StopReplica with deletion.
 
-Reassignments in progress live in this object; after a controller failover they are not resumed (the topic
-znode still shows RS and the adding/removing replicas).
+Requests come from AlterPartitionReassignments or, as with Kafka's ZooKeeper-era tools, from the
+/admin/reassign_partitions znode (``{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}``): its
+partitions are removed from it as they complete (or are refused), and the znode goes when it is empty. A new
+controller resumes the reassignments the topic znodes record (their adding/removing replicas).
 """
 
 from __future__ import annotations
@@ -54,9 +56,81 @@ class Reassignments:
     def __init__(self, controller: Controller) -> None:
         self.c = controller
         self.ongoing: dict[TP, Ongoing] = {}
+        self.from_zk: set[TP] = set()  # started through /admin/reassign_partitions
 
     def reset(self) -> None:
         self.ongoing.clear()
+        self.from_zk.clear()
+
+    def start(self) -> None:
+        """Watches /admin/reassign_partitions; a newly elected controller resumes what the topic znodes record."""
+        c = self.c
+        c.zk.client.watch_data(Z.REASSIGN_PARTITIONS, lambda data, stat: c._enqueue_if_active(
+            "zk-reassignment", self.on_zk_request))
+        c.controller_listeners.append(self._on_controller_change)
+
+    def _on_controller_change(self, controller_id: int) -> None:
+        if controller_id == self.c.broker_id:  # runs after the election event that made us active
+            self.c.enqueue("resume-reassignments", self._resume)
+
+    async def _resume(self) -> None:
+        c = self.c
+        if not c.active:
+            return
+        for topic in sorted(c.ctx.assignments):
+            found = await c.zk.assignment(topic)
+            if found is None:
+                continue
+            for p in sorted(set(found.adding) | set(found.removing)):
+                rs = found.partitions[p]
+                target = [r for r in rs if r not in found.removing.get(p, [])]
+                original = [r for r in rs if r not in found.adding.get(p, [])]
+                if target and original and (topic, p) not in self.ongoing:
+                    log.info("resuming the reassignment of %s-%d: %s -> %s", topic, p, original, target)
+                    self.ongoing[(topic, p)] = Ongoing(target, original)
+        await self.on_zk_request()
+        await self.check()
+
+    async def on_zk_request(self) -> None:
+        c = self.c
+        if not c.active:
+            return
+        found = await c.zk.client.get(Z.REASSIGN_PARTITIONS)
+        if found is None:
+            self.from_zk.clear()
+            return
+        try:
+            wanted = Z.parse_reassign_partitions(found[0])
+        except Z.MalformedZnode as exc:
+            log.error("%s; deleting it", exc)
+            await c.zk.client.delete(Z.REASSIGN_PARTITIONS)
+            return
+        new: dict[TP, list[int] | None] = {tp: r for tp, r in wanted.items()
+                                          if not (tp in self.ongoing and self.ongoing[tp].target == r)}
+        results = await self.alter(new) if new else {}
+        refused = {tp for tp, (code, _) in results.items() if code != ErrorCode.NONE}
+        for tp in sorted(refused):
+            log.warning("/admin/reassign_partitions: %s-%d refused: %s", *tp, results[tp][1])
+        self.from_zk |= set(wanted) - refused
+        await self._drop_from_zk_request(refused | {tp for tp in wanted if tp not in self.ongoing})
+
+    async def _drop_from_zk_request(self, done: set[TP]) -> None:
+        """Kafka's maybeRemoveFromZkReassignment: completed or refused partitions leave the znode."""
+        if not done:
+            return
+        zk = self.c.zk.client
+        self.from_zk -= done
+        found = await zk.get(Z.REASSIGN_PARTITIONS)
+        if found is None:
+            return
+        try:
+            remaining = {tp: r for tp, r in Z.parse_reassign_partitions(found[0]).items() if tp not in done}
+        except Z.MalformedZnode:
+            remaining = {}
+        if remaining:
+            await zk.set(Z.REASSIGN_PARTITIONS, Z.reassign_partitions(remaining), int(found[1].version))
+        else:
+            await zk.delete(Z.REASSIGN_PARTITIONS, int(found[1].version))
 
     async def alter(self, wanted: dict[TP, list[int] | None]) -> Result:
         """Starts (target list) or cancels (None) reassignments; per partition (error, message)."""
@@ -151,6 +225,7 @@ class Reassignments:
             for broker_id in ongoing.removing:
                 c._send_stop_replica(broker_id, [tp], delete=True)
             log.info("reassignment of %s-%d completed: replicas %s", *tp, ongoing.target)
+        await self._drop_from_zk_request({tp for tp in tps if tp in self.from_zk})
 
     async def _write_assignments(self, topics: set[str]) -> None:
         c = self.c

@@ -123,3 +123,14 @@ def test_reassignment_moves_a_partition_under_load(cluster: Cluster, tmp_path: P
                                                              "replicas": [1, 9]}]}))
     refused = tool(*bs, "--execute", "--reassignment-json-file", str(bad))
     assert refused.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in refused.stderr
+
+    # the ZooKeeper-era way: a tool writes /admin/reassign_partitions; the controller moves the partition, and
+    # removes the znode once done (an unknown partition in it is refused and dropped at once)
+    cluster.kazoo.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": [3, 4, 2]},
+        {"topic": "moving", "partition": 7, "replicas": [1]}]}).encode())
+    wait_until(lambda: cluster.kazoo.exists("/admin/reassign_partitions") is None, 60, "the znode removed")
+    assert cluster.assignment("moving")[0] == [3, 4, 2]
+    wait_until(lambda: sorted(cluster.states("moving")[0]["isr"]) == [2, 3, 4], 15, "ISR [2, 3, 4] again")
+    topic_znode = json.loads(cluster.kazoo.get("/brokers/topics/moving")[0])
+    assert topic_znode["adding_replicas"] == {} and topic_znode["removing_replicas"] == {}
