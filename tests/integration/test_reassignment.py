@@ -134,3 +134,51 @@ def test_reassignment_moves_a_partition_under_load(cluster: Cluster, tmp_path: P
     wait_until(lambda: sorted(cluster.states("moving")[0]["isr"]) == [2, 3, 4], 15, "ISR [2, 3, 4] again")
     topic_znode = json.loads(cluster.kazoo.get("/brokers/topics/moving")[0])
     assert topic_znode["adding_replicas"] == {} and topic_znode["removing_replicas"] == {}
+
+
+def test_a_new_controller_resumes_a_reassignment(cluster: Cluster) -> None:
+    """The target replica is frozen (SIGSTOP) so the move cannot finish; the controller dies; its successor reads
+    the move from the topic znode, lists it, and finishes it once the replica is back."""
+    import signal
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    from .test_cluster import SESSION_TIMEOUT_MS
+
+    cluster.start([1, 2, 3, 4])
+    controller = cluster.controller()
+    a, b, d = [i for i in (1, 2, 3, 4) if i != controller]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic("resumed", num_partitions=1, replica_assignment=[[a, b]])])["resumed"].result(20)
+    wait_until(lambda: sorted(cluster.states("resumed")[0]["isr"]) == sorted([a, b]), 15, "ISR [a, b]")
+    frozen = cluster.brokers[d].proc
+    assert frozen is not None
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=15000)
+        try:
+            tp = TopicPartition("resumed", 0)
+            assert kp.alter_partition_reassignments({tp: [d, a]}) == {tp: None}
+        finally:
+            kp.close()
+        znode = json.loads(cluster.kazoo.get("/brokers/topics/resumed")[0])
+        assert znode["partitions"]["0"] == [d, a, b] and znode["adding_replicas"] == {"0": [d]}
+        assert znode["removing_replicas"] == {"0": [b]}
+        cluster.brokers[controller].kill()
+        wait_until(lambda: cluster.kazoo.exists("/controller") is not None and cluster.controller() in (a, b),
+                   SESSION_TIMEOUT_MS / 1000 + 20, "a new controller")
+        kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(exclude=controller), request_timeout_ms=15000)
+        try:
+            ongoing = wait_until(lambda: kp.list_partition_reassignments() or None, 20, "the resumed move listed")
+            assert ongoing == {tp: {"replicas": [d, a, b], "adding_replicas": [d], "removing_replicas": [b]}}
+        finally:
+            kp.close()
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    wait_until(lambda: cluster.assignment("resumed")[0] == [d, a], SESSION_TIMEOUT_MS / 1000 + 40,
+               "the move finished")
+    wait_until(lambda: sorted(cluster.states("resumed")[0]["isr"]) == sorted([d, a]), 20, "ISR [d, a]")
+    znode = json.loads(cluster.kazoo.get("/brokers/topics/resumed")[0])
+    assert znode["adding_replicas"] == {} and znode["removing_replicas"] == {}
