@@ -16,6 +16,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", "moldau-topics",
          "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test"]
+TOOLS += ["moldau-leader-election", "moldau-delete-records", "moldau-log-dirs", "moldau-reassign-partitions"]
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
