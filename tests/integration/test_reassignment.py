@@ -155,9 +155,10 @@ def test_a_new_controller_resumes_a_reassignment(cluster: Cluster) -> None:
     wait_until(lambda: sorted(cluster.states("resumed")[0]["isr"]) == sorted([a, b]), 15, "ISR [a, b]")
     frozen = cluster.brokers[d].proc
     assert frozen is not None
+    kp = KafkaAdminClient(bootstrap_servers=cluster.brokers[a].bootstrap, request_timeout_ms=15000)
+    assert kp.list_partition_reassignments() == {}  # connected to the controller before d freezes
     frozen.send_signal(signal.SIGSTOP)
     try:
-        kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=15000)
         try:
             tp = TopicPartition("resumed", 0)
             assert kp.alter_partition_reassignments({tp: [d, a]}) == {tp: None}
@@ -169,7 +170,8 @@ def test_a_new_controller_resumes_a_reassignment(cluster: Cluster) -> None:
         cluster.brokers[controller].kill()
         wait_until(lambda: cluster.kazoo.exists("/controller") is not None and cluster.controller() in (a, b),
                    SESSION_TIMEOUT_MS / 1000 + 20, "a new controller")
-        kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(exclude=controller), request_timeout_ms=15000)
+        live = ",".join(cluster.brokers[i].bootstrap for i in (a, b))  # not the frozen one
+        kp = KafkaAdminClient(bootstrap_servers=live, request_timeout_ms=15000)
         try:
             ongoing = wait_until(lambda: kp.list_partition_reassignments() or None, 20, "the resumed move listed")
             assert ongoing == {tp: {"replicas": [d, a, b], "adding_replicas": [d], "removing_replicas": [b]}}
@@ -182,3 +184,39 @@ def test_a_new_controller_resumes_a_reassignment(cluster: Cluster) -> None:
     wait_until(lambda: sorted(cluster.states("resumed")[0]["isr"]) == sorted([d, a]), 20, "ISR [d, a]")
     znode = json.loads(cluster.kazoo.get("/brokers/topics/resumed")[0])
     assert znode["adding_replicas"] == {} and znode["removing_replicas"] == {}
+
+
+def test_cancelling_a_reassignment_restores_the_original_replicas(cluster: Cluster) -> None:
+    import signal
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    cluster.start([1, 2, 3])
+    controller = cluster.controller()
+    a, d = [i for i in (1, 2, 3) if i != controller]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic("cancelled", num_partitions=1,
+                                  replica_assignment=[[a, controller]])])["cancelled"].result(20)
+    wait_until(lambda: sorted(cluster.states("cancelled")[0]["isr"]) == sorted([a, controller]), 15, "in sync")
+    frozen = cluster.brokers[d].proc
+    assert frozen is not None
+    kp = KafkaAdminClient(bootstrap_servers=cluster.brokers[a].bootstrap, request_timeout_ms=15000)
+    assert kp.list_partition_reassignments() == {}  # connected to the controller before d freezes
+    frozen.send_signal(signal.SIGSTOP)  # the new replica cannot catch up: the move stays in progress
+    try:
+        tp = TopicPartition("cancelled", 0)
+        assert kp.alter_partition_reassignments({tp: [d, a]}) == {tp: None}
+        assert kp.list_partition_reassignments() == {
+            tp: {"replicas": [d, a, controller], "adding_replicas": [d], "removing_replicas": [controller]}}
+        assert cluster.assignment("cancelled")[0] == [d, a, controller]
+        assert kp.alter_partition_reassignments({tp: None}) == {tp: None}  # cancel
+        wait_until(lambda: cluster.assignment("cancelled")[0] == [a, controller], 20, "the original replicas")
+        assert kp.list_partition_reassignments() == {}
+    finally:
+        kp.close()
+        frozen.send_signal(signal.SIGCONT)
+    znode = json.loads(cluster.kazoo.get("/brokers/topics/cancelled")[0])
+    assert znode["adding_replicas"] == {} and znode["removing_replicas"] == {}
+    assert sorted(cluster.states("cancelled")[0]["isr"]) == sorted([a, controller])
