@@ -79,7 +79,10 @@ class ZkCluster:
     # handler only runs on the controller), ElectLeaders runs on the active controller's event queue.
     async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
         found = await self.zk.assignment(topic)
-        return None if found is None else found.partitions
+        if found is None:
+            return None
+        # A partition being reassigned counts with its target replicas (without those being removed).
+        return {p: [r for r in rs if r not in found.removing.get(p, [])] for p, rs in found.partitions.items()}
 
     async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
         try:

@@ -191,6 +191,9 @@ class Reassignments:
         """Completes the reassignments whose target replicas are all in the ISR (ZooKeeper's current state)."""
         c = self.c
         ctx = c.ctx
+        for tp in [tp for tp in self.ongoing if tp[1] not in ctx.assignments.get(tp[0], {})]:
+            log.info("reassignment of %s-%d dropped: the topic was deleted", *tp)
+            del self.ongoing[tp]  # its topic was deleted meanwhile
         candidates = [tp for tp in (tps if tps is not None else list(self.ongoing)) if tp in self.ongoing]
         done: list[TP] = []
         for tp in candidates:

@@ -511,9 +511,10 @@ class KafkaZk:
             raise NoNodeError(Z.topic_path(topic))
         current = Z.parse_topic_assignment(topic, found[0])
         partitions = {**current.partitions, **additions}
-        await self.client.set(Z.topic_path(topic), Z.topic_assignment(current.topic_id, partitions),
-                              int(found[1].version))
-        return Z.TopicAssignment(topic, current.topic_id, partitions)
+        # A reassignment in progress keeps its adding/removing replicas (a new controller resumes from them).
+        await self.client.set(Z.topic_path(topic), Z.topic_assignment(current.topic_id, partitions, current.adding,
+                                                                      current.removing), int(found[1].version))
+        return Z.TopicAssignment(topic, current.topic_id, partitions, current.adding, current.removing)
 
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:

@@ -211,6 +211,11 @@ def test_cancelling_a_reassignment_restores_the_original_replicas(cluster: Clust
         assert kp.list_partition_reassignments() == {
             tp: {"replicas": [d, a, controller], "adding_replicas": [d], "removing_replicas": [controller]}}
         assert cluster.assignment("cancelled")[0] == [d, a, controller]
+        # adding a partition meanwhile keeps the move's adding/removing replicas in the topic znode
+        kp.create_partitions({"cancelled": {"count": 2, "assignments": [[a, controller]]}})
+        znode = json.loads(cluster.kazoo.get("/brokers/topics/cancelled")[0])
+        assert znode["partitions"] == {"0": [d, a, controller], "1": [a, controller]}
+        assert znode["adding_replicas"] == {"0": [d]} and znode["removing_replicas"] == {"0": [controller]}
         assert kp.alter_partition_reassignments({tp: None}) == {tp: None}  # cancel
         wait_until(lambda: cluster.assignment("cancelled")[0] == [a, controller], 20, "the original replicas")
         assert kp.list_partition_reassignments() == {}
