@@ -12,9 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.admin_configs import ConfigsAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
-from moldau.errors import KafkaError, UnsupportedVersionError
+from moldau.errors import KafkaError
 from moldau.partition_admin import (  # noqa: F401  (re-exported: moldau.admin.NewPartitions, ...)
     LogDirDescription,
     NewPartitions,
@@ -64,7 +65,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(PartitionAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -188,13 +189,6 @@ class AdminClient(PartitionAdmin):
                 if isinstance(value, KafkaError):
                     raise value
         return results
-
-    # ------------------------------------------------------------------ not served by the broker yet
-    async def describe_configs(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedVersionError("DescribeConfigs is not served by the broker yet")
-
-    async def alter_configs(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedVersionError("AlterConfigs is not served by the broker yet")
 
     # ------------------------------------------------------------------ controller routing
     async def _controller_conn(self) -> Any:

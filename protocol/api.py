@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from moldau.protocol.messages.create_topics import CREATE_TOPICS
 from moldau.protocol.messages.delete_topics import DELETE_TOPICS
 from moldau.protocol.messages.fetch import FETCH
@@ -72,6 +73,7 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
@@ -87,6 +89,8 @@ REGISTRY: dict[int, Api] = {
 # The partition and record admin APIs (protocol/messages/partition_admin.py).
 REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS,
                                           ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)})
+# Topic and broker configs (issue 10).
+REGISTRY.update({api.key: api for api in (DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

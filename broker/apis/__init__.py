@@ -6,8 +6,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
+from moldau.broker.apis.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from moldau.broker.apis.context import (
     BrokerContext,
+    ConfigDeps,
     ControlDeps,
     GroupDeps,
     PartitionAdminDeps,
@@ -88,6 +94,10 @@ def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
     return c.partition_admin
 
 
+def _configs(c: BrokerContext) -> ConfigDeps:
+    return c.configs
+
+
 def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
     return c.api_versions
 
@@ -126,6 +136,12 @@ ROUTES.update({
     ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
+# Topic and broker configs (issue 10).
+ROUTES.update({
+    ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
+    ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

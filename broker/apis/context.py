@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
+from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
@@ -64,14 +65,26 @@ class ClusterControl(Protocol):
         """(replicas, adding, removing) of the reassignments in progress; None when not the controller."""
         ...
 
+    # --- dynamic configs (DescribeConfigs / AlterConfigs)
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        """The config overrides of an entity: ("topics", topic) or ("brokers", "<default>" | broker id)."""
+        ...
+
+    async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """Replace an entity's overrides and make every broker apply them (ZooKeeper: a config change
+        notification under /config/changes)."""
+        ...
+
 
 class StandaloneCluster:
     """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Its topics
     live in ``metadata`` (StandaloneMetadata), where CreatePartitions adds partitions; with one broker every
-    leader is already the preferred and only replica, so ElectLeaders has nothing to do."""
+    leader is already the preferred and only replica, so ElectLeaders has nothing to do. Dynamic configs live in
+    its metadata file and apply at once."""
 
-    def __init__(self, metadata: StandaloneMetadata | None = None) -> None:
+    def __init__(self, metadata: StandaloneMetadata | None = None, dynamic: DynamicBrokerConfig | None = None) -> None:
         self.metadata = metadata
+        self.dynamic = dynamic
 
     def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         return ErrorCode.NOT_CONTROLLER
@@ -123,6 +136,25 @@ class StandaloneCluster:
     async def list_reassignments(self, wanted: list[tuple[str, int]] | None
                                  ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
         return {}
+
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        if self.metadata is None:
+            return {}
+        if entity_type == "topics":
+            topic = self.metadata.topic(name)
+            return dict(topic.configs) if topic is not None else {}
+        return dict(self.metadata.broker_configs.get(name, {}))
+
+    async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        if self.metadata is None:
+            raise RuntimeError("this broker keeps no dynamic configs")
+        if entity_type == "topics":
+            self.metadata.set_topic_configs(name, configs)  # the replica manager re-reads them (topic listener)
+            return
+        self.metadata.set_broker_configs(name, configs)
+        if self.dynamic is not None:
+            self.dynamic.update(self.metadata.broker_configs.get(DEFAULT_ENTITY, {}),
+                                self.metadata.broker_configs.get(str(self.dynamic.broker_id), {}))
 
 
 class ProducerIdSource(Protocol):
@@ -180,6 +212,16 @@ class PartitionAdminDeps:
 
 
 @dataclass(slots=True)
+class ConfigDeps:
+    """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+
+    broker_id: int
+    dynamic: DynamicBrokerConfig
+    metadata: MetadataStore
+    cluster: ClusterControl
+
+
+@dataclass(slots=True)
 class BrokerContext:
     """Everything the route table hands out, one family object per handler family."""
 
@@ -190,3 +232,4 @@ class BrokerContext:
     producer_ids: ProducerIdSource
     api_versions: list[dict[str, int]]
     partition_admin: PartitionAdminDeps
+    configs: ConfigDeps
