@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ BROKER_STOP_TIMEOUT_S = 30.0
 ZOOKEEPER_STOP_TIMEOUT_S = 15.0
 PR_SET_PDEATHSIG = 1
 PID_FILE = "launcher.pid"
+GRAFANA_DASHBOARD_UID = "moldau-cluster"  # ops/grafana/dashboards/moldau.json
 
 
 def shutdown_bound(brokers: int) -> float:
@@ -174,6 +176,26 @@ class Output:
         return self.lost
 
 
+def _answers(url: str, timeout: float) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (OSError, ValueError):
+        return False
+
+
+def dashboard_lines(prometheus_url: str, grafana_url: str, timeout: float = 1.0) -> list[str]:
+    """Usage lines naming the dashboards of a running Prometheus (and Grafana); [] when Prometheus does not
+    answer its readiness endpoint."""
+    prometheus_url, grafana_url = prometheus_url.rstrip("/"), grafana_url.rstrip("/")
+    if not _answers(f"{prometheus_url}/-/ready", timeout):
+        return []
+    lines = [f"  Prometheus:       {prometheus_url}/targets (scrapes), {prometheus_url}/alerts (alert rules)"]
+    if _answers(f"{grafana_url}/api/health", timeout):
+        lines.append(f"  Grafana:          {grafana_url}/d/{GRAFANA_DASHBOARD_UID} (dashboard \"Moldau cluster\")")
+    return lines
+
+
 def _die_with_launcher(launcher_pid: int) -> None:
     """In each child before exec: the kernel SIGKILLs it when the launcher dies, however the launcher dies."""
     if sys.platform == "linux":
@@ -221,9 +243,13 @@ class Cluster:
             # Own session: a terminal's Ctrl-C or hang-up reaches the launcher only, which stops them in order.
             proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                                    preexec_fn=lambda: _die_with_launcher(launcher))
+                                    preexec_fn=lambda: self._in_child(name, launcher))
         self.children.append((name, proc))
         return proc
+
+    def _in_child(self, name: str, launcher_pid: int) -> None:
+        """Runs in child ``name`` before exec (moldau-verify's launched cluster also places it in a cgroup)."""
+        _die_with_launcher(launcher_pid)
 
     def _wait_port(self, name: str, proc: subprocess.Popen[bytes], port: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -241,24 +267,28 @@ class Cluster:
         zk = self._spawn("zookeeper", zookeeper_command(self.data / "zookeeper", p.zookeeper))
         self._wait_port("zookeeper", zk, p.zookeeper, 30)
         self.out.say(f"ZooKeeper     127.0.0.1:{p.zookeeper}   pid {zk.pid}   (data {self.data / 'zookeeper'})")
-        connect = f"127.0.0.1:{p.zookeeper}{a.chroot}"
-        replication = replication_defaults(a.brokers)
         for i in range(a.brokers):
             broker_id, port, metrics = a.first_id + i, p.brokers[i], p.metrics[i]
-            cmd = [sys.executable, "-m", "moldau.broker", str(Path(a.config).resolve()),
-                   "--override", f"broker.id={broker_id}",
-                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                   "--override", f"log.dirs={self.data / f'broker-{broker_id}'}",
-                   "--override", f"metrics.port={metrics}",
-                   "--override", f"zookeeper.connect={connect}"]
-            for key, value in replication.items():
-                cmd += ["--override", f"{key}={value}"]
-            for override in a.override:  # the user's overrides come last, so they win
-                cmd += ["--override", override]
-            proc = self._spawn(f"broker-{broker_id}", cmd)
+            proc = self._spawn(f"broker-{broker_id}", self.broker_command(i))
             self._wait_port(f"broker-{broker_id}", proc, port, 60)
             self.out.say(f"broker {broker_id:<6} 127.0.0.1:{port}   pid {proc.pid}   metrics "
                          f"http://127.0.0.1:{metrics}/metrics   (log {self.data / f'broker-{broker_id}.log'})")
+
+    def broker_command(self, i: int) -> list[str]:
+        """The command line of the i-th broker (0-based)."""
+        a, p = self.args, self.ports
+        broker_id = a.first_id + i
+        cmd = [sys.executable, "-m", "moldau.broker", str(Path(a.config).resolve()),
+               "--override", f"broker.id={broker_id}",
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{p.brokers[i]}",
+               "--override", f"log.dirs={self.data / f'broker-{broker_id}'}",
+               "--override", f"metrics.port={p.metrics[i]}",
+               "--override", f"zookeeper.connect=127.0.0.1:{p.zookeeper}{a.chroot}"]
+        for key, value in replication_defaults(a.brokers).items():
+            cmd += ["--override", f"{key}={value}"]
+        for override in a.override:  # the user's overrides come last, so they win
+            cmd += ["--override", override]
+        return cmd
 
     def usage(self) -> str:
         bootstrap = ",".join(f"127.0.0.1:{port}" for port in self.ports.brokers)
@@ -274,11 +304,15 @@ class Cluster:
                 "Stop everything with Ctrl-C (or SIGTERM/SIGHUP to this process).\n")
 
     def _prometheus_hint(self) -> str:
-        """ops/prometheus/prometheus-local.yml scrapes the default metrics ports; say so when they are in use."""
+        """ops/prometheus/prometheus-local.yml scrapes the default metrics ports: when a Prometheus (and Grafana)
+        answers, name their dashboard URLs; otherwise say how to start one."""
         if self.ports.metrics != tuple(range(9404, 9404 + len(self.ports.metrics))) or len(self.ports.metrics) > 3:
             return ""
+        lines = dashboard_lines(self.args.prometheus_url, self.args.grafana_url)
+        if lines:
+            return "".join(line + "\n" for line in lines)
         return ("  Prometheus:       prometheus --config.file=ops/prometheus/prometheus-local.yml, then "
-                "http://127.0.0.1:9090 (alerts included)\n")
+                f"{self.args.prometheus_url} (alerts included)\n")
 
     def check(self) -> None:
         """Raises ChildExited when a child has exited on its own (the cluster is no longer what was asked for)."""
@@ -336,6 +370,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--detach", action="store_true",
                    help="run in the background (output in <data>/launcher.log, pid in <data>/launcher.pid); "
                         "then `status` / `stop --data <data>`")
+    p.add_argument("--prometheus-url", default="http://127.0.0.1:9090",
+                   help="where a Prometheus scraping the cluster answers; its dashboard URLs are printed when it "
+                        "does (default http://127.0.0.1:9090)")
+    p.add_argument("--grafana-url", default="http://127.0.0.1:3000",
+                   help="where Grafana answers (default http://127.0.0.1:3000)")
     args = p.parse_args(argv)
     if args.brokers < 1:
         p.error("--brokers must be at least 1")

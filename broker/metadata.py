@@ -92,7 +92,9 @@ class MetadataStore(ABC):
     def controller_id(self) -> int: ...
 
     @abstractmethod
-    def live_brokers(self) -> list[BrokerEndpoint]: ...
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        """Live brokers with their endpoint for ``listener`` (None: the inter-broker listener). Kafka answers a
+        client with the endpoints of the listener its request arrived on and leaves out brokers without it."""
 
     @abstractmethod
     def topics(self) -> dict[str, TopicMetadata]: ...
@@ -187,13 +189,18 @@ def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str
 class StandaloneMetadata(MetadataStore):
     """A single broker: its own controller; topics persisted in ``<first log dir>/moldau-topics.json``."""
 
-    def __init__(self, broker_id: int, cluster_id: str, endpoint: BrokerEndpoint, metadata_dir: Path) -> None:
+    def __init__(self, broker_id: int, cluster_id: str, endpoint: BrokerEndpoint, metadata_dir: Path,
+                 by_listener: dict[str, BrokerEndpoint] | None = None) -> None:
         super().__init__()
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.endpoint = endpoint
+        # Every advertised listener's endpoint; `endpoint` is the default (inter-broker) one.
+        self.by_listener = dict(by_listener or {})
         self.path = metadata_dir / METADATA_FILE
         self._topics: dict[str, TopicMetadata] = {}
+        # Dynamic broker configs by entity ("<default>" or a broker id), as Kafka keeps under /config/brokers.
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -203,21 +210,25 @@ class StandaloneMetadata(MetadataStore):
             for t in data.get("topics", []):
                 topic = TopicMetadata.from_json(t)
                 self._topics[topic.name] = topic
+            self.broker_configs = {str(e): {str(k): str(v) for k, v in c.items()}
+                                   for e, c in data.get("broker_configs", {}).items()}
         except (ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(f"topic metadata file {self.path} is unreadable: {exc}") from exc
         for topic in self._topics.values():
             self._notify(topic.name, topic)
 
     def _save(self) -> None:
-        _write_atomic(self.path, json.dumps({"version": 1, "topics": [t.to_json() for t in self._topics.values()]},
-                                            indent=1))
+        _write_atomic(self.path, json.dumps({"version": 1, "topics": [t.to_json() for t in self._topics.values()],
+                                             "broker_configs": self.broker_configs}, indent=1))
 
     @property
     def controller_id(self) -> int:
         return self.broker_id
 
-    def live_brokers(self) -> list[BrokerEndpoint]:
-        return [self.endpoint]
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        if listener is None:
+            return [self.endpoint]
+        return [self.by_listener.get(listener, self.endpoint)]
 
     def topics(self) -> dict[str, TopicMetadata]:
         return self._topics
@@ -235,6 +246,17 @@ class StandaloneMetadata(MetadataStore):
         log.info("created topic %s with %d partitions", name, len(parts))
         return topic
 
+    async def add_partitions(self, name: str, additions: dict[int, list[int]]) -> None:
+        """CreatePartitions: the new partitions are led by their first replica (the only broker)."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic.")
+        for p, replicas in sorted(additions.items()):
+            topic.partitions[p] = PartitionState(p, replicas[0], 0, list(replicas), list(replicas))
+        self._save()
+        self._notify(name, topic)
+        log.info("topic %s now has %d partitions", name, len(topic.partitions))
+
     async def delete_topic(self, name: str) -> None:
         if name not in self._topics:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic.")
@@ -242,3 +264,21 @@ class StandaloneMetadata(MetadataStore):
         self._save()
         self._notify(name, None)
         log.info("deleted topic %s", name)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides; listeners (the replica manager) apply them to its partitions."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        topic.configs = dict(configs)
+        self._save()
+        self._notify(name, topic)
+        log.info("topic %s configs are now %s", name, configs)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.broker_configs[entity] = dict(configs)
+        else:
+            self.broker_configs.pop(entity, None)
+        self._save()
+        log.info("dynamic broker configs of %s are now %s", entity, configs)

@@ -14,14 +14,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from moldau.broker.config import BrokerConfig
 from moldau.broker.controller.controller import Controller, ControllerSettings
 from moldau.broker.controller.zk import KafkaZk, ZkClient
+from moldau.broker.controller.zk_configs import ConfigChangeWatcher, ZkConfigStore
 from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
-from moldau.broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
+from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from moldau.broker.metadata import BrokerEndpoint, TopicError, new_cluster_id, read_meta_broker_id
 from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
+from moldau.broker.replica_manager import ReplicaManager
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -48,6 +53,10 @@ class ZkCluster:
         self.controller = controller
         self._broker_epoch = broker_epoch
 
+    @property
+    def configs(self) -> ZkConfigStore:
+        return ZkConfigStore(self.zk.client)
+
     def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         cache = self.cache
         if controller_epoch < cache.controller_epoch:
@@ -73,6 +82,63 @@ class ZkCluster:
             return ErrorCode.NOT_CONTROLLER, []
         return await self.controller.controlled_shutdown(broker_id, broker_epoch)
 
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        return await self.configs.read(entity_type, name)
+
+    async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        # As Kafka's AdminZkClient: any broker writes the znode and the notification; every broker (this one
+        # too) applies the change when its /config/changes watch fires.
+        await self.configs.write(entity_type, name, configs)
+
+    # --- partition admin: CreatePartitions writes the topic znode (any broker may, as AdminZkClient does; the
+    # handler only runs on the controller), ElectLeaders runs on the active controller's event queue.
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        found = await self.zk.assignment(topic)
+        if found is None:
+            return None
+        # A partition being reassigned counts with its target replicas (without those being removed).
+        return {p: [r for r in rs if r not in found.removing.get(p, [])] for p, rs in found.partitions.items()}
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        try:
+            assignment = await self.zk.add_partitions(topic, additions)
+        except NoNodeError:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
+        except BadVersionError:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"The partitions of topic '{topic}' changed while they "
+                                                        "were being added; retry") from None
+        if timeout_ms is None:
+            return
+        count = len(assignment.partitions)
+        if not await self.cache.wait_for(lambda: _has_leaders(self.cache, topic, count), timeout_ms):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"The partitions of topic '{topic}' were added, but not "
+                                                          f"all had leaders within {timeout_ms} ms")
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        if not self.controller.active:
+            wanted = partitions if partitions is not None else [
+                (t.name, p) for t in self.cache.topics().values() for p in t.partitions]
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
+        return await self.controller.admin.elect_leaders(election_type, partitions)
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.reassign(wanted)
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.list_reassignments(wanted)
+
+
+def _has_leaders(cache: MetadataCache, topic: str, count: int) -> bool:
+    t = cache.topic(topic)
+    return t is not None and len(t.partitions) >= count and all(s.leader >= 0 for s in t.partitions.values())
+
 
 class ZkMode:
     def __init__(self, config: BrokerConfig, log_dirs: list[Path], broker_id: int) -> None:
@@ -89,6 +155,7 @@ class ZkMode:
         self._producer_ids: ZkProducerIdManager | None = None
         self._registration: BrokerInfo | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.config_watcher: ConfigChangeWatcher | None = None
 
     async def connect(self) -> str:
         """Connects, creates the persistent paths, settles the broker id; returns the cluster id."""
@@ -116,8 +183,8 @@ class ZkMode:
         self._producer_ids = manager
         return manager
 
-    async def register(self, cluster_id: str, endpoint: BrokerEndpoint,
-                       endpoints: list[tuple[str, str, str, int]]) -> MetadataCache:
+    async def register(self, cluster_id: str, endpoint: BrokerEndpoint, endpoints: list[tuple[str, str, str, int]],
+                       by_listener: dict[str, BrokerEndpoint] | None = None) -> MetadataCache:
         """Registers /brokers/ids/<id> with the advertised (listener, protocol, host, port) endpoints."""
         cfg = self.config
         broker_id = self.broker_id
@@ -131,7 +198,8 @@ class ZkMode:
             listener_name=cfg.inter_broker_listener_name)
         self.controller = Controller(broker_id, self.zk, settings, lambda: self.broker_epoch)
         controller = self.controller
-        self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active)
+        self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active,
+                                   by_listener=by_listener, default_listener=cfg.inter_broker_listener_name)
         controller.controller_listeners.append(self.cache.on_controller_change)
         self.cluster = ZkCluster(self.zk, self.cache, controller, lambda: self.broker_epoch)
         await self._register()
@@ -220,9 +288,38 @@ class ZkMode:
         remaining = [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]
         return ErrorCode.for_code(int(response["error_code"])), remaining
 
+    # ------------------------------------------------------------------ dynamic configs
+    async def load_broker_configs(self, dynamic: DynamicBrokerConfig) -> None:
+        """The dynamic broker configs (/config/brokers/<default> and /<id>) at start-up."""
+        store = ZkConfigStore(self.client)
+        dynamic.update(await store.read("brokers", DEFAULT_ENTITY), await store.read("brokers", str(self.broker_id)))
+
+    async def start_config_watch(self, replica_manager: ReplicaManager, dynamic: DynamicBrokerConfig) -> None:
+        store = ZkConfigStore(self.client)
+        broker_id = self.broker_id
+
+        async def on_change(entity_type: str, name: str) -> None:
+            if entity_type == "topics":
+                configs = await store.read("topics", name)
+                log.info("topic %s configs changed: %s", name, configs)
+                replica_manager.update_topic_config(name, configs)
+                controller = self.controller
+                if controller is not None and controller.active and name in controller.ctx.topic_configs:
+                    controller.ctx.topic_configs[name] = configs  # unclean.leader.election.enable
+            elif name in (DEFAULT_ENTITY, str(broker_id)):
+                log.info("dynamic broker configs of %s changed", name)
+                dynamic.update(await store.read("brokers", DEFAULT_ENTITY), await store.read("brokers", str(broker_id)))
+
+        self.config_watcher = ConfigChangeWatcher(self.client, on_change)
+        await self.config_watcher.start()
+        # A broker config changed between the first read (before the logs loaded) and the watch is read now.
+        await self.load_broker_configs(dynamic)
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.config_watcher is not None:
+            await self.config_watcher.stop()
         if self.controller is not None:
             await self.controller.stop()
         if self._producer_ids is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from moldau.protocol.messages.create_topics import CREATE_TOPICS
 from moldau.protocol.messages.delete_topics import DELETE_TOPICS
 from moldau.protocol.messages.fetch import FETCH
@@ -29,6 +30,14 @@ from moldau.protocol.messages.inter_broker import (
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.messages.metadata import METADATA
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from moldau.protocol.messages.partition_admin import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    CREATE_PARTITIONS,
+    DELETE_RECORDS,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+    LIST_PARTITION_REASSIGNMENTS,
+)
 from moldau.protocol.messages.produce import PRODUCE
 from moldau.protocol.schema import Api
 
@@ -60,8 +69,13 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
 
 
@@ -72,6 +86,11 @@ REGISTRY: dict[int, Api] = {
                 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
                 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH)
 }
+# The partition and record admin APIs (protocol/messages/partition_admin.py).
+REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS,
+                                          ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)})
+# Topic and broker configs (issue 10).
+REGISTRY.update({api.key: api for api in (DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

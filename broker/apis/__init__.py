@@ -6,10 +6,17 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
+from moldau.broker.apis.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from moldau.broker.apis.context import (
     BrokerContext,
+    ConfigDeps,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ProducerIdSource,
     ReplicaDeps,
     TopicDeps,
@@ -36,6 +43,14 @@ from moldau.broker.apis.leader_epoch import handle_offset_for_leader_epoch
 from moldau.broker.apis.list_offsets import handle_list_offsets
 from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from moldau.broker.apis.partition_admin import (
+    handle_alter_partition_reassignments,
+    handle_create_partitions,
+    handle_delete_records,
+    handle_describe_log_dirs,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from moldau.broker.apis.produce import handle_produce
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
@@ -75,6 +90,14 @@ def _producer_ids(c: BrokerContext) -> ProducerIdSource:
     return c.producer_ids
 
 
+def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
+    return c.partition_admin
+
+
+def _configs(c: BrokerContext) -> ConfigDeps:
+    return c.configs
+
+
 def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
     return c.api_versions
 
@@ -105,6 +128,21 @@ ROUTES: dict[int, Route] = {
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
 }
+# The partition and record admin APIs (broker/apis/partition_admin.py).
+ROUTES.update({
+    ApiKey.CREATE_PARTITIONS: route(_partition_admin, handle_create_partitions),
+    ApiKey.DELETE_RECORDS: route(_partition_admin, handle_delete_records),
+    ApiKey.ELECT_LEADERS: route(_partition_admin, handle_elect_leaders),
+    ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
+# Topic and broker configs (issue 10).
+ROUTES.update({
+    ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
+    ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.

@@ -97,3 +97,27 @@ def test_update_metadata_body_reads_back(version: int) -> None:
 def test_stop_replica_body_reads_back(version: int) -> None:
     decoded = _round_trip(ApiKey.STOP_REPLICA, version, R.stop_replica(1, 2, 3, [("t", 0), ("t", 1)], True))
     assert sorted(R.stop_replica_partitions(decoded)) == [("t", 0, True), ("t", 1, True)]
+
+
+def test_reassignment_znodes_round_trip() -> None:
+    raw = Z.topic_assignment(bytes(16), {0: [2, 3, 4, 1], 1: [1, 2]}, {0: [4]}, {0: [1]})
+    parsed = Z.parse_topic_assignment("t", raw)
+    assert parsed.partitions == {0: [2, 3, 4, 1], 1: [1, 2]}
+    assert (parsed.adding, parsed.removing) == ({0: [4]}, {0: [1]})
+    request = Z.reassign_partitions({("t", 0): [2, 3]})
+    assert Z.parse_reassign_partitions(request) == {("t", 0): [2, 3]}
+    with pytest.raises(Z.MalformedZnode):
+        Z.parse_reassign_partitions(b'{"version": 1, "partitions": [{"topic": 5}]}')
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 7])
+def test_update_metadata_carries_every_listener(version: int) -> None:
+    """v3+ names each endpoint's listener; v1-v2 only its security protocol (the listener is named after it)."""
+    live = [Z.BrokerInfo(1, "int1", 19092, None, [("INTERNAL", "PLAINTEXT", "int1", 19092),
+                                                   ("EXTERNAL", "PLAINTEXT", "ext1", 9092)])]
+    decoded = _round_trip(ApiKey.UPDATE_METADATA, version, R.update_metadata(1, 3, 5, [], live))
+    (broker_id, _, endpoints), = list(R.live_broker_endpoints(decoded))
+    if version >= 3:
+        assert (broker_id, endpoints) == (1, [("INTERNAL", "int1", 19092), ("EXTERNAL", "ext1", 9092)])
+    else:
+        assert (broker_id, endpoints) == (1, [("PLAINTEXT", "int1", 19092), ("PLAINTEXT", "ext1", 9092)])
