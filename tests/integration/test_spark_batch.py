@@ -133,6 +133,7 @@ def test_fail_on_data_loss_after_retention(spark: Any, broker_factory: Callable[
                            30, "retention to delete the oldest segments")
     finally:
         consumer.close()
+    assert start is not None
     offsets = f'{{"{topic}":{{"0":0}}}}'
     with pytest.raises(Exception, match="failOnDataLoss"):
         read(spark, b.bootstrap, subscribe=topic, startingOffsets=offsets).collect()
