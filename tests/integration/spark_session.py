@@ -1,7 +1,7 @@
 """One local Spark for the whole test session (the moldau data source's tests).
 
-local[2], no UI, driver bound to 127.0.0.1, workers on this venv's Python. spark_plugin/ goes on the workers'
-PYTHONPATH so PySpark's scan for top-level ``pyspark_*`` modules finds ``pyspark_moldau`` as it does in a regular
+local[2], no UI, driver bound to 127.0.0.1, workers on this venv's Python. spark_plugin/pyspark_moldau.py goes on
+the workers' PYTHONPATH so PySpark's scan for top-level ``pyspark_*`` modules finds ``pyspark_moldau`` as it does in a regular
 (non-editable) install: the tests use ``format("moldau")`` with no register() call.
 """
 
@@ -28,9 +28,24 @@ SPARK_CONF = {
 }
 
 
+def _plugin_dir() -> str:
+    """A folder holding only pyspark_moldau.py. Not spark_plugin/ itself: the editable install writes
+    moldau.egg-info there, and on PYTHONPATH that stale metadata makes pip (and importlib.metadata) believe
+    moldau is installed in every child process, e.g. the plain-install test's fresh venv."""
+    folder = REPO_ROOT / "build" / "spark-pythonpath"
+    link = folder / "pyspark_moldau.py"
+    folder.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        try:
+            link.symlink_to(REPO_ROOT / "spark_plugin" / "pyspark_moldau.py")
+        except FileExistsError:  # made by a concurrent process (the restart test's driver)
+            pass
+    return str(folder)
+
+
 def spark_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH")
-    plugin = str(REPO_ROOT / "spark_plugin")
+    plugin = _plugin_dir()
     return {"SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONPATH": plugin if not path else f"{plugin}{os.pathsep}{path}"}
 

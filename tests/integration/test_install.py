@@ -3,6 +3,7 @@ the test extra, and nothing generic (`client`, `broker`, `protocol`, `storage`) 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -22,7 +23,10 @@ TOOLS += ["moldau-leader-election", "moldau-delete-records", "moldau-log-dirs", 
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    # No PYTHONPATH from this session (the Spark fixture sets one): the fresh venv must see only what it installed.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=env)
 
 
 def test_a_plain_install_has_one_moldau_package_and_working_tools(tmp_path: Path) -> None:

@@ -129,8 +129,14 @@ def test_fail_on_data_loss_after_retention(spark: Any, broker_factory: Callable[
             assert p.flush(30) == 0
     consumer = CKConsumer({"bootstrap.servers": b.bootstrap, "group.id": "probe"})
     try:
-        start = wait_until(lambda: consumer.get_watermark_offsets(CKTopicPartition(topic, 0), 5)[0] or None,
-                           30, "retention to delete the oldest segments")
+        # Retention removes one closed segment after another: wait until only the active one is left, so the
+        # log start no longer moves while Spark reads.
+        def settled() -> int | None:
+            if len(list(b.partition_dir(topic).glob("*.log"))) != 1:
+                return None
+            return consumer.get_watermark_offsets(CKTopicPartition(topic, 0), 5)[0] or None
+
+        start = wait_until(settled, 60, "retention to delete every closed segment")
     finally:
         consumer.close()
     assert start is not None
