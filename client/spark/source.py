@@ -13,7 +13,9 @@ from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -24,7 +26,7 @@ from pyspark.sql.types import StructType
 from moldau.spark import options as opts
 from moldau.spark.reader import MoldauBatchReader, MoldauStreamReader
 from moldau.spark.rows import schema_ddl
-from moldau.spark.writer import WriteResult, check_columns, write_rows
+from moldau.spark.writer import WriteResult, check_columns, write_arrow
 
 log = logging.getLogger("moldau.spark")
 
@@ -38,12 +40,14 @@ def _total(messages: list[WriterCommitMessage | None]) -> int:
     return sum(m.rows for m in messages if isinstance(m, RowsWritten))
 
 
-class MoldauBatchWriter(DataSourceWriter):
+class MoldauBatchWriter(DataSourceArrowWriter):
+    """Rows arrive as Arrow record batches (DataSourceArrowWriter), not pickled Rows."""
+
     def __init__(self, options: opts.SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return RowsWritten(write_rows(self.options, iterator))
+        return RowsWritten(write_arrow(self.options, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         log.info("moldau sink wrote %d rows", _total(messages))
@@ -53,12 +57,12 @@ class MoldauBatchWriter(DataSourceWriter):
         log.warning("moldau write aborted after %d acknowledged rows", _total(messages))
 
 
-class MoldauStreamWriter(DataSourceStreamWriter):
+class MoldauStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: opts.SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return RowsWritten(write_rows(self.options, iterator))
+        return RowsWritten(write_arrow(self.options, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.info("moldau sink batch %d wrote %d rows", batchId, _total(messages))
