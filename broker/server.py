@@ -31,6 +31,13 @@ from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import RequestChannel
+from moldau.broker.security.credentials import (
+    USERS_FILE,
+    CredentialStore,
+    FileCredentialStore,
+    ZkCredentialStore,
+)
+from moldau.broker.security.listener_config import listener_security
 from moldau.broker.zk_mode import ZkMode
 from moldau.storage.config import SystemClock
 from moldau.storage.log_manager import LogManager
@@ -76,6 +83,7 @@ class BrokerServer:
         self.zk_mode: ZkMode | None = None
         self.channel: RequestChannel | None = None
         self.socket_server: SocketServer | None = None
+        self.scram_store: CredentialStore | None = None
         self.handler_pool: HandlerPool | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.metrics_port: int | None = None
@@ -126,10 +134,13 @@ class BrokerServer:
             self.producer_ids = FileProducerIdManager(self.log_dirs[0])
         self.channel = RequestChannel(int(cfg.get("queued.max.requests")))
         listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
+        self.scram_store = self._credential_store()
         self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
                                           self.metrics, int(cfg.get("socket.send.buffer.bytes")),
                                           int(cfg.get("socket.receive.buffer.bytes")),
-                                          limits=ConnectionLimits.from_config(cfg))
+                                          limits=ConnectionLimits.from_config(cfg),
+                                          security={e.name: listener_security(cfg, e) for e in cfg.listeners},
+                                          credentials=self.scram_store)
         await self.socket_server.start()
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
@@ -188,7 +199,12 @@ class BrokerServer:
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
-            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS)
+            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS, scram=self.scram_store)
+
+    def _credential_store(self) -> CredentialStore:
+        if self.zk_mode is not None:
+            return ZkCredentialStore(self.zk_mode.client)
+        return FileCredentialStore(self.log_dirs[0] / USERS_FILE)
 
     @property
     def controller(self) -> Controller | None:

@@ -30,6 +30,12 @@ from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.messages.metadata import METADATA
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 from moldau.protocol.messages.produce import PRODUCE
+from moldau.protocol.messages.sasl import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 from moldau.protocol.schema import Api
 
 
@@ -60,9 +66,12 @@ class ApiKey(IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 REGISTRY: dict[int, Api] = {
@@ -70,7 +79,8 @@ REGISTRY: dict[int, Api] = {
     for api in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
                 INIT_PRODUCER_ID, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP,
                 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
-                LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH)
+                LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH,
+                SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
 }
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),

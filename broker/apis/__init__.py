@@ -37,8 +37,15 @@ from moldau.broker.apis.list_offsets import handle_list_offsets
 from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.sasl import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
+from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
 D = TypeVar("D")
@@ -75,6 +82,14 @@ def _producer_ids(c: BrokerContext) -> ProducerIdSource:
     return c.producer_ids
 
 
+def _scram(c: BrokerContext) -> CredentialStore | None:
+    return c.scram
+
+
+def _nothing(c: BrokerContext) -> object:
+    return None
+
+
 def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
     return c.api_versions
 
@@ -104,6 +119,10 @@ ROUTES: dict[int, Route] = {
     ApiKey.UPDATE_METADATA: route(_control, handle_update_metadata),
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
+    ApiKey.SASL_HANDSHAKE: route(_nothing, handle_sasl_handshake),
+    ApiKey.SASL_AUTHENTICATE: route(_nothing, handle_sasl_authenticate),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
 }
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

@@ -18,6 +18,7 @@ from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.metadata import MetadataStore
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.config import Clock
 
@@ -110,3 +111,4 @@ class BrokerContext:
     control: ControlDeps
     producer_ids: ProducerIdSource
     api_versions: list[dict[str, int]]
+    scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)
