@@ -99,6 +99,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._gs2 = ""
         self._cred: ScramCredential | None = None
 
@@ -116,6 +117,7 @@ class ScramServer:
         if "n" not in attrs or "r" not in attrs or not attrs["r"]:
             raise ScramError("client-first message lacks n= or r=")
         self.username = _unescape_name(attrs["n"])
+        self._client_nonce = attrs["r"]
         self._nonce = attrs["r"] + self.server_nonce
         return self.username
 
@@ -137,7 +139,10 @@ class ScramServer:
         except UnicodeDecodeError:
             raise ScramError("client-final message is not UTF-8") from None
         attrs = _attrs(text)
-        if attrs.get("r") != self._nonce:
+        nonce = attrs.get("r")
+        # librdkafka before 2.6.1 (kcat 1.7 ships 2.0.2) prepends its client nonce a second time (its issue
+        # 4895); Kafka 3.8.1-3.9 accept that too. Only that exact form is tolerated besides the RFC one.
+        if nonce != self._nonce and nonce != self._client_nonce + self._nonce:
             raise ScramError("invalid nonce")
         if attrs.get("c") != base64.b64encode(self._gs2.encode()).decode():
             raise ScramError("invalid channel binding")

@@ -89,3 +89,32 @@ def test_kafka_credential_format_round_trips() -> None:
     assert ScramCredential.from_kafka(text) == cred
     with pytest.raises(ValueError):
         ScramCredential.from_kafka("salt=abc")
+
+
+def _legacy_librdkafka_final(password: str, client_nonce: str, server_first: bytes, prefix: str) -> bytes:
+    """A client-final message built the way librdkafka < 2.6.1 builds it: r=<prefix><server nonce>."""
+    import hashlib
+    import hmac
+
+    attrs = dict(p.split("=", 1) for p in server_first.decode().split(","))
+    salted = scram.salted_password("sha256", password, base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored = hashlib.sha256(client_key).digest()
+    without = f"c=biws,r={prefix}{attrs['r']}"
+    auth = f"n=u,r={client_nonce},{server_first.decode()},{without}".encode()
+    proof = bytes(a ^ b for a, b in zip(client_key, hmac.new(stored, auth, "sha256").digest(), strict=True))
+    return f"{without},p={base64.b64encode(proof).decode()}".encode()
+
+
+@pytest.mark.parametrize(("prefix", "ok"), [("", True), ("cnonce", True), ("other", False), ("cn", False)])
+def test_librdkafka_doubled_client_nonce_is_tolerated_exactly(prefix: str, ok: bool) -> None:
+    """librdkafka < 2.6.1 (kcat 1.7) sends r=<client nonce><server's full nonce>; only that form is tolerated."""
+    server = ScramServer("SCRAM-SHA-256")
+    server.parse_client_first(b"n,,n=u,r=cnonce")
+    first = server.server_first(scram.make_credential("SCRAM-SHA-256", "pw"))
+    final = _legacy_librdkafka_final("pw", "cnonce", first, prefix)
+    if ok:
+        assert server.verify_client_final(final).startswith(b"v=")
+    else:
+        with pytest.raises(ScramError, match="nonce"):
+            server.verify_client_final(final)
