@@ -217,3 +217,39 @@ def test_fetch_over_tls_counts_copied_bytes(brokers: dict[str, BrokerProcess], c
     assert [r.value for r in got] == payload
     assert copied() - before >= 200_000
 
+
+
+@pytest.mark.parametrize(("proto", "mech"), CASES, ids=IDS)
+def test_moldau_client(brokers: dict[str, BrokerProcess], certs: Certs, topic: str, proto: str,
+                       mech: str | None) -> None:
+    """Moldau's own client library with librdkafka's property names."""
+    from moldau import Consumer, Producer, TopicPartition
+
+    b = brokers[proto]
+    conf = {"bootstrap.servers": b.bootstrap, **client_settings(proto, certs, mech)}
+    with Producer({**conf, "linger.ms": 1}) as producer:
+        for i in range(30):
+            producer.produce(topic, b"m%d" % i, partition=0)
+        producer.flush(30)
+    with Consumer({**conf, "auto.offset.reset": "earliest", "enable.auto.commit": False}) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        got: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 30:
+            assert time.monotonic() < deadline, f"only {len(got)} records"
+            got += [r.value for r in consumer.poll(timeout_ms=500)]
+    assert got == [b"m%d" % i for i in range(30)]
+
+
+def test_moldau_client_wrong_password_and_bad_settings(brokers: dict[str, BrokerProcess], certs: Certs) -> None:
+    from moldau import AdminClient, ConfigError
+
+    b = brokers["SASL_SSL"]
+    with pytest.raises(ConfigError) as info:
+        AdminClient({"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": "GSSAPI"})
+    assert info.value.key == "sasl.mechanism"
+    conf = {"bootstrap.servers": b.bootstrap, "socket.connection.setup.timeout.ms": 3000,
+            **client_settings("SASL_SSL", certs, "SCRAM-SHA-256", password="wrong")}
+    with pytest.raises(Exception, match="(?i)authentication|no broker|connect"):
+        with AdminClient(conf) as admin:
+            admin.list_topics()
