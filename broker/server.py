@@ -125,7 +125,8 @@ class BrokerServer:
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-                on_log_dir_failure=rm.log_dir_failed), self._endpoint_of)
+                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security),
+                self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
         rm.log_dir_failure_listeners.append(self._on_log_dir_failure)
         if self.zk_mode is not None:

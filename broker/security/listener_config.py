@@ -167,3 +167,7 @@ def validate_listener_security(cfg: BrokerConfig) -> None:
             listener_value(cfg, name, setting)  # parses and checks it, naming this key when it is wrong
     for ep in cfg.listeners:
         listener_security(cfg, ep)
+    if cfg.get("zookeeper.connect"):  # only a cluster has inter-broker traffic to log in with
+        from moldau.broker.security.inter_broker import inter_broker_security
+
+        inter_broker_security(cfg)
