@@ -253,3 +253,41 @@ def test_moldau_client_wrong_password_and_bad_settings(brokers: dict[str, Broker
     with pytest.raises(Exception, match="(?i)authentication|no broker|connect"):
         with AdminClient(conf) as admin:
             admin.list_topics()
+
+
+def test_user_scram_credentials_apis(brokers: dict[str, BrokerProcess], certs: Certs, topic: str) -> None:
+    """AlterUserScramCredentials/DescribeUserScramCredentials through confluent-kafka's admin client; the new
+    user logs in at once, and is refused once deleted."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    b = brokers["SASL_PLAINTEXT"]
+    admin = AdminClient({"bootstrap.servers": b.bootstrap, **client_settings("SASL_PLAINTEXT", certs, "PLAIN")})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192)
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion("carol", info, b"carol-pw")]).values():
+        f.result(timeout=20)
+    described = {u: f.result(timeout=20) for u, f in admin.describe_user_scram_credentials(["carol"]).items()}
+    assert [(i.mechanism, i.iterations) for i in described["carol"].scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_256, 8192)]
+
+    def produce_as_carol() -> list[Any]:
+        errors: list[Any] = []
+        p = Producer({"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                      "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "carol", "sasl.password": "carol-pw",
+                      "message.timeout.ms": 6000, "error_cb": errors.append})
+        p.produce(topic, b"from carol", partition=0, on_delivery=lambda err, _msg: errors.append(err))
+        p.flush(15)
+        return errors
+
+    assert produce_as_carol() == [None]
+    deletion = UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)
+    for f in admin.alter_user_scram_credentials([deletion]).values():
+        f.result(timeout=20)
+    errors = produce_as_carol()  # carol can no longer log in
+    assert errors[-1] is not None and any("uthentication" in str(e) for e in errors), errors
