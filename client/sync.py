@@ -62,6 +62,10 @@ class Producer:
         self._pending_lock = threading.Lock()
         self._drain_scheduled = False
         self._drain_task: asyncio.Future[None] | None = None
+        # One hand-over at a time: a drain can suspend in send() (topic metadata unknown), and flush()/close()
+        # must wait for it, or they find the pending list empty and return before those records were appended.
+        # It also keeps records in produce() order across the scheduled drain and flush's own.
+        self._drain_lock = asyncio.Lock()
         self._room = threading.Event()
         run(self._aio.start())
 
@@ -123,6 +127,10 @@ class Producer:
         self._drain_task = asyncio.ensure_future(self._drain_pending())
 
     async def _drain_pending(self) -> None:
+        async with self._drain_lock:
+            await self._drain_locked()
+
+    async def _drain_locked(self) -> None:
         while True:
             with self._pending_lock:
                 batch, self._pending = self._pending, []
@@ -140,6 +148,8 @@ class Producer:
                     if inner is None:
                         inner = await aio.send(topic, value, key, **kwargs)
                 except Exception as exc:
+                    if fire_and_forget:
+                        log.warning("delivery failed: %s", exc)
                     _settle(future, callback, exc, None)
                     continue
                 if fire_and_forget:

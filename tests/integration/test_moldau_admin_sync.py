@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from moldau import AdminClient, KafkaError, NewTopic, Producer, RecordMetadata
 from moldau.protocol.errors import ErrorCode
+from moldau.sync import background_loop
 
 from .clients import ck_consume
 from .harness import BrokerProcess
@@ -83,3 +86,41 @@ def test_sync_consumer_reads_sync_producer(broker: BrokerProcess, topic: str) ->
             got += [(r.key, r.value) for r in consumer.poll(timeout_ms=500)]
         assert got == [(b"k%d" % i, b"v%d" % i) for i in range(300)]
         assert consumer.position(TopicPartition(topic, 0)) == 300
+
+
+@contextlib.contextmanager
+def _client_loop_held() -> Iterator[None]:
+    """Keeps the shared client loop thread busy inside the block, so calls made there queue up behind it."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        entered.set()
+        release.wait(30)
+
+    background_loop().call_soon_threadsafe(hold)
+    assert entered.wait(30), "client loop did not run the holding callback"
+    try:
+        yield
+    finally:
+        release.set()
+
+
+def test_sync_flush_waits_for_records_awaiting_metadata(broker: BrokerProcess, topic: str) -> None:
+    # Regression: records to a topic without cached metadata wait in send() inside the scheduled hand-over;
+    # flush() used to find the pending list empty and return before they were even appended (then close()
+    # dropped them silently). Holding the loop while producing makes that one hand-over take every record.
+    delivered: list[tuple[BaseException | None, int | None]] = []
+    forgotten = f"{topic}-ff"
+    with Producer(bootstrap_servers=broker.bootstrap, linger_ms=1) as producer:
+        with _client_loop_held():
+            for i in range(10):
+                producer.produce(topic, b"v%d" % i, partition=0,
+                                 on_delivery=lambda e, m: delivered.append((e, m.offset if m else None)))
+        producer.flush(30)
+        assert delivered == [(None, i) for i in range(10)]
+        with _client_loop_held():
+            for i in range(10):  # fire and forget: only the broker can tell whether they were sent
+                producer.produce(forgotten, b"f%d" % i, partition=0)
+        producer.flush(30)
+        with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+            assert admin.list_offsets({(forgotten, 0): "latest"})[(forgotten, 0)].offset == 10

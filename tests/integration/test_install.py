@@ -1,0 +1,48 @@
+"""A plain `pip install` of the wheel, as a user gets it: one `moldau` package, the console tools work without
+the test extra, and nothing generic (`client`, `broker`, `protocol`, `storage`) lands in site-packages."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", "moldau-topics",
+         "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test"]
+
+
+def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_a_plain_install_has_one_moldau_package_and_working_tools(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+                 str(REPO)], tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = wheels.glob("moldau-*.whl")
+    tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"moldau"}, tops
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    installed = run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)], tmp_path)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+
+    ok = run([str(py), "-c", "import moldau, moldau.aio; from moldau import Producer, Consumer, AdminClient; "
+                              "import moldau.broker.server, moldau.storage.log"], tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    for generic in ("client", "broker", "protocol", "storage"):
+        absent = run([str(py), "-c", f"import {generic}"], tmp_path)
+        assert absent.returncode != 0 and "ModuleNotFoundError" in absent.stderr, generic
+    for tool in TOOLS:
+        helped = run([str(env_dir / "bin" / tool), "--help"], tmp_path, timeout=60)
+        assert helped.returncode == 0, (tool, helped.stderr[-1000:])
