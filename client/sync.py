@@ -160,18 +160,12 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         """Blocks until every record sent so far is acknowledged or failed."""
         async def go() -> None:
-            # A drain already under way may still be waiting (for a new topic's metadata) to hand records to
-            # the producer; flushing before it has handed them over would return with those records unsent.
-            if self._drain_task is not None and not self._drain_task.done():
-                await asyncio.shield(self._drain_task)
             await self._drain_pending()
             await self._aio.flush(timeout)
         run(go(), None if timeout is None else timeout + 1)
 
     def close(self, timeout: float | None = None) -> None:
         async def go() -> None:
-            if self._drain_task is not None and not self._drain_task.done():
-                await asyncio.shield(self._drain_task)
             await self._drain_pending()
             await self._aio.close(timeout)
         run(go())
