@@ -291,3 +291,28 @@ def test_user_scram_credentials_apis(brokers: dict[str, BrokerProcess], certs: C
         f.result(timeout=20)
     errors = produce_as_carol()  # carol can no longer log in
     assert errors[-1] is not None and any("uthentication" in str(e) for e in errors), errors
+
+
+def test_hostile_bytes_on_tls_listeners(brokers: dict[str, BrokerProcess], certs: Certs, topic: str) -> None:
+    """Plaintext garbage on a TLS port fails the handshake; inside TLS, a 100 MB frame size before SASL login
+    closes the connection; both brokers keep serving."""
+    import struct
+
+    from .harness import RawConnection
+
+    with RawConnection(brokers["SSL"].port) as c:
+        c.send(b"\x00\x00\x00\x10" + b"not a tls record" * 64)
+        c.wait_closed(10)
+    ctx = ssl.create_default_context(cafile=str(certs.ca))
+    for _ in range(5):
+        with socket.create_connection(("127.0.0.1", brokers["SASL_SSL"].port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(struct.pack(">i", 100 * 1024 * 1024) + b"\0" * 4096)
+                tls.settimeout(10)
+                try:
+                    assert tls.recv(1) == b""
+                except (ConnectionResetError, ssl.SSLError):
+                    pass  # closed: what we want
+    for proto, mech in (("SSL", None), ("SASL_SSL", "PLAIN")):
+        conf = kp_settings(proto, certs, mech)
+        assert kp_produce(brokers[proto].bootstrap, topic, make_records(2, "after", with_nulls=False), **conf)
