@@ -14,7 +14,6 @@ import asyncio
 import logging
 import os
 import socket
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from moldau.broker.request_channel import Request, RequestChannel
 from moldau.broker.security.credentials import CredentialStore
 from moldau.broker.security.listener_config import ListenerSecurity
 from moldau.broker.security.sasl import SaslAuthenticator, Step
-from moldau.broker.security.tls import TlsIO, server_context
+from moldau.broker.security.tls import ReloadingContext, TlsIO
 from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
@@ -341,7 +340,7 @@ class SocketServer:
         self.listeners = listeners
         self.security = security or {}
         self.credentials = credentials
-        self._tls_contexts: dict[str, ssl.SSLContext] = {}
+        self._tls_contexts: dict[str, ReloadingContext] = {}
         self.channel = channel
         self.max_request_size = max_request_size
         self.metrics = metrics
@@ -360,7 +359,7 @@ class SocketServer:
     async def start(self) -> None:
         for name, sec in self.security.items():
             if sec.tls is not None:
-                self._tls_contexts[name] = server_context(sec.tls)
+                self._tls_contexts[name] = ReloadingContext(sec.tls)
         for name, host, port in self.listeners:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             lsock = socket.socket(family, socket.SOCK_STREAM)
@@ -411,7 +410,7 @@ class SocketServer:
                                          lambda listener: self.metrics.authentication(listener, False))
             conn = Connection(sock, peer, name, self.channel, self.max_request_size, self.metrics,
                               self._forget, self._recv_view, self._partial_changed,
-                              TlsIO(sock, ctx) if ctx is not None else None, auth)
+                              TlsIO(sock, ctx.get()) if ctx is not None else None, auth)
             self.connections.add(conn)
             self.per_ip[peer[0]] = self.per_ip.get(peer[0], 0) + 1
             self.metrics.connections(1)

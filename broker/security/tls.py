@@ -9,6 +9,7 @@ the TLS layer in chunks (counted as copied fetch bytes by the caller).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import ssl
@@ -19,6 +20,7 @@ from moldau.broker.security.listener_config import TlsSettings
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 CHUNK = 64 * 1024
+log = logging.getLogger("moldau.security")
 
 
 def server_context(tls: TlsSettings) -> ssl.SSLContext:
@@ -33,6 +35,47 @@ def server_context(tls: TlsSettings) -> ssl.SSLContext:
     if tls.cipher_suites:
         ctx.set_ciphers(":".join(tls.cipher_suites))
     return ctx
+
+
+class ReloadingContext:
+    """A listener's server context that follows its PEM files: at most once per `check_s`, on a new connection,
+    the files' mtimes and sizes are compared, and a changed keystore or truststore is loaded for the connections
+    that follow (open ones keep their session). A file that does not load is logged and the old context kept."""
+
+    def __init__(self, tls: TlsSettings, check_s: float = 1.0, clock: Any = None) -> None:
+        import time
+
+        self.tls = tls
+        self.check_s = check_s
+        self.clock = clock or time.monotonic
+        self.context = server_context(tls)
+        self._stamp = self._files_stamp()
+        self._checked = self.clock()
+
+    def _files_stamp(self) -> tuple[tuple[float, int], ...]:
+        out = []
+        for path in (self.tls.keystore_location, self.tls.truststore_location):
+            if path:
+                try:
+                    st = os.stat(path)
+                    out.append((st.st_mtime, st.st_size))
+                except OSError:
+                    out.append((-1.0, -1))
+        return tuple(out)
+
+    def get(self) -> ssl.SSLContext:
+        now = self.clock()
+        if now - self._checked >= self.check_s:
+            self._checked = now
+            stamp = self._files_stamp()
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self.context = server_context(self.tls)
+                    log.info("reloaded TLS key material from %s", self.tls.keystore_location)
+                except (OSError, ssl.SSLError) as exc:
+                    log.error("TLS files changed but do not load (%s); keeping the previous certificate", exc)
+        return self.context
 
 
 class TlsIO:

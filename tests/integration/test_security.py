@@ -316,3 +316,42 @@ def test_hostile_bytes_on_tls_listeners(brokers: dict[str, BrokerProcess], certs
     for proto, mech in (("SSL", None), ("SASL_SSL", "PLAIN")):
         conf = kp_settings(proto, certs, mech)
         assert kp_produce(brokers[proto].bootstrap, topic, make_records(2, "after", with_nulls=False), **conf)
+
+
+def test_certificate_reload_without_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Replacing the keystore file changes the certificate new connections get; the broker keeps running."""
+    import os
+    import shutil as sh
+
+    first = make_certs(tmp_path_factory.mktemp("first"))
+    second = make_certs(tmp_path_factory.mktemp("second"))
+    live = tmp_path_factory.mktemp("live") / "broker.pem"
+    sh.copy(first.broker_pem, live)
+    b = secured_broker(tmp_path_factory.mktemp("reload"), "SSL", first, **{"ssl.keystore.location": str(live)})
+    try:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+
+        def served() -> bytes:
+            with socket.create_connection(("127.0.0.1", b.port), timeout=10) as raw:
+                with ctx.wrap_socket(raw) as tls:
+                    der = tls.getpeercert(binary_form=True)
+                    assert der is not None
+                    return der
+
+        def der_of(certs: Certs) -> bytes:
+            return ssl.PEM_cert_to_DER_cert((certs.broker_pem.parent / "broker.crt").read_text())
+
+        assert served() == der_of(first)
+        tmp = live.with_suffix(".new")
+        sh.copy(second.broker_pem, tmp)
+        os.replace(tmp, live)
+        wait_until(lambda: served() == der_of(second), 20, "the new certificate served")
+        # A file that does not load is logged and the current certificate kept.
+        tmp.write_text("-----BEGIN CERTIFICATE-----\nbroken\n-----END CERTIFICATE-----\n")
+        os.replace(tmp, live)
+        wait_until(lambda: served() == der_of(second) and "do not load" in b.stderr_text(), 20,
+                   "the broken file noticed")
+        assert served() == der_of(second) and b.is_running()
+    finally:
+        b.stop()
