@@ -221,9 +221,13 @@ class Cluster:
             # Own session: a terminal's Ctrl-C or hang-up reaches the launcher only, which stops them in order.
             proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                                    preexec_fn=lambda: _die_with_launcher(launcher))
+                                    preexec_fn=lambda: self._in_child(name, launcher))
         self.children.append((name, proc))
         return proc
+
+    def _in_child(self, name: str, launcher_pid: int) -> None:
+        """Runs in child ``name`` before exec (moldau-verify's launched cluster also places it in a cgroup)."""
+        _die_with_launcher(launcher_pid)
 
     def _wait_port(self, name: str, proc: subprocess.Popen[bytes], port: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -241,24 +245,28 @@ class Cluster:
         zk = self._spawn("zookeeper", zookeeper_command(self.data / "zookeeper", p.zookeeper))
         self._wait_port("zookeeper", zk, p.zookeeper, 30)
         self.out.say(f"ZooKeeper     127.0.0.1:{p.zookeeper}   pid {zk.pid}   (data {self.data / 'zookeeper'})")
-        connect = f"127.0.0.1:{p.zookeeper}{a.chroot}"
-        replication = replication_defaults(a.brokers)
         for i in range(a.brokers):
             broker_id, port, metrics = a.first_id + i, p.brokers[i], p.metrics[i]
-            cmd = [sys.executable, "-m", "moldau.broker", str(Path(a.config).resolve()),
-                   "--override", f"broker.id={broker_id}",
-                   "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                   "--override", f"log.dirs={self.data / f'broker-{broker_id}'}",
-                   "--override", f"metrics.port={metrics}",
-                   "--override", f"zookeeper.connect={connect}"]
-            for key, value in replication.items():
-                cmd += ["--override", f"{key}={value}"]
-            for override in a.override:  # the user's overrides come last, so they win
-                cmd += ["--override", override]
-            proc = self._spawn(f"broker-{broker_id}", cmd)
+            proc = self._spawn(f"broker-{broker_id}", self.broker_command(i))
             self._wait_port(f"broker-{broker_id}", proc, port, 60)
             self.out.say(f"broker {broker_id:<6} 127.0.0.1:{port}   pid {proc.pid}   metrics "
                          f"http://127.0.0.1:{metrics}/metrics   (log {self.data / f'broker-{broker_id}.log'})")
+
+    def broker_command(self, i: int) -> list[str]:
+        """The command line of the i-th broker (0-based)."""
+        a, p = self.args, self.ports
+        broker_id = a.first_id + i
+        cmd = [sys.executable, "-m", "moldau.broker", str(Path(a.config).resolve()),
+               "--override", f"broker.id={broker_id}",
+               "--override", f"listeners=PLAINTEXT://127.0.0.1:{p.brokers[i]}",
+               "--override", f"log.dirs={self.data / f'broker-{broker_id}'}",
+               "--override", f"metrics.port={p.metrics[i]}",
+               "--override", f"zookeeper.connect=127.0.0.1:{p.zookeeper}{a.chroot}"]
+        for key, value in replication_defaults(a.brokers).items():
+            cmd += ["--override", f"{key}={value}"]
+        for override in a.override:  # the user's overrides come last, so they win
+            cmd += ["--override", override]
+        return cmd
 
     def usage(self) -> str:
         bootstrap = ",".join(f"127.0.0.1:{port}" for port in self.ports.brokers)

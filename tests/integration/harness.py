@@ -94,7 +94,7 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
-    # A cgroup (v2) directory the process starts in, so that all its sockets belong to it (netfault.py).
+    # A cgroup (v2) the process starts in, so all its sockets belong to it (moldau.broker.verify.netfault).
     cgroup: Path | None = None
 
     def __post_init__(self) -> None:

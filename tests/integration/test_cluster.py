@@ -56,7 +56,7 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.extra: list[BrokerProcess] = []
         self.kazoo = KazooClient(zk.connect + self.chroot)
-        # Where broker N's process starts (netfault.py's cgroups), if anywhere.
+        # Where broker N's process starts (moldau.broker.verify.netfault), if anywhere.
         self.cgroup_for: Callable[[int], Path] | None = None
 
     @property

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", "moldau-topics",
-         "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test"]
+         "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test",
+         "moldau-verify"]
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -46,3 +47,8 @@ def test_a_plain_install_has_one_moldau_package_and_working_tools(tmp_path: Path
     for tool in TOOLS:
         helped = run([str(env_dir / "bin" / tool), "--help"], tmp_path, timeout=60)
         assert helped.returncode == 0, (tool, helped.stderr[-1000:])
+    # moldau-verify launches ZooKeeper and a broker from the installed package (no repository checkout around).
+    checked = run([str(env_dir / "bin" / "moldau-verify"), "--launch", "1", "--duration", "3", "--rate", "50",
+                   "--json"], tmp_path, timeout=240)
+    assert checked.returncode == 0, (checked.stdout[-2000:], checked.stderr[-2000:])
+    assert '"lost": 0' in checked.stdout

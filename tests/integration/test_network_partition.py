@@ -1,5 +1,5 @@
 """The zombie leader: a partition leader cut off from ZooKeeper and from the other brokers, while clients still
-reach it (tests/integration/netfault.py makes the partition).
+reach it (moldau.broker.verify.netfault makes the partition).
 
 What must hold, as in Kafka: the zombie cannot acknowledge an acks=all write (min.insync.replicas=2: its
 followers cannot fetch, and it cannot shrink the ISR without ZooKeeper); the others elect a new leader with a
@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from moldau.broker.verify.netfault import NetFaults
 from moldau.protocol.errors import ErrorCode
 
 from .harness import wait_until
-from .netfault import NetFaults
 from .test_cluster import SESSION_TIMEOUT_MS, Cluster, cluster, zookeeper  # noqa: F401
 from .test_replication import create_topic, in_sync, produce, read_all, segment_bytes, start, state
 

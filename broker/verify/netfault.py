@@ -1,4 +1,4 @@
-"""Network partitions between processes that all live on 127.0.0.1, for the reliability tests.
+"""Network partitions between processes on 127.0.0.1, for the reliability tests and moldau-verify.
 
 Each process that takes part goes into a cgroup (v2) of its own, and iptables drops the TCP packets that one
 cgroup sends to another process's port, in a chain of our own that OUTPUT jumps to. A cut therefore acts like a
@@ -76,9 +76,9 @@ class NetFaults:
             probe.rmdir()
 
     def group(self, name: str) -> Path:
-        """The cgroup ``name`` (created on first use). A process must start in it (see harness.BrokerProcess's
-        ``cgroup``): iptables matches a socket by the cgroup its process was in when the socket was made, so
-        moving a running process would leave its open connections uncut."""
+        """The cgroup ``name`` (created on first use). A process must start in it (the tests' BrokerProcess
+        ``cgroup``, moldau-verify's launched cluster): iptables matches a socket by the cgroup its process was
+        in when the socket was made, so moving a running process would leave its open connections uncut."""
         group = self.base / name
         group.mkdir(exist_ok=True)
         return group
