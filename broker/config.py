@@ -481,6 +481,9 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "mechanism as listener.name.<name>.<mechanism>.sasl.jaas.config."),
     _s("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before a connection has "
        "authenticated; larger ones close it before any buffer is allocated.", AT_LEAST_1),
+    _s("connections.max.reauth.ms", "long", 0, "KIP-368: a SASL session lasts this long; the client must "
+       "re-authenticate on the same connection before it ends (SaslAuthenticate v1+ tells it when), else its "
+       "next request closes the connection. 0 = sessions do not expire.", AT_LEAST_0),
     _s("connection.failed.authentication.delay.ms", "int", 100, "A failed authentication is answered (and "
        "its connection closed) after this delay, to slow down password guessing.", AT_LEAST_0, L),
     # --- Moldau's own

@@ -195,18 +195,25 @@ class Connection:
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response; False closes the connection."""
         t0 = time.perf_counter()
-        if self.auth is not None and not self.auth.authenticated:
-            step, reply = await self.auth.on_frame(frame)
-            if reply is not None:
-                await self._send_bytes(reply)
-            if step is Step.CLOSE:
+        auth = self.auth
+        if auth is not None:
+            if auth.wants(INT16.unpack_from(frame)[0] if len(frame) >= 2 else -1):
+                was = auth.authenticated
+                step, reply = await auth.on_frame(frame)
+                if reply is not None:
+                    await self._send_bytes(reply)
+                if step is Step.CLOSE:
+                    return False
+                if auth.authenticated and not was:
+                    self.principal = f"User:{auth.principal}"
+                    self.decoder.max_size = self.max_request_size
+                    self.metrics.authentication(self.listener, True)
+                if step is Step.REPLY:
+                    return True
+            elif auth.expired(time.monotonic()):
+                log.info("closing %s: its SASL session expired without re-authentication "
+                         "(connections.max.reauth.ms)", self.name)
                 return False
-            if self.auth.authenticated:
-                self.principal = f"User:{self.auth.principal}"
-                self.decoder.max_size = self.max_request_size
-                self.metrics.authentication(self.listener, True)
-            if step is Step.REPLY:
-                return True
         try:
             api_key, version, correlation_id = peek_api(frame)
         except DecodeError as exc:

@@ -39,6 +39,7 @@ class ListenerSecurity:
     plain_users: dict[str, str] = field(default_factory=dict)
     max_receive_size: int = 524288
     failed_auth_delay_ms: int = 100
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0 = sessions never expire
 
     @property
     def sasl(self) -> bool:
@@ -147,7 +148,9 @@ def listener_security(cfg: BrokerConfig, ep: Endpoint) -> ListenerSecurity:
         users = entry.plain_users()
     _, size = listener_value(cfg, ep.name, "sasl.server.max.receive.size")
     _, delay = listener_value(cfg, ep.name, "connection.failed.authentication.delay.ms")
-    return ListenerSecurity(ep.name, ep.security_protocol, tls, list(mechanisms), users, int(size), int(delay))
+    _, reauth = listener_value(cfg, ep.name, "connections.max.reauth.ms")
+    return ListenerSecurity(ep.name, ep.security_protocol, tls, list(mechanisms), users, int(size), int(delay),
+                            int(reauth))
 
 
 def validate_listener_security(cfg: BrokerConfig) -> None:

@@ -50,14 +50,27 @@ class SaslAuthenticator:
         self.store = store
         self.peer = peer
         self.on_failure = on_failure
-        self.principal: str | None = None
+        self.principal: str | None = None  # the established principal (kept across re-authentication)
         self._mechanism: str | None = None
         self._raw = False  # handshake v0: the next frames are bare SASL tokens
         self._scram: ScramServer | None = None
+        self._exchange = False  # a (re-)authentication is under way
+        self._new_principal: str | None = None
+        self._lifetime = False  # the client learnt the session lifetime (SaslAuthenticate v1+), so can re-auth
+        self.expires_at: float | None = None  # connections.max.reauth.ms (KIP-368): loop time the session ends
 
     @property
     def authenticated(self) -> bool:
-        return self.principal is not None
+        return self.principal is not None and not self._exchange
+
+    def wants(self, api_key: int) -> bool:
+        """Whether this frame is the authenticator's: anything before login, everything during an exchange, and
+        a SaslHandshake that starts a re-authentication when sessions expire."""
+        return (self.principal is None or self._exchange
+                or (self.sec.reauth_ms > 0 and api_key == ApiKey.SASL_HANDSHAKE))
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
 
     async def on_frame(self, frame: bytearray) -> tuple[Step, bytes | None]:
         if self._raw:
@@ -98,20 +111,26 @@ class SaslAuthenticator:
             await self._fail(str(exc))
             return Step.CLOSE, reply({"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED,
                                       "error_message": f"Authentication failed: {exc}", "auth_bytes": b""})
-        return Step.REPLY, reply({"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": token})
+        lifetime = 0
+        if not self._exchange and self.sec.reauth_ms > 0:  # just completed: tell v1+ clients when to re-auth
+            lifetime = self.sec.reauth_ms
+            self._lifetime = version >= 1
+        return Step.REPLY, reply({"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": token,
+                                  "session_lifetime_ms": lifetime})
 
     def _handshake(self, mechanism: str, version: int,
                    reply: Callable[[dict[str, Any]], bytes]) -> tuple[Step, bytes | None]:
         enabled = self.sec.mechanisms
-        if self._mechanism is not None:
+        if self._exchange:
             return Step.CLOSE, reply({"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": enabled})
+        self._exchange = True
+        self._new_principal = None
         if mechanism not in enabled:
             log.info("closing %s: SASL mechanism %s is not enabled", self.peer, mechanism)
             return Step.CLOSE, reply({"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": enabled})
         self._mechanism = mechanism
         self._raw = version == 0
-        if mechanism in MECHANISMS:
-            self._scram = ScramServer(mechanism)
+        self._scram = ScramServer(mechanism) if mechanism in MECHANISMS else None
         return Step.REPLY, reply({"error_code": ErrorCode.NONE, "mechanisms": enabled})
 
     async def _raw_token(self, token: bytes) -> tuple[Step, bytes | None]:
@@ -120,7 +139,7 @@ class SaslAuthenticator:
         except AuthFailed as exc:
             await self._fail(str(exc))
             return Step.CLOSE, None  # v0 has no error frame: the client sees the connection close
-        if self.authenticated:
+        if not self._exchange:
             self._raw = False
         return Step.REPLY, INT32.pack(len(response)) + response
 
@@ -139,7 +158,7 @@ class SaslAuthenticator:
             final = scram.verify_client_final(token)
         except ScramError as exc:
             raise AuthFailed(str(exc)) from None
-        self.principal = scram.username
+        self._established(scram.username)
         return final
 
     def _plain(self, token: bytes) -> None:
@@ -156,7 +175,19 @@ class SaslAuthenticator:
         # compare_digest against a dummy for unknown users too, so timing does not reveal who exists
         if not hmac.compare_digest((expected or "\0unknown").encode(), password.encode()) or expected is None:
             raise AuthFailed("invalid username or password")
+        self._established(user)
+
+    def _established(self, user: str) -> None:
+        if self.principal is not None and user != self.principal:
+            # KIP-368: a re-authentication may not change who the connection is.
+            raise AuthFailed(f"re-authentication as {user} on a connection of {self.principal}")
         self.principal = user
+        self._exchange = False
+        self._mechanism = None
+        if self.sec.reauth_ms > 0:
+            import time
+
+            self.expires_at = time.monotonic() + self.sec.reauth_ms / 1000
 
     async def _fail(self, reason: str) -> None:
         log.info("authentication of %s on %s failed: %s", self.peer, self.sec.name, reason)

@@ -166,3 +166,92 @@ def test_unknown_mechanism_is_refused(broker: BrokerProcess) -> None:
         c.wait_closed(10)
 
 
+
+
+REAUTH_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def reauth_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    certs = make_certs(tmp_path_factory.mktemp("certs-reauth"))
+    b = secured_broker(tmp_path_factory.mktemp("reauth"), "SASL_PLAINTEXT", certs,
+                       **{"connections.max.reauth.ms": str(REAUTH_MS)})
+    try:
+        yield b
+    finally:
+        try:
+            b.stop()
+        finally:
+            b.kill()
+
+
+def scram_login(c: RawConnection, user: str, cid: int = 1) -> dict[str, object]:
+    request(c, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"}, cid)
+    assert response(c, ApiKey.SASL_HANDSHAKE, 1)["error_code"] == 0
+    client = ScramClient("SCRAM-SHA-256", user, USERS[user])
+    request(c, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": client.first()}, cid)
+    first = response(c, ApiKey.SASL_AUTHENTICATE, 1)
+    request(c, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": client.final(first["auth_bytes"])}, cid)  # type: ignore[arg-type]
+    return response(c, ApiKey.SASL_AUTHENTICATE, 1)
+
+
+def metadata_ok(c: RawConnection) -> bool:
+    try:
+        request(c, ApiKey.METADATA, 4, {"topics": [], "allow_auto_topic_creation": False})
+        return bool(response(c, ApiKey.METADATA, 4)["brokers"])
+    except (ConnectionError, OSError):
+        return False
+
+
+def test_session_expires_without_reauthentication(reauth_broker: BrokerProcess) -> None:
+    with RawConnection(reauth_broker.port) as c:
+        t0 = time.monotonic()
+        final = scram_login(c, "alice")
+        assert final["error_code"] == 0 and final["session_lifetime_ms"] == REAUTH_MS
+        deadline = t0 + 15
+        while metadata_ok(c):  # served until the session ends, then the next request closes the connection
+            assert time.monotonic() < deadline, "session never expired"
+            time.sleep(0.1)
+        assert time.monotonic() - t0 >= REAUTH_MS / 1000 * 0.9
+
+
+def test_reauthentication_extends_the_session(reauth_broker: BrokerProcess) -> None:
+    with RawConnection(reauth_broker.port) as c:
+        assert scram_login(c, "alice")["error_code"] == 0
+        t0 = time.monotonic()
+        for _ in range(3):  # re-authenticate three times, each before the session ends
+            assert metadata_ok(c)
+            assert scram_login(c, "alice")["error_code"] == 0
+        assert metadata_ok(c)
+        assert time.monotonic() - t0 < 3 * REAUTH_MS / 1000  # (each round is far quicker than a session)
+        # Re-authenticating as somebody else is refused and closes the connection (KIP-368).
+        request(c, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert response(c, ApiKey.SASL_HANDSHAKE, 1)["error_code"] == 0
+        request(c, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b"\0bob\0" + USERS["bob"].encode()})
+        assert response(c, ApiKey.SASL_AUTHENTICATE, 1)["error_code"] == 58
+        c.wait_closed(10)
+
+
+def test_librdkafka_reauthenticates(reauth_broker: BrokerProcess, topic: str) -> None:
+    """confluent-kafka (librdkafka >= 2.2 implements KIP-368) keeps producing across several session lifetimes."""
+    from confluent_kafka import Producer
+
+    before = metric(reauth_broker, "moldau_successful_authentication_total")
+    expired_before = reauth_broker.stderr_text().count("SASL session expired")
+    errors: list[object] = []
+    p = Producer({"bootstrap.servers": reauth_broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": USERS["alice"],
+                  "linger.ms": 0})
+    delivered: list[object] = []
+    t0 = time.monotonic()
+    i = 0
+    while time.monotonic() - t0 < 3.5 * REAUTH_MS / 1000:
+        p.produce(topic, b"v%d" % i, partition=0, on_delivery=lambda err, _m: (errors if err else delivered)
+                  .append(err))
+        p.poll(0.2)
+        i += 1
+    assert p.flush(20) == 0
+    assert not errors and len(delivered) == i
+    # The producer's connection(s) logged in again, and no connection had to be closed for an expired session.
+    assert metric(reauth_broker, "moldau_successful_authentication_total") - before >= 3
+    assert reauth_broker.stderr_text().count("SASL session expired") == expired_before

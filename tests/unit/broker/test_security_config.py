@@ -46,12 +46,14 @@ def test_per_listener_value_wins_over_global() -> None:
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
                 "sasl.enabled.mechanisms": "SCRAM-SHA-256",
                 "listener.name.internal.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-                "listener.name.internal.sasl.server.max.receive.size": "1000"})
+                "listener.name.internal.sasl.server.max.receive.size": "1000",
+                "listener.name.internal.connections.max.reauth.ms": "60000"})
     assert listener_value(cfg, "INTERNAL", "sasl.enabled.mechanisms") == (
         "listener.name.internal.sasl.enabled.mechanisms", ["SCRAM-SHA-512"])
     assert listener_value(cfg, "PLAINTEXT", "sasl.enabled.mechanisms") == (
         "sasl.enabled.mechanisms", ["SCRAM-SHA-256"])
-    assert listener_security(cfg, cfg.listeners[1]).max_receive_size == 1000
+    internal = listener_security(cfg, cfg.listeners[1])
+    assert internal.max_receive_size == 1000 and internal.reauth_ms == 60000
 
 
 @pytest.mark.parametrize(("props", "key"), [
