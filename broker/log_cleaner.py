@@ -34,14 +34,42 @@ class CleanerService:
         self.metrics = metrics
         self.clock = clock
         self.last_dirty_ratio = 0.0
+        self._resized: asyncio.Event | None = None
         metrics.set_cleaner_callbacks(lambda: self.last_dirty_ratio,
                                       lambda: float(len(self.cleaner.uncleanable)))
 
-    def start(self) -> list[asyncio.Task[None]]:
-        return [asyncio.create_task(self._run(), name=f"log-cleaner-{i}") for i in range(self.threads)]
+    def reconfigure(self, cfg: BrokerConfig) -> None:
+        """Dynamic broker configs: backoff, throttle and dedupe buffer apply from the next cleaning; the number
+        of cleaner tasks follows log.cleaner.threads."""
+        self.backoff_s = int(cfg.get("log.cleaner.backoff.ms")) / 1000
+        self.threads = int(cfg.get("log.cleaner.threads"))
+        self.cleaner.dedupe_buffer_bytes = int(cfg.get("log.cleaner.dedupe.buffer.size")) // max(self.threads, 1)
+        self.cleaner.throttler.rate = float(cfg.get("log.cleaner.io.max.bytes.per.second"))
+        if self._resized is not None:
+            self._resized.set()
 
-    async def _run(self) -> None:
-        while True:
+    def start(self) -> list[asyncio.Task[None]]:
+        """One supervising task; it keeps ``log.cleaner.threads`` cleaner tasks running (a dynamic change
+        resizes the pool: extra tasks stop between two cleanings, never in the middle of one)."""
+        self._resized = resized = asyncio.Event()
+        return [asyncio.create_task(self._supervise(resized), name="log-cleaner")]
+
+    async def _supervise(self, resized: asyncio.Event) -> None:
+        workers: dict[int, asyncio.Task[None]] = {}
+        try:
+            while True:
+                for index in range(self.threads):
+                    if index not in workers or workers[index].done():
+                        workers[index] = asyncio.create_task(self._run(index), name=f"log-cleaner-{index}")
+                await resized.wait()
+                resized.clear()
+        finally:
+            for task in workers.values():
+                task.cancel()
+            await asyncio.gather(*workers.values(), return_exceptions=True)
+
+    async def _run(self, index: int = 0) -> None:
+        while index < self.threads:
             try:
                 cleaned = await self.clean_once()
             except Exception:

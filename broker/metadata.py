@@ -194,6 +194,8 @@ class StandaloneMetadata(MetadataStore):
         self.endpoint = endpoint
         self.path = metadata_dir / METADATA_FILE
         self._topics: dict[str, TopicMetadata] = {}
+        # Dynamic broker configs by entity ("<default>" or a broker id), as Kafka keeps under /config/brokers.
+        self.broker_configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -203,14 +205,16 @@ class StandaloneMetadata(MetadataStore):
             for t in data.get("topics", []):
                 topic = TopicMetadata.from_json(t)
                 self._topics[topic.name] = topic
+            self.broker_configs = {str(e): {str(k): str(v) for k, v in c.items()}
+                                   for e, c in data.get("broker_configs", {}).items()}
         except (ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(f"topic metadata file {self.path} is unreadable: {exc}") from exc
         for topic in self._topics.values():
             self._notify(topic.name, topic)
 
     def _save(self) -> None:
-        _write_atomic(self.path, json.dumps({"version": 1, "topics": [t.to_json() for t in self._topics.values()]},
-                                            indent=1))
+        _write_atomic(self.path, json.dumps({"version": 1, "topics": [t.to_json() for t in self._topics.values()],
+                                             "broker_configs": self.broker_configs}, indent=1))
 
     @property
     def controller_id(self) -> int:
@@ -242,3 +246,21 @@ class StandaloneMetadata(MetadataStore):
         self._save()
         self._notify(name, None)
         log.info("deleted topic %s", name)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace a topic's overrides; listeners (the replica manager) apply them to its partitions."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+        topic.configs = dict(configs)
+        self._save()
+        self._notify(name, topic)
+        log.info("topic %s configs are now %s", name, configs)
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.broker_configs[entity] = dict(configs)
+        else:
+            self.broker_configs.pop(entity, None)
+        self._save()
+        log.info("dynamic broker configs of %s are now %s", entity, configs)

@@ -78,6 +78,8 @@ class ReplicaManager:
         self.clock = clock if clock is not None else SystemClock()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Each hosted topic's config overrides, so a dynamic change (topic or broker default) re-applies them.
+        self.topic_overrides: dict[str, dict[str, str]] = {}
         # High watermarks from the replication-offset-checkpoint files, for partitions not loaded yet.
         self.checkpointed_hw: dict[TopicPartition, int] = dict(high_watermarks or {})
         # Called with the topic-partition after every append (follower fetches wait for the log end offset).
@@ -111,8 +113,10 @@ class ReplicaManager:
         if topic is None:
             for tp in [tp for tp in self.partitions if tp[0] == name]:
                 self.remove_partition(tp, delete=True)
+            self.topic_overrides.pop(name, None)
             return
         config = self.log_config_for(topic.configs)
+        self.topic_overrides[name] = dict(topic.configs)
         for index, state in topic.partitions.items():
             tp = (name, index)
             if self.broker_id not in state.replicas:
@@ -127,6 +131,38 @@ class ReplicaManager:
                                                                   self.min_insync_replicas))
             partition.apply_state(state, self.clock.time_ms())
 
+    # ------------------------------------------------------------------ dynamic configs
+    def update_topic_config(self, topic: str, configs: dict[str, str]) -> None:
+        """A topic's overrides changed (AlterConfigs): every hosted partition of it takes them now."""
+        if not any(tp[0] == topic for tp in self.partitions):
+            return
+        self.topic_overrides[topic] = dict(configs)
+        self._apply_topic_config(topic)
+
+    def on_broker_config(self, current: Any) -> None:
+        """The dynamic broker config changed (a ``BrokerConfig``): new defaults for every hosted topic."""
+        self.min_insync_replicas = int(current.get("min.insync.replicas"))
+        self.reapply_configs()
+
+    def reapply_configs(self) -> None:
+        """The broker defaults changed: recompute every hosted topic's config."""
+        for topic in sorted({tp[0] for tp in self.partitions}):
+            self._apply_topic_config(topic)
+
+    def _apply_topic_config(self, topic: str) -> None:
+        configs = self.topic_overrides.get(topic, {})
+        try:
+            config = self.log_config_for(configs)
+            min_isr = int(configs.get("min.insync.replicas", self.min_insync_replicas))
+        except Exception as exc:  # a ConfigError from a bad znode: keep what works
+            log.error("keeping the old config of %s: %s", topic, exc)
+            return
+        for (t, _), partition in self.partitions.items():
+            if t == topic:
+                partition.log.config = config
+                partition.min_insync_replicas = min_isr
+        log.info("%s: config applied (overrides %s)", topic, configs)
+
     def become_leader_or_follower(self, topic: str, state: PartitionState, configs: dict[str, str]) -> ErrorCode:
         """Applies one partition of a LeaderAndIsr (ZooKeeper mode): creates the log when needed, takes the new
         leader/ISR/epoch unless the request's leader epoch is older than the one we have."""
@@ -137,6 +173,7 @@ class ReplicaManager:
         if partition is not None and state.leader_epoch < partition.leader_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         config = self.log_config_for(configs)
+        self.topic_overrides[topic] = dict(configs)
         if partition is None:
             try:
                 log_ = self.log_manager.get_or_create_log(topic, state.partition, config)

@@ -13,6 +13,7 @@ from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
 from moldau.broker.apis.context import (
     BrokerContext,
     ClusterControl,
+    ConfigDeps,
     ControlDeps,
     GroupDeps,
     ReplicaDeps,
@@ -22,6 +23,7 @@ from moldau.broker.apis.context import (
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
@@ -44,6 +46,7 @@ from moldau.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
+    from moldau.broker.log_cleaner import CleanerService
 
 log = logging.getLogger("moldau.server")
 
@@ -87,6 +90,8 @@ class BrokerServer:
         self.handler_pool: HandlerPool | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.metrics_port: int | None = None
+        self.dynamic = DynamicBrokerConfig(config, self.broker_id)  # replaced in start() once the id is known
+        self.cleaner_service: CleanerService | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
         # Set when the broker must stop on its own (every log dir failed); __main__ exits with exit_code.
@@ -104,10 +109,14 @@ class BrokerServer:
             zk_cluster_id = await self.zk_mode.connect()
             self.broker_id = self.zk_mode.broker_id
         cluster_id = ensure_meta_properties(self.log_dirs, self.broker_id, zk_cluster_id)
-        self.log_manager = LogManager(self.log_dirs, cfg.log_config(), self.clock)
+        self.dynamic = dynamic = DynamicBrokerConfig(cfg, self.broker_id)
+        if self.zk_mode is not None:
+            await self.zk_mode.load_broker_configs(dynamic)
+        self.log_manager = LogManager(self.log_dirs, dynamic.log_config(), self.clock)
         self.log_manager.load()
         self.replica_manager = rm = ReplicaManager(
-            self.broker_id, self.log_manager, cfg.log_config, int(cfg.get("min.insync.replicas")), clock=self.clock,
+            self.broker_id, self.log_manager, dynamic.log_config, int(dynamic.get("min.insync.replicas")),
+            clock=self.clock,
             replica_lag_time_max_ms=int(cfg.get("replica.lag.time.max.ms")),
             high_watermarks=self.log_manager.read_high_watermarks())
         loop = asyncio.get_running_loop()
@@ -145,6 +154,8 @@ class BrokerServer:
         await self.socket_server.start()
         endpoint = self._advertised_endpoint()
         metadata: MetadataStore
+        # Registered before the standalone layers load, so the partitions loaded just before take them.
+        dynamic.listeners.append(self._on_dynamic_config)
         if self.zk_mode is not None:
             metadata = await self.zk_mode.register(cluster_id, endpoint, self.advertised_endpoints())
         else:
@@ -152,6 +163,8 @@ class BrokerServer:
             standalone.listeners.append(self.replica_manager.on_topic_change)
             standalone.load()
             metadata = standalone
+            dynamic.update(standalone.broker_configs.get(DEFAULT_ENTITY, {}),
+                           standalone.broker_configs.get(str(self.broker_id), {}))
         self.metadata = metadata
         # --- group coordinator (consumer groups, __consumer_offsets) ---------------------------------------
         self.group_coordinator = GroupCoordinator(
@@ -163,6 +176,8 @@ class BrokerServer:
         metadata.listeners.append(self.group_coordinator.on_topic_change)
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
         # --- end group coordinator -------------------------------------------------------------------------
+        if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
+            await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
         self.handler_pool.start()
@@ -178,7 +193,8 @@ class BrokerServer:
         if cfg.get("log.cleaner.enable"):
             from moldau.broker.log_cleaner import CleanerService
 
-            self._tasks += CleanerService(self._log_manager, cfg, self.metrics, self.clock).start()
+            self.cleaner_service = CleanerService(self._log_manager, dynamic.current, self.metrics, self.clock)
+            self._tasks += self.cleaner_service.start()
         self._schedule("isr-expiration", max(int(cfg.get("replica.lag.time.max.ms")) // 2, 1),
                        rm.maybe_shrink_isrs)
         self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
@@ -192,7 +208,8 @@ class BrokerServer:
         fetch, produce, producer_ids = self.fetch_purgatory, self.produce_purgatory, self.producer_ids
         assert rm is not None and metadata is not None and coordinator is not None
         assert fetch is not None and produce is not None and producer_ids is not None
-        cluster: ClusterControl = StandaloneCluster()
+        cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None,
+                                                    self.dynamic)
         if self.zk_mode is not None:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster
@@ -200,12 +217,22 @@ class BrokerServer:
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
-            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS, scram=self.scram_store)
+            producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
+            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster), scram=self.scram_store)
 
     def _credential_store(self) -> CredentialStore:
         if self.zk_mode is not None:
             return ZkCredentialStore(self.zk_mode.client)
         return FileCredentialStore(self.log_dirs[0] / USERS_FILE)
+
+    def _on_dynamic_config(self, current: BrokerConfig) -> None:
+        """Dynamic broker configs changed: components that hold a copied value take the new one."""
+        if self.log_manager is not None:
+            self.log_manager.default_config = current.log_config()
+        if self.replica_manager is not None:
+            self.replica_manager.on_broker_config(current)
+        if self.cleaner_service is not None:
+            self.cleaner_service.reconfigure(current)
 
     @property
     def controller(self) -> Controller | None:

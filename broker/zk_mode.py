@@ -17,11 +17,14 @@ from typing import Any
 from moldau.broker.config import BrokerConfig
 from moldau.broker.controller.controller import Controller, ControllerSettings
 from moldau.broker.controller.zk import KafkaZk, ZkClient
+from moldau.broker.controller.zk_configs import ConfigChangeWatcher, ZkConfigStore
 from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
+from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
 from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
+from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
@@ -49,6 +52,10 @@ class ZkCluster:
         self.controller = controller
         self._broker_epoch = broker_epoch
 
+    @property
+    def configs(self) -> ZkConfigStore:
+        return ZkConfigStore(self.zk.client)
+
     def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         cache = self.cache
         if controller_epoch < cache.controller_epoch:
@@ -74,6 +81,14 @@ class ZkCluster:
             return ErrorCode.NOT_CONTROLLER, []
         return await self.controller.controlled_shutdown(broker_id, broker_epoch)
 
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        return await self.configs.read(entity_type, name)
+
+    async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        # As Kafka's AdminZkClient: any broker writes the znode and the notification; every broker (this one
+        # too) applies the change when its /config/changes watch fires.
+        await self.configs.write(entity_type, name, configs)
+
 
 class ZkMode:
     def __init__(self, config: BrokerConfig, log_dirs: list[Path], broker_id: int) -> None:
@@ -91,6 +106,7 @@ class ZkMode:
         self._producer_ids: ZkProducerIdManager | None = None
         self._registration: BrokerInfo | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self.config_watcher: ConfigChangeWatcher | None = None
 
     async def connect(self) -> str:
         """Connects, creates the persistent paths, settles the broker id; returns the cluster id."""
@@ -223,9 +239,38 @@ class ZkMode:
         remaining = [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]
         return ErrorCode.for_code(int(response["error_code"])), remaining
 
+    # ------------------------------------------------------------------ dynamic configs
+    async def load_broker_configs(self, dynamic: DynamicBrokerConfig) -> None:
+        """The dynamic broker configs (/config/brokers/<default> and /<id>) at start-up."""
+        store = ZkConfigStore(self.client)
+        dynamic.update(await store.read("brokers", DEFAULT_ENTITY), await store.read("brokers", str(self.broker_id)))
+
+    async def start_config_watch(self, replica_manager: ReplicaManager, dynamic: DynamicBrokerConfig) -> None:
+        store = ZkConfigStore(self.client)
+        broker_id = self.broker_id
+
+        async def on_change(entity_type: str, name: str) -> None:
+            if entity_type == "topics":
+                configs = await store.read("topics", name)
+                log.info("topic %s configs changed: %s", name, configs)
+                replica_manager.update_topic_config(name, configs)
+                controller = self.controller
+                if controller is not None and controller.active and name in controller.ctx.topic_configs:
+                    controller.ctx.topic_configs[name] = configs  # unclean.leader.election.enable
+            elif name in (DEFAULT_ENTITY, str(broker_id)):
+                log.info("dynamic broker configs of %s changed", name)
+                dynamic.update(await store.read("brokers", DEFAULT_ENTITY), await store.read("brokers", str(broker_id)))
+
+        self.config_watcher = ConfigChangeWatcher(self.client, on_change)
+        await self.config_watcher.start()
+        # A broker config changed between the first read (before the logs loaded) and the watch is read now.
+        await self.load_broker_configs(dynamic)
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.config_watcher is not None:
+            await self.config_watcher.stop()
         if self.controller is not None:
             await self.controller.stop()
         if self._producer_ids is not None:

@@ -5,10 +5,11 @@ thread drives the async core); ``from moldau.aio import ...`` gives the asyncio 
 """
 
 from moldau.admin import NewTopic
+from moldau.admin_configs import AlterConfigOp, ConfigResource
 from moldau.consumer import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from moldau.errors import ClientError, ConfigError, KafkaError
 from moldau.producer import RecordMetadata
 from moldau.sync import AdminClient, Consumer, Producer
 
-__all__ = ["AdminClient", "ClientError", "ConfigError", "Consumer", "ConsumerRecord", "KafkaError", "NewTopic",
+__all__ = ["AdminClient", "AlterConfigOp", "ConfigResource", "ClientError", "ConfigError", "Consumer", "ConsumerRecord", "KafkaError", "NewTopic",
            "OffsetAndMetadata", "Producer", "RecordMetadata", "TopicPartition"]

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.admin_configs import ConfigsAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
 from moldau.errors import KafkaError, UnsupportedVersionError
@@ -58,7 +59,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient:
+class AdminClient(ConfigsAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -186,12 +187,6 @@ class AdminClient:
     # ------------------------------------------------------------------ not served by the broker yet
     async def create_partitions(self, *args: Any, **kwargs: Any) -> None:
         raise UnsupportedVersionError("CreatePartitions is not served by the broker yet")
-
-    async def describe_configs(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedVersionError("DescribeConfigs is not served by the broker yet")
-
-    async def alter_configs(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedVersionError("AlterConfigs is not served by the broker yet")
 
     async def delete_records(self, *args: Any, **kwargs: Any) -> None:
         raise UnsupportedVersionError("DeleteRecords is not served by the broker yet")

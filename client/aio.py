@@ -1,6 +1,7 @@
 """The asyncio API: ``from moldau.aio import Producer, Consumer, AdminClient``."""
 
 from moldau.admin import AdminClient, ClusterDescription, NewTopic, OffsetResult, TopicDescription
+from moldau.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
 from moldau.consumer import (
            Consumer,
            ConsumerRebalanceListener,
@@ -10,6 +11,6 @@ from moldau.consumer import (
 )
 from moldau.producer import Producer, RecordMetadata
 
-__all__ = ["AdminClient", "ClusterDescription", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
+__all__ = ["AdminClient", "AlterConfigOp", "ConfigEntry", "ConfigResource", "ClusterDescription", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
            "NewTopic", "OffsetAndMetadata", "OffsetResult", "Producer", "RecordMetadata", "TopicDescription",
            "TopicPartition"]

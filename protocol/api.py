@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from moldau.protocol.messages.create_topics import CREATE_TOPICS
 from moldau.protocol.messages.delete_topics import DELETE_TOPICS
 from moldau.protocol.messages.fetch import FETCH
@@ -69,6 +70,7 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
@@ -82,6 +84,8 @@ REGISTRY: dict[int, Api] = {
                 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN, OFFSET_FOR_LEADER_EPOCH,
                 SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS)
 }
+# Topic and broker configs (issue 10).
+REGISTRY.update({api.key: api for api in (DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

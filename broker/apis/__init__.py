@@ -6,8 +6,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
+from moldau.broker.apis.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
 from moldau.broker.apis.context import (
     BrokerContext,
+    ConfigDeps,
     ControlDeps,
     GroupDeps,
     ProducerIdSource,
@@ -90,6 +96,10 @@ def _nothing(c: BrokerContext) -> object:
     return None
 
 
+def _configs(c: BrokerContext) -> ConfigDeps:
+    return c.configs
+
+
 def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
     return c.api_versions
 
@@ -124,6 +134,12 @@ ROUTES: dict[int, Route] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
 }
+# Topic and broker configs (issue 10).
+ROUTES.update({
+    ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
+    ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.

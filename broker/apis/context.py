@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
-from moldau.broker.metadata import MetadataStore
+from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.security.credentials import CredentialStore
@@ -40,9 +41,24 @@ class ClusterControl(Protocol):
         """Run by the active controller: move the broker's leaderships away; (error, partitions still led)."""
         ...
 
+    # --- dynamic configs (DescribeConfigs / AlterConfigs)
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        """The config overrides of an entity: ("topics", topic) or ("brokers", "<default>" | broker id)."""
+        ...
+
+    async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        """Replace an entity's overrides and make every broker apply them (ZooKeeper: a config change
+        notification under /config/changes)."""
+        ...
+
 
 class StandaloneCluster:
-    """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER."""
+    """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Dynamic
+    configs live in its metadata file and apply at once."""
+
+    def __init__(self, metadata: StandaloneMetadata | None = None, dynamic: DynamicBrokerConfig | None = None) -> None:
+        self.metadata = metadata
+        self.dynamic = dynamic
 
     def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         return ErrorCode.NOT_CONTROLLER
@@ -55,6 +71,25 @@ class StandaloneCluster:
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
         return ErrorCode.NOT_CONTROLLER, []
+
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        if self.metadata is None:
+            return {}
+        if entity_type == "topics":
+            topic = self.metadata.topic(name)
+            return dict(topic.configs) if topic is not None else {}
+        return dict(self.metadata.broker_configs.get(name, {}))
+
+    async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
+        if self.metadata is None:
+            raise RuntimeError("this broker keeps no dynamic configs")
+        if entity_type == "topics":
+            self.metadata.set_topic_configs(name, configs)  # the replica manager re-reads them (topic listener)
+            return
+        self.metadata.set_broker_configs(name, configs)
+        if self.dynamic is not None:
+            self.dynamic.update(self.metadata.broker_configs.get(DEFAULT_ENTITY, {}),
+                                self.metadata.broker_configs.get(str(self.dynamic.broker_id), {}))
 
 
 class ProducerIdSource(Protocol):
@@ -102,6 +137,16 @@ class ControlDeps:
 
 
 @dataclass(slots=True)
+class ConfigDeps:
+    """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
+
+    broker_id: int
+    dynamic: DynamicBrokerConfig
+    metadata: MetadataStore
+    cluster: ClusterControl
+
+
+@dataclass(slots=True)
 class BrokerContext:
     """Everything the route table hands out, one family object per handler family."""
 
@@ -111,4 +156,5 @@ class BrokerContext:
     control: ControlDeps
     producer_ids: ProducerIdSource
     api_versions: list[dict[str, int]]
+    configs: ConfigDeps
     scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)

@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", "moldau-topics",
          "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test",
          "moldau-verify"]
+TOOLS.append("moldau-configs")  # topic and broker configs (docs/admin.md)
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

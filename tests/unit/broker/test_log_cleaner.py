@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from moldau.broker.config import BrokerConfig
@@ -53,3 +54,35 @@ async def test_a_log_whose_segment_does_not_fit_the_map_is_uncleanable(tmp_path:
     assert "moldau_log_cleaner_uncleanable_partitions 1.0" in metrics.render().decode()
     assert not await service.clean_once()
     lm.close()
+
+
+def _cleaner_tasks() -> set[str]:
+    return {t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("log-cleaner-") and not t.done()}
+
+
+async def _wait_for_tasks(names: set[str]) -> None:
+    for _ in range(1000):  # bounded: 10 s
+        if _cleaner_tasks() == names:
+            return
+        await asyncio.sleep(0.01)
+    assert _cleaner_tasks() == names
+
+
+async def test_dynamic_reconfigure_resizes_the_pool_and_applies_settings(tmp_path: Path) -> None:
+    service, lm, _metrics, _clock = _setup(tmp_path, **{"log.cleaner.backoff.ms": "10"})
+    [supervisor] = service.start()
+    try:
+        await _wait_for_tasks({"log-cleaner-0"})
+        service.reconfigure(BrokerConfig({"log.dirs": str(tmp_path), "log.cleaner.threads": "3",
+                                          "log.cleaner.backoff.ms": "10",
+                                          "log.cleaner.io.max.bytes.per.second": "1000000",
+                                          "log.cleaner.dedupe.buffer.size": "3000000"}))
+        await _wait_for_tasks({"log-cleaner-0", "log-cleaner-1", "log-cleaner-2"})
+        assert service.cleaner.throttler.rate == 1000000 and service.cleaner.dedupe_buffer_bytes == 1000000
+        service.reconfigure(BrokerConfig({"log.dirs": str(tmp_path), "log.cleaner.backoff.ms": "10"}))
+        await _wait_for_tasks({"log-cleaner-0"})  # the extra tasks stop between two cleanings
+    finally:
+        supervisor.cancel()
+        await asyncio.gather(supervisor, return_exceptions=True)
+        lm.close()
+    assert not _cleaner_tasks()

@@ -17,6 +17,7 @@ from typing import Any
 from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
 from moldau.broker.apis.context import (
     BrokerContext,
+    ConfigDeps,
     ControlDeps,
     GroupDeps,
     ReplicaDeps,
@@ -26,6 +27,7 @@ from moldau.broker.apis.context import (
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.dynamic_config import DynamicBrokerConfig
 from moldau.broker.metadata import BrokerEndpoint, StandaloneMetadata
 from moldau.broker.producer_ids import FileProducerIdManager
 from moldau.broker.purgatory import ManualTimer, Purgatory
@@ -79,7 +81,9 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
     cfg = BrokerConfig({"broker.id": "0", "log.dirs": str(tmp_path / "logs"), **(config or {})})
     lm = LogManager([tmp_path / "logs"], LogConfig(), clock)
     lm.load()
-    rm = ReplicaManager(0, lm, lambda _: LogConfig(), clock=clock)
+    dynamic = DynamicBrokerConfig(cfg, 0)
+    rm = ReplicaManager(0, lm, dynamic.log_config, clock=clock)
+    dynamic.listeners.append(rm.on_broker_config)
     metadata = StandaloneMetadata(0, "unit-cluster", BrokerEndpoint(0, "127.0.0.1", 9092), tmp_path / "logs")
     metadata.listeners.append(rm.on_topic_change)
     metadata.load()
@@ -91,8 +95,10 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
     coordinator.startup()
     metadata.listeners.append(coordinator.on_topic_change)
     topics = TopicDeps(0, cfg, metadata)
+    cluster = StandaloneCluster(metadata, dynamic)
     ctx = BrokerContext(
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
-        groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, StandaloneCluster()),
-        producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS)
+        groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, cluster),
+        producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS,
+        configs=ConfigDeps(0, dynamic, metadata, cluster))
     return Env(ctx, clock, timer, metadata, rm, coordinator, lm)

@@ -37,6 +37,7 @@ import kafka
 from kafka.protocol import admin, consumer, metadata, producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import config_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
 import security_cases  # noqa: E402
@@ -241,6 +242,12 @@ HAND_BUILT = HAND_BUILT + group_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in group_cases.API_SPECS.items()})
 RENAMED.update(group_cases.RENAMED)
 
+# The config APIs (see config_cases.py).
+SAMPLES.update(config_cases.SAMPLES)
+VARIANTS += config_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + config_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in config_cases.API_SPECS.items()})
+RENAMED.update(config_cases.RENAMED)
 # The SASL and SCRAM-user APIs (see security_cases.py).
 SAMPLES.update(security_cases.SAMPLES)
 VARIANTS += security_cases.VARIANTS
