@@ -10,6 +10,7 @@ import ssl
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -355,3 +356,37 @@ def test_certificate_reload_without_restart(tmp_path_factory: pytest.TempPathFac
         assert served() == der_of(second) and b.is_running()
     finally:
         b.stop()
+
+
+def test_moldau_configs_manages_scram_users(brokers: dict[str, BrokerProcess], certs: Certs, topic: str,
+                                            tmp_path: Path) -> None:
+    """moldau-configs --entity-type users over SASL_SSL (the admin's own login from --command-config); the new
+    user logs in with SCRAM-SHA-512."""
+    import sys
+
+    from confluent_kafka import Producer
+
+    b = brokers["SASL_SSL"]
+    props = tmp_path / "admin.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in client_settings("SASL_SSL", certs, "PLAIN").items()))
+
+    def configs(*args: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "moldau.tools.configs", "--bootstrap-server", b.bootstrap,
+                               "--command-config", str(props), *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    out = configs("--alter", "--entity-type", "users", "--entity-name", "dave", "--add-config",
+                  "SCRAM-SHA-512=[iterations=8192,password=dave-pw],SCRAM-SHA-256=[password=dave-pw]")
+    assert "Completed updating config for user dave." in out
+    assert configs("--describe", "--entity-type", "users", "--entity-name", "dave").strip() == (
+        "SCRAM credential configs for user-principal 'dave' are SCRAM-SHA-256=iterations=4096, "
+        "SCRAM-SHA-512=iterations=8192")
+    errors: list[Any] = []
+    p = Producer({"bootstrap.servers": b.bootstrap, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca),
+                  "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "dave", "sasl.password": "dave-pw"})
+    p.produce(topic, b"from dave", partition=0, on_delivery=lambda err, _m: errors.append(err))
+    p.flush(30)
+    assert errors == [None]
+    configs("--alter", "--entity-type", "users", "--entity-name", "dave", "--delete-config", "SCRAM-SHA-512")
+    assert "SCRAM-SHA-512" not in configs("--describe", "--entity-type", "users", "--entity-name", "dave")
