@@ -20,6 +20,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ BROKER_STOP_TIMEOUT_S = 30.0
 ZOOKEEPER_STOP_TIMEOUT_S = 15.0
 PR_SET_PDEATHSIG = 1
 PID_FILE = "launcher.pid"
+GRAFANA_DASHBOARD_UID = "moldau-cluster"  # ops/grafana/dashboards/moldau.json
 
 
 def shutdown_bound(brokers: int) -> float:
@@ -178,6 +180,26 @@ class Output:
         return self.lost
 
 
+def _answers(url: str, timeout: float) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return 200 <= response.status < 300
+    except (OSError, ValueError):
+        return False
+
+
+def dashboard_lines(prometheus_url: str, grafana_url: str, timeout: float = 1.0) -> list[str]:
+    """Usage lines naming the dashboards of a running Prometheus (and Grafana); [] when Prometheus does not
+    answer its readiness endpoint."""
+    prometheus_url, grafana_url = prometheus_url.rstrip("/"), grafana_url.rstrip("/")
+    if not _answers(f"{prometheus_url}/-/ready", timeout):
+        return []
+    lines = [f"  Prometheus:       {prometheus_url}/targets (scrapes), {prometheus_url}/alerts (alert rules)"]
+    if _answers(f"{grafana_url}/api/health", timeout):
+        lines.append(f"  Grafana:          {grafana_url}/d/{GRAFANA_DASHBOARD_UID} (dashboard \"Moldau cluster\")")
+    return lines
+
+
 def _die_with_launcher(launcher_pid: int) -> None:
     """In each child before exec: the kernel SIGKILLs it when the launcher dies, however the launcher dies."""
     if sys.platform == "linux":
@@ -297,11 +319,15 @@ class Cluster:
                 "Stop everything with Ctrl-C (or SIGTERM/SIGHUP to this process).\n")
 
     def _prometheus_hint(self) -> str:
-        """ops/prometheus/prometheus-local.yml scrapes the default metrics ports; say so when they are in use."""
+        """ops/prometheus/prometheus-local.yml scrapes the default metrics ports: when a Prometheus (and Grafana)
+        answers, name their dashboard URLs; otherwise say how to start one."""
         if self.ports.metrics != tuple(range(9404, 9404 + len(self.ports.metrics))) or len(self.ports.metrics) > 3:
             return ""
+        lines = dashboard_lines(self.args.prometheus_url, self.args.grafana_url)
+        if lines:
+            return "".join(line + "\n" for line in lines)
         return ("  Prometheus:       prometheus --config.file=ops/prometheus/prometheus-local.yml, then "
-                "http://127.0.0.1:9090 (alerts included)\n")
+                f"{self.args.prometheus_url} (alerts included)\n")
 
     def check(self) -> None:
         """Raises ChildExited when a child has exited on its own (the cluster is no longer what was asked for)."""
@@ -362,6 +388,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--detach", action="store_true",
                    help="run in the background (output in <data>/launcher.log, pid in <data>/launcher.pid); "
                         "then `status` / `stop --data <data>`")
+    p.add_argument("--prometheus-url", default="http://127.0.0.1:9090",
+                   help="where a Prometheus scraping the cluster answers; its dashboard URLs are printed when it "
+                        "does (default http://127.0.0.1:9090)")
+    p.add_argument("--grafana-url", default="http://127.0.0.1:3000",
+                   help="where Grafana answers (default http://127.0.0.1:3000)")
     args = p.parse_args(argv)
     if args.brokers < 1:
         p.error("--brokers must be at least 1")

@@ -92,7 +92,9 @@ class MetadataStore(ABC):
     def controller_id(self) -> int: ...
 
     @abstractmethod
-    def live_brokers(self) -> list[BrokerEndpoint]: ...
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        """Live brokers with their endpoint for ``listener`` (None: the inter-broker listener). Kafka answers a
+        client with the endpoints of the listener its request arrived on and leaves out brokers without it."""
 
     @abstractmethod
     def topics(self) -> dict[str, TopicMetadata]: ...
@@ -187,11 +189,14 @@ def ensure_meta_properties(log_dirs: list[Path], broker_id: int, cluster_id: str
 class StandaloneMetadata(MetadataStore):
     """A single broker: its own controller; topics persisted in ``<first log dir>/moldau-topics.json``."""
 
-    def __init__(self, broker_id: int, cluster_id: str, endpoint: BrokerEndpoint, metadata_dir: Path) -> None:
+    def __init__(self, broker_id: int, cluster_id: str, endpoint: BrokerEndpoint, metadata_dir: Path,
+                 by_listener: dict[str, BrokerEndpoint] | None = None) -> None:
         super().__init__()
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.endpoint = endpoint
+        # Every advertised listener's endpoint; `endpoint` is the default (inter-broker) one.
+        self.by_listener = dict(by_listener or {})
         self.path = metadata_dir / METADATA_FILE
         self._topics: dict[str, TopicMetadata] = {}
         # Dynamic broker configs by entity ("<default>" or a broker id), as Kafka keeps under /config/brokers.
@@ -220,8 +225,10 @@ class StandaloneMetadata(MetadataStore):
     def controller_id(self) -> int:
         return self.broker_id
 
-    def live_brokers(self) -> list[BrokerEndpoint]:
-        return [self.endpoint]
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
+        if listener is None:
+            return [self.endpoint]
+        return [self.by_listener.get(listener, self.endpoint)]
 
     def topics(self) -> dict[str, TopicMetadata]:
         return self._topics

@@ -26,15 +26,21 @@ DELETE_TIMEOUT_MS = 30000
 
 class MetadataCache(MetadataStore):
     def __init__(self, broker_id: int, cluster_id: str, endpoint: BrokerEndpoint, zk: KafkaZk,
-                 is_active_controller: Callable[[], bool]) -> None:
+                 is_active_controller: Callable[[], bool], *, by_listener: dict[str, BrokerEndpoint] | None = None,
+                 default_listener: str | None = None) -> None:
+        """`endpoint`: this broker's endpoint on `default_listener` (the inter-broker listener, used by replica
+        fetchers); `by_listener`: all its advertised endpoints, answered before the first UpdateMetadata."""
         super().__init__()
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.endpoint = endpoint
+        self.by_listener = dict(by_listener or {})
+        self.default_listener = default_listener
         self.zk = zk
         self._is_active_controller = is_active_controller
         self._topics: dict[str, TopicMetadata] = {}
-        self._live: dict[int, BrokerEndpoint] = {}
+        # broker id -> listener name -> endpoint: every endpoint of every live broker (UpdateMetadata v1+).
+        self._live: dict[int, dict[str, BrokerEndpoint]] = {}
         self._controller_id = -1
         self._watched_controller_id = -1
         # The highest controller epoch seen in a controller request (fencing of zombie controllers).
@@ -54,10 +60,20 @@ class MetadataCache(MetadataStore):
     def on_controller_change(self, controller_id: int) -> None:
         self._watched_controller_id = controller_id
 
-    def live_brokers(self) -> list[BrokerEndpoint]:
+    def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         if not self._live:  # before the first UpdateMetadata: at least ourselves, so clients can bootstrap
-            return [self.endpoint]
-        return [self._live[b] for b in sorted(self._live)]
+            return [self.endpoint if listener is None else self.by_listener.get(listener, self.endpoint)]
+        name = listener if listener is not None else self.default_listener
+        out = []
+        for broker_id in sorted(self._live):
+            endpoints = self._live[broker_id]
+            found = endpoints.get(name) if name is not None else None
+            if found is None and listener is None:
+                # Default view without a match (an UpdateMetadata v0 names no listener): the first endpoint.
+                found = next(iter(endpoints.values()), None)
+            if found is not None:  # a client's listener: brokers without it are left out, as Kafka does
+                out.append(found)
+        return out
 
     def topics(self) -> dict[str, TopicMetadata]:
         return self._topics
@@ -70,7 +86,8 @@ class MetadataCache(MetadataStore):
         """Applies an UpdateMetadata body (already checked for stale epochs)."""
         self._controller_id = int(body["controller_id"])
         if body.get("live_brokers") is not None:
-            self._live = {b: BrokerEndpoint(b, host, port, rack) for b, host, port, rack in R.live_brokers(body)}
+            self._live = {b: {name: BrokerEndpoint(b, host, port, rack) for name, host, port in endpoints}
+                          for b, rack, endpoints in R.live_broker_endpoints(body)}
         changed: dict[str, TopicMetadata | None] = {}
         for topic, topic_id, s in R.partition_states(body):
             current = self._topics.get(topic)

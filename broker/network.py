@@ -241,7 +241,8 @@ class Connection:
         except DecodeError as exc:
             log.warning("closing connection from %s: bad request header: %s", self.name, exc)
             return False
-        request = Request(header, api, frame, pos, self.peer[0], received_at=t0, principal=self.principal)
+        request = Request(header, api, frame, pos, self.peer[0], listener=self.listener, received_at=t0,
+                          principal=self.principal)
         request.done = self.loop.create_future()
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_request(request)

@@ -20,6 +20,8 @@ class Request:
     frame: bytes | bytearray
     body_pos: int
     client_host: str
+    # The listener the request arrived on: Metadata and FindCoordinator answer with that listener's endpoints.
+    listener: str = ""
     received_at: float = field(default_factory=time.perf_counter)
     dequeued_at: float = 0.0
     # The response body (a dict for the API's response encoder), or None for "no response" (acks=0).

@@ -152,14 +152,18 @@ class BrokerServer:
                                           security={e.name: listener_security(cfg, e) for e in cfg.listeners},
                                           credentials=self.scram_store)
         await self.socket_server.start()
-        endpoint = self._advertised_endpoint()
+        advertised = self.advertised_endpoints()
+        by_listener = {name: BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
+                       for name, _, host, port in advertised}
+        # The default endpoint (znode host/port, replica fetchers) is the inter-broker listener's.
+        endpoint = by_listener.get(cfg.inter_broker_listener_name) or next(iter(by_listener.values()))
         metadata: MetadataStore
         # Registered before the standalone layers load, so the partitions loaded just before take them.
         dynamic.listeners.append(self._on_dynamic_config)
         if self.zk_mode is not None:
-            metadata = await self.zk_mode.register(cluster_id, endpoint, self.advertised_endpoints())
+            metadata = await self.zk_mode.register(cluster_id, endpoint, advertised, by_listener)
         else:
-            standalone = StandaloneMetadata(self.broker_id, cluster_id, endpoint, self.log_dirs[0])
+            standalone = StandaloneMetadata(self.broker_id, cluster_id, endpoint, self.log_dirs[0], by_listener)
             standalone.listeners.append(self.replica_manager.on_topic_change)
             standalone.load()
             metadata = standalone
@@ -264,20 +268,6 @@ class BrokerServer:
                 host = "127.0.0.1" if bound is None or not bound[0] else bound[0]
             out.append((ep.name, ep.security_protocol, host, port))
         return out
-
-    def _advertised_endpoint(self) -> BrokerEndpoint:
-        assert self.socket_server is not None
-        cfg = self.config
-        advertised = cfg.advertised_listeners
-        name = advertised[0].name
-        chosen = advertised[0]
-        host, port = chosen.host, chosen.port
-        bound = self.socket_server.bound.get(name)
-        if bound is not None and port == 0:
-            port = bound[1]
-        if not host:
-            host = "127.0.0.1" if bound is None or not bound[0] else bound[0]
-        return BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
 
     def _wire_metrics(self) -> None:
         m = self.metrics

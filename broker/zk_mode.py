@@ -134,8 +134,8 @@ class ZkMode:
         self._producer_ids = manager
         return manager
 
-    async def register(self, cluster_id: str, endpoint: BrokerEndpoint,
-                       endpoints: list[tuple[str, str, str, int]]) -> MetadataCache:
+    async def register(self, cluster_id: str, endpoint: BrokerEndpoint, endpoints: list[tuple[str, str, str, int]],
+                       by_listener: dict[str, BrokerEndpoint] | None = None) -> MetadataCache:
         """Registers /brokers/ids/<id> with the advertised (listener, protocol, host, port) endpoints."""
         cfg = self.config
         broker_id = self.broker_id
@@ -149,7 +149,8 @@ class ZkMode:
             listener_name=cfg.inter_broker_listener_name, security=self.inter_broker_security)
         self.controller = Controller(broker_id, self.zk, settings, lambda: self.broker_epoch)
         controller = self.controller
-        self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active)
+        self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active,
+                                   by_listener=by_listener, default_listener=cfg.inter_broker_listener_name)
         controller.controller_listeners.append(self.cache.on_controller_change)
         self.cluster = ZkCluster(self.zk, self.cache, controller, lambda: self.broker_epoch)
         await self._register()

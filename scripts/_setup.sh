@@ -4,7 +4,8 @@
 #     source scripts/_setup.sh
 #     moldau_setup
 #
-# It installs the system tools the tests use (kcat, ZooKeeper, a Java runtime, docker-compose, Prometheus) when
+# It installs the system tools the tests use (kcat, ZooKeeper, a Java runtime, docker.io, docker-compose,
+# debootstrap, Prometheus) when
 # they are missing and we are root, creates .venv with Python >= 3.11 and runs `pip install -e '.[test]'` only when
 # pyproject.toml changed since the last successful install (a stamp file inside .venv records its hash).
 # Nothing here prompts: it must work with CI=true and no stdin.
@@ -22,6 +23,9 @@ _moldau_missing_system_packages() {
     command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
     # ops checks: `docker-compose config -q` on docker-compose.yml; promtool and a real Prometheus (tests/ops).
     command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+    # The compose test (tests/ops/test_compose.py): its own dockerd, and a base image made with debootstrap.
+    { command -v dockerd && command -v docker; } >/dev/null 2>&1 || missing+=(docker.io)
+    command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
     { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
     if [ "${#missing[@]}" -gt 0 ]; then
         printf '%s\n' "${missing[@]}"

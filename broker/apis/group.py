@@ -55,7 +55,7 @@ async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) ->
         return ErrorCode.NONE
 
 
-async def _find_one(ctx: GroupDeps, key: str, key_type: int) -> dict[str, Any]:
+async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
                              "error_message": None}
     coordinator = ctx.active_coordinator()
@@ -72,7 +72,8 @@ async def _find_one(ctx: GroupDeps, key: str, key_type: int) -> dict[str, Any]:
         entry["error_code"] = error if error != ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
     state = topic.partitions.get(coordinator.store.partition_for(key))
-    broker = None if state is None else next((b for b in ctx.topics.metadata.live_brokers()
+    # The coordinator's endpoint on the client's listener; a coordinator without that listener is not available.
+    broker = None if state is None else next((b for b in ctx.topics.metadata.live_brokers(listener)
                                               if b.broker_id == state.leader), None)
     if broker is None:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -84,7 +85,7 @@ async def _find_one(ctx: GroupDeps, key: str, key_type: int) -> dict[str, Any]:
 async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     version = request.version
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
-    results = [await _find_one(ctx, key, body["key_type"]) for key in keys]
+    results = [await _find_one(ctx, key, body["key_type"], request.listener or None) for key in keys]
     if version >= 4:
         return {"throttle_time_ms": 0, "coordinators": results}
     r = results[0]

@@ -12,7 +12,7 @@ from moldau.protocol.errors import ErrorCode
 UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
 
 
-def _topic_entry(ctx: TopicDeps, name: str, version: int) -> dict[str, Any]:
+def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -> dict[str, Any]:
     topic = ctx.metadata.topic(name)
     if topic is None:
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
@@ -22,6 +22,8 @@ def _topic_entry(ctx: TopicDeps, name: str, version: int) -> dict[str, Any]:
     for p in sorted(topic.partitions.values(), key=lambda s: s.partition):
         offline = [r for r in p.replicas if r not in live]
         error = ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        if error == ErrorCode.NONE and p.leader not in reachable:
+            error = ErrorCode.LISTENER_NOT_FOUND  # the leader has no endpoint on the client's listener
         partitions.append({"error_code": error, "partition_index": p.partition, "leader_id": p.leader,
                            "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
                            "offline_replicas": offline})
@@ -35,6 +37,8 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
     requested = body["topics"]
     if version == 0 and requested == []:
         requested = None  # v0: an empty list means every topic
+    # The endpoints of the listener this request came in on (a client on EXTERNAL must not be told INTERNAL ones).
+    live = ctx.metadata.live_brokers(request.listener or None)
     names: list[str]
     entries: list[dict[str, Any]] = []
     if requested is None:
@@ -68,9 +72,8 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
                     # ZooKeeper mode: written, the controller is electing leaders; the client asks again.
                     entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
                     continue
-        entries.append(_topic_entry(ctx, name, version))
-    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-               for b in ctx.metadata.live_brokers()]
+        entries.append(_topic_entry(ctx, name, version, {b.broker_id for b in live}))
+    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in live]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
             "controller_id": ctx.metadata.controller_id, "topics": entries,
             "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}

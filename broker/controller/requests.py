@@ -13,6 +13,7 @@ from typing import Any
 
 from moldau.broker.controller.zk_data import SECURITY_PROTOCOL_IDS, BrokerInfo, LeaderIsr
 
+_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
 LEADER_DURING_DELETE = -2  # UpdateMetadata: the partition is being deleted
 
 
@@ -118,3 +119,15 @@ def live_brokers(body: dict[str, Any]) -> Iterator[tuple[int, str, int, str | No
         else:
             host, port = b.get("v0_host", ""), b.get("v0_port", -1)
         yield b["id"], host, port, b.get("rack")
+
+
+def live_broker_endpoints(body: dict[str, Any]) -> Iterator[tuple[int, str | None, list[tuple[str, str, int]]]]:
+    """(id, rack, [(listener, host, port), ...]) of each live broker in an UpdateMetadata body of any version;
+    v1-v2 endpoints carry no listener name (the listener is named after its security protocol, as in Kafka); v0
+    carries one host/port: it is reported as listener PLAINTEXT."""
+    for b in body.get("live_brokers") or []:
+        endpoints = [(e.get("listener") or _PROTOCOL_NAMES.get(e.get("security_protocol", 0), "PLAINTEXT"),
+                      e["host"], e["port"]) for e in b.get("endpoints") or []]
+        if not endpoints:
+            endpoints = [("PLAINTEXT", b.get("v0_host", ""), b.get("v0_port", -1))]
+        yield b["id"], b.get("rack"), endpoints

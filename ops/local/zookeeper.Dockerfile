@@ -1,5 +1,5 @@
 # ZooKeeper from Debian's package on the local base, standing in for the official `zookeeper` image.
-ARG BASE_IMAGE=moldau-base:bookworm
+ARG BASE_IMAGE=moldau-local-base:bookworm
 FROM ${BASE_IMAGE}
 RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
         zookeeper default-jre-headless netcat-openbsd && rm -rf /var/lib/apt/lists/*

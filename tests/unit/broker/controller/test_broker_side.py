@@ -80,3 +80,53 @@ def test_standalone_brokers_refuse_controller_requests(tmp_path: Path) -> None:
     ctx = ControlDeps(0, _replica_manager(tmp_path), StandaloneCluster())
     assert handle_update_metadata(ctx, None, R.update_metadata(1, 1, -1, [], LIVE))["error_code"] == \
         ErrorCode.NOT_CONTROLLER
+
+
+async def test_the_cache_answers_each_listener_with_its_endpoints() -> None:
+    own = {"INTERNAL": BrokerEndpoint(2, "i2", 19093), "EXTERNAL": BrokerEndpoint(2, "e2", 9093)}
+    cache = MetadataCache(2, "cluster", own["INTERNAL"], zk=None, is_active_controller=lambda: False,  # type: ignore[arg-type]
+                          by_listener=own, default_listener="INTERNAL")
+    # Before the first UpdateMetadata: itself, on the listener asked.
+    assert [(b.host, b.port) for b in cache.live_brokers("EXTERNAL")] == [("e2", 9093)]
+    assert [(b.host, b.port) for b in cache.live_brokers()] == [("i2", 19093)]
+    live = [Z.BrokerInfo(1, "i1", 19092, None, [("INTERNAL", "PLAINTEXT", "i1", 19092),
+                                                 ("EXTERNAL", "PLAINTEXT", "e1", 9092)]),
+            Z.BrokerInfo(2, "i2", 19093, None, [("INTERNAL", "PLAINTEXT", "i2", 19093),
+                                                 ("EXTERNAL", "PLAINTEXT", "e2", 9093)]),
+            Z.BrokerInfo(3, "i3", 19094, None, [("INTERNAL", "PLAINTEXT", "i3", 19094)])]
+    cache.update(R.update_metadata(1, 3, 10, [], live))
+    assert [(b.broker_id, b.host, b.port) for b in cache.live_brokers("EXTERNAL")] == \
+        [(1, "e1", 9092), (2, "e2", 9093)]  # broker 3 has no EXTERNAL listener: left out
+    assert [(b.broker_id, b.host) for b in cache.live_brokers("INTERNAL")] == [(1, "i1"), (2, "i2"), (3, "i3")]
+    assert [b.host for b in cache.live_brokers()] == ["i1", "i2", "i3"]  # replica fetchers: inter-broker
+    assert cache.live_brokers("NONE") == []
+
+
+async def test_metadata_handler_answers_on_the_request_listener(tmp_path: Path) -> None:
+    from moldau.broker.apis.context import TopicDeps
+    from moldau.broker.apis.metadata import handle_metadata
+    from moldau.broker.config import BrokerConfig
+    from moldau.broker.request_channel import Request
+    from moldau.protocol.api import REGISTRY
+    from moldau.protocol.header import RequestHeader
+
+    cache = MetadataCache(1, "cluster", BrokerEndpoint(1, "i1", 19092), zk=None,  # type: ignore[arg-type]
+                          is_active_controller=lambda: False, default_listener="INTERNAL")
+    live = [Z.BrokerInfo(1, "i1", 19092, None, [("INTERNAL", "PLAINTEXT", "i1", 19092),
+                                                 ("EXTERNAL", "PLAINTEXT", "e1", 9092)]),
+            Z.BrokerInfo(2, "i2", 19093, None, [("INTERNAL", "PLAINTEXT", "i2", 19093)])]
+    cache.update(R.update_metadata(1, 3, 10, [_info(0, 1), _info(1, 2)], live))
+    ctx = TopicDeps(1, BrokerConfig({"broker.id": "1", "log.dirs": str(tmp_path)}), cache)
+    body = {"topics": [{"name": "t", "topic_id": bytes(16)}], "allow_auto_topic_creation": False}
+
+    async def ask(listener: str) -> dict[str, Any]:
+        request = Request(RequestHeader(3, 9, 1, "unit"), REGISTRY[3], b"", 0, "127.0.0.1", listener=listener)
+        return await handle_metadata(ctx, request, body)
+
+    external = await ask("EXTERNAL")
+    assert [(b["node_id"], b["host"], b["port"]) for b in external["brokers"]] == [(1, "e1", 9092)]
+    errors = {p["partition_index"]: p["error_code"] for p in external["topics"][0]["partitions"]}
+    assert errors == {0: ErrorCode.NONE, 1: ErrorCode.LISTENER_NOT_FOUND}  # broker 2 has no EXTERNAL
+    internal = await ask("INTERNAL")
+    assert [(b["node_id"], b["host"]) for b in internal["brokers"]] == [(1, "i1"), (2, "i2")]
+    assert all(p["error_code"] == ErrorCode.NONE for p in internal["topics"][0]["partitions"])

@@ -97,3 +97,16 @@ def test_update_metadata_body_reads_back(version: int) -> None:
 def test_stop_replica_body_reads_back(version: int) -> None:
     decoded = _round_trip(ApiKey.STOP_REPLICA, version, R.stop_replica(1, 2, 3, [("t", 0), ("t", 1)], True))
     assert sorted(R.stop_replica_partitions(decoded)) == [("t", 0, True), ("t", 1, True)]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 7])
+def test_update_metadata_carries_every_listener(version: int) -> None:
+    """v3+ names each endpoint's listener; v1-v2 only its security protocol (the listener is named after it)."""
+    live = [Z.BrokerInfo(1, "int1", 19092, None, [("INTERNAL", "PLAINTEXT", "int1", 19092),
+                                                   ("EXTERNAL", "PLAINTEXT", "ext1", 9092)])]
+    decoded = _round_trip(ApiKey.UPDATE_METADATA, version, R.update_metadata(1, 3, 5, [], live))
+    (broker_id, _, endpoints), = list(R.live_broker_endpoints(decoded))
+    if version >= 3:
+        assert (broker_id, endpoints) == (1, [("INTERNAL", "int1", 19092), ("EXTERNAL", "ext1", 9092)])
+    else:
+        assert (broker_id, endpoints) == (1, [("PLAINTEXT", "int1", 19092), ("PLAINTEXT", "ext1", 9092)])
