@@ -263,6 +263,10 @@ class Fetcher:
                     self.settings.on_log_dir_failure(log_.dir.parent, exc)
                     return False
             partition.update_follower_high_watermark(int(p["high_watermark"]))
+            # DeleteRecords on the leader: follow its log start offset (up to our own high watermark).
+            leader_start = min(int(p["log_start_offset"]), partition.high_watermark)
+            if leader_start > log_.log_start_offset and log_.maybe_increment_log_start_offset(leader_start):
+                partition.clamp_high_watermark()
             self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)
             return True
         if error in PARK:

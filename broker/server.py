@@ -16,6 +16,7 @@ from moldau.broker.apis.context import (
     ConfigDeps,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
@@ -81,6 +82,7 @@ class BrokerServer:
         self.metadata: MetadataStore | None = None
         self.fetch_purgatory: Purgatory | None = None
         self.produce_purgatory: Purgatory | None = None
+        self.delete_records_purgatory: Purgatory | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.producer_ids: FileProducerIdManager | ZkProducerIdManager | None = None
         self.zk_mode: ZkMode | None = None
@@ -125,6 +127,8 @@ class BrokerServer:
         rm.append_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(produce_purgatory.check_and_complete)
+        self.delete_records_purgatory = delete_records = Purgatory("DeleteRecords", LoopTimer(loop), self.broker_id)
+        rm.low_watermark_listeners.append(delete_records.check_and_complete)
         if self.zk_mode is not None:
             rm.isr_writer = self.zk_mode.write_isr
             self.fetcher_manager = ReplicaFetcherManager(FetcherSettings(
@@ -212,6 +216,7 @@ class BrokerServer:
         fetch, produce, producer_ids = self.fetch_purgatory, self.produce_purgatory, self.producer_ids
         assert rm is not None and metadata is not None and coordinator is not None
         assert fetch is not None and produce is not None and producer_ids is not None
+        assert self.delete_records_purgatory is not None
         cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None,
                                                     self.dynamic)
         if self.zk_mode is not None:
@@ -222,7 +227,9 @@ class BrokerServer:
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
-            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster), scram=self.scram_store)
+            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster),
+            partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory),
+            scram=self.scram_store)
 
     def _credential_store(self) -> CredentialStore:
         if self.zk_mode is not None:
@@ -335,6 +342,8 @@ class BrokerServer:
             self.fetch_purgatory.shutdown()
         if self.produce_purgatory is not None:
             self.produce_purgatory.shutdown()
+        if self.delete_records_purgatory is not None:
+            self.delete_records_purgatory.shutdown()
         if self.fetcher_manager is not None:
             await _bounded("replica fetchers", self.fetcher_manager.shutdown(), deadline)
         if self.replica_manager is not None:

@@ -14,13 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from moldau.broker.config import BrokerConfig
 from moldau.broker.controller.controller import Controller, ControllerSettings
 from moldau.broker.controller.zk import KafkaZk, ZkClient
 from moldau.broker.controller.zk_configs import ConfigChangeWatcher, ZkConfigStore
 from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
-from moldau.broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
+from moldau.broker.metadata import BrokerEndpoint, TopicError, new_cluster_id, read_meta_broker_id
 from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
@@ -88,6 +90,55 @@ class ZkCluster:
         # As Kafka's AdminZkClient: any broker writes the znode and the notification; every broker (this one
         # too) applies the change when its /config/changes watch fires.
         await self.configs.write(entity_type, name, configs)
+
+    # --- partition admin: CreatePartitions writes the topic znode (any broker may, as AdminZkClient does; the
+    # handler only runs on the controller), ElectLeaders runs on the active controller's event queue.
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        found = await self.zk.assignment(topic)
+        if found is None:
+            return None
+        # A partition being reassigned counts with its target replicas (without those being removed).
+        return {p: [r for r in rs if r not in found.removing.get(p, [])] for p, rs in found.partitions.items()}
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        try:
+            assignment = await self.zk.add_partitions(topic, additions)
+        except NoNodeError:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
+        except BadVersionError:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"The partitions of topic '{topic}' changed while they "
+                                                        "were being added; retry") from None
+        if timeout_ms is None:
+            return
+        count = len(assignment.partitions)
+        if not await self.cache.wait_for(lambda: _has_leaders(self.cache, topic, count), timeout_ms):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"The partitions of topic '{topic}' were added, but not "
+                                                          f"all had leaders within {timeout_ms} ms")
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        if not self.controller.active:
+            wanted = partitions if partitions is not None else [
+                (t.name, p) for t in self.cache.topics().values() for p in t.partitions]
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
+        return await self.controller.admin.elect_leaders(election_type, partitions)
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.reassign(wanted)
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.list_reassignments(wanted)
+
+
+def _has_leaders(cache: MetadataCache, topic: str, count: int) -> bool:
+    t = cache.topic(topic)
+    return t is not None and len(t.partitions) >= count and all(s.leader >= 0 for s in t.partitions.values())
 
 
 class ZkMode:

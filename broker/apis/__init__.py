@@ -16,6 +16,7 @@ from moldau.broker.apis.context import (
     ConfigDeps,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ProducerIdSource,
     ReplicaDeps,
     TopicDeps,
@@ -42,6 +43,14 @@ from moldau.broker.apis.leader_epoch import handle_offset_for_leader_epoch
 from moldau.broker.apis.list_offsets import handle_list_offsets
 from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from moldau.broker.apis.partition_admin import (
+    handle_alter_partition_reassignments,
+    handle_create_partitions,
+    handle_delete_records,
+    handle_describe_log_dirs,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from moldau.broker.apis.produce import handle_produce
 from moldau.broker.apis.sasl import (
     handle_alter_user_scram_credentials,
@@ -96,6 +105,10 @@ def _nothing(c: BrokerContext) -> object:
     return None
 
 
+def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
+    return c.partition_admin
+
+
 def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
@@ -134,6 +147,15 @@ ROUTES: dict[int, Route] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
 }
+# The partition and record admin APIs (broker/apis/partition_admin.py).
+ROUTES.update({
+    ApiKey.CREATE_PARTITIONS: route(_partition_admin, handle_create_partitions),
+    ApiKey.DELETE_RECORDS: route(_partition_admin, handle_delete_records),
+    ApiKey.ELECT_LEADERS: route(_partition_admin, handle_elect_leaders),
+    ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
 # Topic and broker configs (issue 10).
 ROUTES.update({
     ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),

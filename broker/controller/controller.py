@@ -21,7 +21,9 @@ from kazoo.exceptions import BadVersionError
 from moldau.broker.controller import election as E
 from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller.admin_ops import ControllerAdmin
 from moldau.broker.controller.channel import ControllerChannel
+from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -93,6 +95,8 @@ class Controller:
         self._rebalance_task: asyncio.Task[None] | None = None
         # Called with the new controller id whenever /controller changes (the metadata cache listens).
         self.controller_listeners: list[Callable[[int], None]] = []
+        self.admin = ControllerAdmin(self)  # CreatePartitions' topic watches, ElectLeaders (admin_ops.py)
+        self.reassignments = Reassignments(self)  # partition reassignment (reassignment.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -108,6 +112,7 @@ class Controller:
         client.watch_children(Z.ISR_CHANGE, lambda _: self._enqueue_if_active("isr-change", self._on_isr_change))
         client.watch_children(Z.LOG_DIR_EVENT, lambda _: self._enqueue_if_active("log-dir-event",
                                                                                    self._on_log_dir_event))
+        self.reassignments.start()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -183,6 +188,7 @@ class Controller:
             await self.channel.close()
             self.channel = None
         self.ctx = ControllerContext()
+        self.reassignments.reset()
         log.info("broker %d resigned as controller", self.broker_id)
 
     async def _on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
@@ -219,6 +225,7 @@ class Controller:
         ctx.assignments[topic] = assignment.partitions
         ctx.topic_ids[topic] = assignment.topic_id
         ctx.topic_configs[topic] = await self.zk.topic_config(topic)
+        self.admin.watch_topic(topic)
         for p in assignment.partitions:
             state = await self.zk.partition_state(topic, p)
             if state is not None:
@@ -528,6 +535,7 @@ class Controller:
             await self.zk.client.delete(path)
         if changed:
             self._send_update_metadata(list(self.ctx.live), sorted(changed))
+            await self.reassignments.check(sorted(changed))  # new replicas in sync: finish their moves
 
     # ------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:
