@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from moldau.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
 from moldau.broker.apis.configs import (
     handle_alter_configs,
@@ -12,6 +13,7 @@ from moldau.broker.apis.configs import (
     handle_incremental_alter_configs,
 )
 from moldau.broker.apis.context import (
+    AclDeps,
     BrokerContext,
     ConfigDeps,
     ControlDeps,
@@ -109,6 +111,10 @@ def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
     return c.partition_admin
 
 
+def _acls(c: BrokerContext) -> AclDeps:
+    return c.acls
+
+
 def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
@@ -155,6 +161,12 @@ ROUTES.update({
     ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
+# ACLs (broker/apis/acls.py).
+ROUTES.update({
+    ApiKey.DESCRIBE_ACLS: route(_acls, handle_describe_acls),
+    ApiKey.CREATE_ACLS: route(_acls, handle_create_acls),
+    ApiKey.DELETE_ACLS: route(_acls, handle_delete_acls),
 })
 # Topic and broker configs (issue 10).
 ROUTES.update({
