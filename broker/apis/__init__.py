@@ -19,8 +19,9 @@ from moldau.broker.apis.context import (
     ControlDeps,
     GroupDeps,
     PartitionAdminDeps,
-    ProducerIdSource,
+    ProducerIdDeps,
     ReplicaDeps,
+    ScramDeps,
     TopicDeps,
 )
 from moldau.broker.apis.fetch import handle_fetch
@@ -62,7 +63,6 @@ from moldau.broker.apis.sasl import (
 )
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
-from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
 D = TypeVar("D")
@@ -95,12 +95,12 @@ def _control(c: BrokerContext) -> ControlDeps:
     return c.control
 
 
-def _producer_ids(c: BrokerContext) -> ProducerIdSource:
-    return c.producer_ids
+def _producer_ids(c: BrokerContext) -> ProducerIdDeps:
+    return ProducerIdDeps(c.producer_ids, c.replicas.auth)
 
 
-def _scram(c: BrokerContext) -> CredentialStore | None:
-    return c.scram
+def _scram(c: BrokerContext) -> ScramDeps:
+    return ScramDeps(c.scram, c.acls.auth)
 
 
 def _nothing(c: BrokerContext) -> object:

@@ -165,6 +165,14 @@ class ProducerIdSource(Protocol):
 
 
 @dataclass(slots=True)
+class ProducerIdDeps:
+    """InitProducerId: the id source, and the authorizer (IdempotentWrite on the cluster or Write on a topic)."""
+
+    source: ProducerIdSource
+    auth: Authorizer = NO_AUTHORIZER
+
+
+@dataclass(slots=True)
 class ReplicaDeps:
     """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch."""
 
@@ -226,6 +234,14 @@ class ConfigDeps:
     metadata: MetadataStore
     cluster: ClusterControl
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+
+
+@dataclass(slots=True)
+class ScramDeps:
+    """DescribeUserScramCredentials (Describe on the cluster), AlterUserScramCredentials (Alter on it)."""
+
+    store: CredentialStore | None
+    auth: Authorizer = NO_AUTHORIZER
 
 
 @dataclass(slots=True)

@@ -1,5 +1,6 @@
 """Fetch: read each partition (bounded by the HW for consumers, by the log end offset for followers), or wait in
 the fetch purgatory. A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
+A consumer needs Read on each topic, a follower ClusterAction (else TOPIC_AUTHORIZATION_FAILED for the topic).
 
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
@@ -14,6 +15,7 @@ from typing import Any
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 
 READ_UNCOMMITTED = 0
@@ -76,7 +78,29 @@ class DelayedFetch(DelayedOperation):
             self.future.set_result(_response(responses))
 
 
+def _unauthorized(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """Take the topics the principal may not fetch out of ``body`` and answer them TOPIC_AUTHORIZATION_FAILED:
+    a follower needs ClusterAction on the cluster, a consumer Read on each topic (one decision per topic)."""
+    if not ctx.auth.enabled:
+        return []
+    names = [t["topic"] for t in body["topics"]]
+    if body["replica_id"] >= 0:
+        allowed = set(names) if ctx.auth.cluster(request, Operation.CLUSTER_ACTION) else set()
+    else:
+        allowed = ctx.auth.allowed_names(request, Operation.READ, ResourceType.TOPIC, names)
+    denied = [t for t in body["topics"] if t["topic"] not in allowed]
+    body["topics"] = [t for t in body["topics"] if t["topic"] in allowed]
+    return [{"topic": t["topic"], "partitions": [
+        {"partition_index": p["partition"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+         "preferred_read_replica": -1, "records": b""} for p in t["partitions"]]} for t in denied]
+
+
 def handle_fetch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> Any:
+    denied = _unauthorized(ctx, request, body)
+    if denied:  # answered at once: the client learns of the missing permission without waiting
+        responses, _, _ = _read_all(ctx, body, request.version)
+        return _response(responses + denied)
     replica_id = body["replica_id"]
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the

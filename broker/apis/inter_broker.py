@@ -16,17 +16,20 @@ from moldau.broker.apis.context import ControlDeps
 from moldau.broker.controller import requests as R
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation
 from moldau.protocol.errors import ErrorCode
 
 log = logging.getLogger("moldau.apis.inter_broker")
 
 
-def _fence(ctx: ControlDeps, body: dict[str, Any]) -> ErrorCode:
+def _fence(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> ErrorCode:
+    if not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):  # only brokers (super users) may send these
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return ctx.cluster.fence(body["controller_id"], body["controller_epoch"], body.get("broker_epoch", -1))
 
 
 async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    error = _fence(ctx, body)
+    error = _fence(ctx, request, body)
     results: list[tuple[str, bytes | None, int, ErrorCode]] = []
     states = list(R.partition_states(body))
     if error == ErrorCode.NONE:
@@ -53,14 +56,14 @@ async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[s
 
 
 def handle_update_metadata(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    error = _fence(ctx, body)
+    error = _fence(ctx, request, body)
     if error == ErrorCode.NONE:
         ctx.cluster.apply_update_metadata(body)
     return {"error_code": error}
 
 
 def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    error = _fence(ctx, body)
+    error = _fence(ctx, request, body)
     partitions = list(R.stop_replica_partitions(body))
     out = []
     for topic, index, delete in partitions:
@@ -73,6 +76,8 @@ def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]
 
 
 async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     error, remaining = await ctx.cluster.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
     return {"error_code": error,
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

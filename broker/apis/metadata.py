@@ -1,4 +1,8 @@
-"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation."""
+"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation.
+
+With an authorizer, topics the principal may not Describe are left out of an all-topics answer and answered
+TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or on the topic.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from typing import Any
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
 
@@ -56,13 +61,26 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
                 name = topic.name
             names.append(name)
     auto_create = ctx.config.get("auto.create.topics.enable") and (version < 4 or body["allow_auto_topic_creation"])
+    described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC, names)
+    if requested is None:  # "all topics" means all the principal may describe
+        names = [n for n in names if n in described]
+    may_create: bool | None = None  # Create on the cluster, asked at most once per request
     for name in names:
+        if name not in described:
+            entries.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+            continue
         if ctx.metadata.topic(name) is None and requested is not None:
             error = topic_name_error(name)
             if error is not None:
                 entries.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                 continue
             if auto_create and not name.startswith("__"):
+                if may_create is None:
+                    may_create = ctx.auth.cluster(request, Operation.CREATE)
+                if not (may_create or ctx.auth.allowed(request, Operation.CREATE, ResourceType.TOPIC, name)):
+                    entries.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                    "partitions": []})
+                    continue
                 try:
                     await create_topic_with_defaults(ctx, name)
                 except TopicCreationError as exc:

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from moldau.broker.request_channel import Request
-from moldau.broker.security.acl import CLUSTER_NAME, AclDecision, Operation, ResourceType, parse_super_users
+from moldau.broker.security.acl import (
+    CLUSTER_NAME,
+    WILDCARD,
+    AclDecision,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    parse_super_users,
+)
 from moldau.broker.security.acl_store import AclCache
 
 # authorizer.class.name values that turn authorization on (Kafka's ZooKeeper-mode class names and Moldau's).
@@ -49,6 +58,21 @@ class Authorizer:
 
     def cluster(self, request: Request, operation: Operation) -> bool:
         return self.allowed(request, operation, C, CLUSTER_NAME)
+
+    def may_write_some_topic(self, request: Request) -> bool:
+        """KIP-679: an ALLOW Write (or All) ACL on some topic for this principal and host, and no DENY of it on
+        every topic (the literal ``*``) — what Kafka's authorizeByResourceType asks for idempotent producers."""
+        if self.cache is None:
+            return True
+        d = self.decision()
+        if request.principal in d.super_users:
+            return True
+        mine = [b for b in d.bindings if b.resource_type == T and b.applies_to(request.principal, request.client_host)
+                and b.operation in (Operation.WRITE, Operation.ALL)]
+        if any(b.permission == Permission.DENY and b.name == WILDCARD and b.pattern == PatternType.LITERAL
+               for b in mine):
+            return False
+        return any(b.permission == Permission.ALLOW for b in mine)
 
     def allowed_names(self, request: Request, operation: Operation, resource_type: ResourceType,
                       names: Iterable[str]) -> set[str]:
