@@ -16,53 +16,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import IntEnum
 
+from moldau.protocol.acl import (  # noqa: F401  (re-exported: the broker's ACL code imports them from here)
+    CLUSTER_NAME,
+    OPERATION_NAMES,
+    RESOURCE_NAMES,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 
-class ResourceType(IntEnum):  # Kafka's wire codes
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-
-
-class PatternType(IntEnum):
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(IntEnum):
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-class Permission(IntEnum):
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
-
-RESOURCE_NAMES = {ResourceType.TOPIC: "Topic", ResourceType.GROUP: "Group", ResourceType.CLUSTER: "Cluster",
-                  ResourceType.TRANSACTIONAL_ID: "TransactionalId"}
-OPERATION_NAMES = {Operation.ALL: "All", Operation.READ: "Read", Operation.WRITE: "Write",
-                   Operation.CREATE: "Create", Operation.DELETE: "Delete", Operation.ALTER: "Alter",
-                   Operation.DESCRIBE: "Describe", Operation.CLUSTER_ACTION: "ClusterAction",
-                   Operation.DESCRIBE_CONFIGS: "DescribeConfigs", Operation.ALTER_CONFIGS: "AlterConfigs",
-                   Operation.IDEMPOTENT_WRITE: "IdempotentWrite"}
-CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 # An allowed operation that implies another (Kafka: AclAuthorizer's implied operations).
 IMPLIED_BY = {Operation.DESCRIBE: (Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER),
