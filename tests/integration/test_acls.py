@@ -1,0 +1,266 @@
+"""ACLs on a real broker (ZooKeeper mode, one SASL_PLAINTEXT listener with PLAIN users, AclAuthorizer) with real
+clients: Write without Read, a prefixed ACL, group Read for consumer groups, Metadata hiding topics, the super
+user; ACLs managed through confluent-kafka's AdminClient, through moldau-acls (as a process) and written straight
+into ZooKeeper the way Kafka's tools do (the broker follows the change notification)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from .harness import REPO_ROOT, BrokerProcess, wait_until
+from .test_cluster import zookeeper  # noqa: F401
+from .zookeeper import ZooKeeperProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+USERS = {"broker": "broker-secret", "admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+        'password="broker-secret" ' + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";")
+
+
+class Secured:
+    def __init__(self, broker: BrokerProcess, connect: str, root: Path) -> None:
+        self.broker = broker
+        self.connect = connect
+        self.root = root
+
+    def conf(self, user: str) -> dict[str, str]:
+        """librdkafka's property names (the same as Moldau's client and tools take)."""
+        return {"bootstrap.servers": self.broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
+
+
+@pytest.fixture(scope="module")
+def secured(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory  # noqa: F811
+            ) -> Iterator[Secured]:
+    root = tmp_path_factory.mktemp("acls")
+    connect = zookeeper.connect + "/" + uuid.uuid4().hex[:10]
+    broker = BrokerProcess(root / "broker1", broker_id=1)
+    broker.overrides.update({
+        "broker.id": "1", "zookeeper.connect": connect, "zookeeper.session.timeout.ms": "6000",
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port}",
+        "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:broker;User:admin", "offsets.topic.num.partitions": "1",
+        "auto.create.topics.enable": "false"})
+    broker.start()
+    try:
+        s = Secured(broker, connect, root)
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient(s.conf("admin"))  # clients may start once the broker is its own controller
+        wait_until(lambda: admin.list_topics(timeout=10).controller_id == 1, 30, "the broker is the controller")
+        yield s
+    finally:
+        broker.kill()
+
+
+def create_topics(s: Secured, *names: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(s.conf("admin"))
+    for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+        f.result(30)
+    wait_until(lambda: set(names) <= set(admin.list_topics(timeout=10).topics), 30, "topics in metadata")
+
+
+def produce(s: Secured, user: str, topic: str, n: int = 3) -> list[Any]:
+    """Delivery reports of n records (each one's error() tells whether the broker took it)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({**s.conf(user), "message.timeout.ms": 15000})
+    reports: list[Any] = []
+    for i in range(n):
+        producer.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: reports.append((err, msg)))
+    producer.flush(30)
+    assert len(reports) == n
+    return reports
+
+
+def consume(s: Secured, user: str, topic: str, group: str, want: int, timeout: float = 30) -> tuple[list[Any], Any]:
+    """Subscribes and polls until ``want`` records or the first error: (records, error or None)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({**s.conf(user), "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": False})
+    consumer.subscribe([topic])
+    got: list[Any] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < want and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                return got, m.error()
+            got.append(m)
+        return got, None
+    finally:
+        consumer.close()
+
+
+def visible_topics(s: Secured, user: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient(s.conf(user)).list_topics(timeout=10).topics)
+
+
+def test_acl_matrix_with_confluent_kafka(secured: Secured) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    s, tag = secured, uuid.uuid4().hex[:6]
+    orders, logs, secret, app = f"orders-{tag}", f"logs-{tag}-app", f"secret-{tag}", f"app-{tag}"
+    create_topics(s, orders, logs, secret)
+    admin = AdminClient(s.conf("admin"))
+    allow = AclPermissionType.ALLOW
+    wanted = [
+        AclBinding(ResourceType.TOPIC, orders, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.WRITE,
+                   allow),
+        AclBinding(ResourceType.TOPIC, f"logs-{tag}", ResourcePatternType.PREFIXED, "User:alice", "*",
+                   AclOperation.READ, allow),
+        AclBinding(ResourceType.GROUP, app, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ,
+                   allow),
+    ]
+    for f in admin.create_acls(wanted).values():
+        assert f.result(30) is None
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
+                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(30)
+    assert {(b.name, b.resource_pattern_type, b.operation) for b in described} >= {
+        (orders, ResourcePatternType.LITERAL, AclOperation.WRITE),
+        (f"logs-{tag}", ResourcePatternType.PREFIXED, AclOperation.READ),
+        (app, ResourcePatternType.LITERAL, AclOperation.READ)}
+
+    # Write but not Read: alice produces to orders and cannot consume it; bob can do neither.
+    assert all(err is None for err, _ in produce(s, "alice", orders))
+    bob_reports = produce(s, "bob", orders, n=1)
+    assert bob_reports[0][0] is not None and bob_reports[0][0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    got, error = consume(s, "alice", orders, app, want=1)
+    assert not got and error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # A prefixed ACL covers matching topics; the group needs Read too.
+    assert all(err is None for err, _ in produce(s, "admin", logs, n=2))
+    got, error = consume(s, "alice", logs, app, want=2)
+    assert error is None and [m.value() for m in got] == [b"v0", b"v1"]
+    got, error = consume(s, "alice", logs, f"other-{tag}", want=1)
+    assert not got and error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+    # Metadata hides what a principal may not describe; the super user sees (and reads) everything.
+    seen = visible_topics(s, "alice")
+    assert {orders, logs} <= seen and secret not in seen
+    assert not {orders, logs, secret} & visible_topics(s, "bob")
+    got, error = consume(s, "admin", orders, f"admin-{tag}", want=3)
+    assert error is None and len(got) == 3
+
+    # Only super users (or Alter/Describe on the cluster) manage ACLs. (librdkafka hands a refused DescribeAcls
+    # back as an empty list, so the refusal itself is checked with Moldau's AdminClient, which raises it.)
+    alice_admin = AdminClient(s.conf("alice"))  # kept referenced: a collected client fails its futures
+    refused = alice_admin.create_acls([AclBinding(ResourceType.TOPIC, secret, ResourcePatternType.LITERAL,
+                                                  "User:alice", "*", AclOperation.READ, allow)])
+    for f in refused.values():
+        with pytest.raises(KafkaException) as caught:
+            f.result(30)
+        assert caught.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert alice_admin.describe_acls(AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+        AclPermissionType.ANY)).result(30) == []
+    from moldau import AdminClient as MoldauAdmin
+    from moldau import KafkaError as MoldauError
+
+    with MoldauAdmin(s.conf("alice")) as moldau_admin:
+        with pytest.raises(MoldauError) as denied:
+            moldau_admin.describe_acls()
+        assert denied.value.code == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    with MoldauAdmin(s.conf("admin")) as moldau_admin:
+        assert {(b.name, b.principal) for b in moldau_admin.describe_acls()} >= {(orders, "User:alice")}
+
+    # delete_acls removes the prefixed ACL: alice can no longer read the logs topic.
+    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, f"logs-{tag}", ResourcePatternType.PREFIXED,
+                                                  None, None, AclOperation.ANY, AclPermissionType.ANY)])
+    assert [b.operation for f in deleted.values() for b in f.result(30)] == [AclOperation.READ]
+    got, error = consume(s, "alice", logs, app, want=1)
+    assert not got and error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_acls_written_into_zookeeper_reach_the_broker(secured: Secured) -> None:
+    """Kafka's layout: /kafka-acl/Topic/<name> and a /kafka-acl-changes notification, as kafka-acls
+    --authorizer-properties zookeeper.connect=... writes them; the broker's cache follows the watch."""
+    s, tag = secured, uuid.uuid4().hex[:6]
+    topic = f"zk-{tag}"
+    create_topics(s, topic)
+    assert topic not in visible_topics(s, "bob")
+    zk = KazooClient(s.connect)
+    zk.start(timeout=10)
+    try:
+        acl = {"version": 1, "acls": [{"principal": "User:bob", "permissionType": "Allow", "operation": "Describe",
+                                       "host": "*"}]}
+        zk.create(f"/kafka-acl/Topic/{topic}", json.dumps(acl).encode(), makepath=True)
+        zk.create("/kafka-acl-changes/acl_changes_", f"Topic:{topic}".encode(), sequence=True, makepath=True)
+        wait_until(lambda: topic in visible_topics(s, "bob"), 30, "bob sees the topic after the notification")
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def acls_tool(s: Secured, *args: str) -> subprocess.CompletedProcess[str]:
+    props = s.root / "admin.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in s.conf("admin").items() if k != "bootstrap.servers"))
+    return subprocess.run([sys.executable, "-m", "moldau.tools.acls", "--bootstrap-server", s.broker.bootstrap,
+                           "--command-config", str(props), *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+
+
+def test_moldau_acls_tool_and_kafka_python(secured: Secured) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+
+    s, tag = secured, uuid.uuid4().hex[:6]
+    topic = f"tool-{tag}"
+    create_topics(s, topic)
+    kp = {"bootstrap_servers": s.broker.bootstrap, "security_protocol": "SASL_PLAINTEXT",
+          "sasl_mechanism": "PLAIN", "sasl_plain_username": "bob", "sasl_plain_password": USERS["bob"]}
+
+    def bob_sends() -> Any:
+        producer = KafkaProducer(**kp, max_block_ms=20000, retries=0)
+        try:
+            return producer.send(topic, b"from-bob").get(timeout=30)
+        finally:
+            producer.close(timeout=10)
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        bob_sends()
+    added = acls_tool(s, "--add", "--allow-principal", "User:bob", "--producer", "--topic", topic)
+    assert added.returncode == 0, added.stderr
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC" in added.stdout
+    assert bob_sends().offset == 0
+    listed = acls_tool(s, "--list", "--topic", topic)
+    assert listed.returncode == 0, listed.stderr
+    assert "(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)" in listed.stdout
+    removed = acls_tool(s, "--remove", "--force", "--allow-principal", "User:bob", "--operation", "Write",
+                        "--topic", topic)
+    assert removed.returncode == 0, removed.stderr
+    listed = acls_tool(s, "--list", "--topic", topic)
+    assert "operation=WRITE" not in listed.stdout and "operation=DESCRIBE" in listed.stdout
+    with pytest.raises(TopicAuthorizationFailedError):
+        bob_sends()
+    refused = acls_tool(s, "--list", "--topic", topic, "--command-config", "/nonexistent.properties")
+    assert refused.returncode == 1 and "--command-config" in refused.stderr
