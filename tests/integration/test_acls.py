@@ -150,6 +150,24 @@ def test_acl_matrix_with_confluent_kafka(secured: Secured) -> None:
         (f"logs-{tag}", ResourcePatternType.PREFIXED, AclOperation.READ),
         (app, ResourcePatternType.LITERAL, AclOperation.READ)}
 
+    # Stored where Kafka keeps them, each change announced for every broker's watch.
+    zk = KazooClient(s.connect)
+    zk.start(timeout=10)
+    try:
+        literal = json.loads(zk.get(f"/kafka-acl/Topic/{orders}")[0])
+        assert literal == {"version": 1, "acls": [{"principal": "User:alice", "permissionType": "Allow",
+                                                   "operation": "Write", "host": "*"}]}
+        assert json.loads(zk.get(f"/kafka-acl-extended/prefixed/Topic/logs-{tag}")[0])["acls"][0]["operation"] \
+            == "Read"
+        notes = {zk.get(f"/kafka-acl-changes/{c}")[0] for c in zk.get_children("/kafka-acl-changes")}
+        assert {f"Topic:{orders}".encode(), f"Group:{app}".encode()} <= notes
+        extended = [json.loads(zk.get(f"/kafka-acl-extended-changes/{c}")[0])
+                    for c in zk.get_children("/kafka-acl-extended-changes")]
+        assert {"version": 1, "resourceType": "Topic", "name": f"logs-{tag}", "patternType": "PREFIXED"} in extended
+    finally:
+        zk.stop()
+        zk.close()
+
     # Write but not Read: alice produces to orders and cannot consume it; bob can do neither.
     assert all(err is None for err, _ in produce(s, "alice", orders))
     bob_reports = produce(s, "bob", orders, n=1)
