@@ -270,6 +270,25 @@ def test_moldau_acls_tool_and_kafka_python(secured: Secured) -> None:
     assert added.returncode == 0, added.stderr
     assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC" in added.stdout
     assert bob_sends().offset == 0
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    kp_admin = KafkaAdminClient(**{**kp, "sasl_plain_username": "admin", "sasl_plain_password": USERS["admin"]})
+    try:
+        acls, error = kp_admin.describe_acls(ACLFilter(
+            "User:bob", None, ACLOperation.ANY, ACLPermissionType.ANY,
+            ResourcePatternFilter(ResourceType.TOPIC, topic, ACLResourcePatternType.LITERAL)))
+    finally:
+        kp_admin.close()
+    assert error.errno == 0 and {a.operation for a in acls} == {ACLOperation.WRITE, ACLOperation.DESCRIBE,
+                                                                ACLOperation.CREATE}
     listed = acls_tool(s, "--list", "--topic", topic)
     assert listed.returncode == 0, listed.stderr
     assert "(principal=User:bob, host=*, operation=WRITE, permissionType=ALLOW)" in listed.stdout
