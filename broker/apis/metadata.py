@@ -1,7 +1,9 @@
 """Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation.
 
 With an authorizer, topics the principal may not Describe are left out of an all-topics answer and answered
-TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or on the topic.
+TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or on the topic. Asked for
+(v8+), the authorized-operations bit fields (KIP-430) are filled from the ACLs; without an authorizer they stay
+"unknown".
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.request_channel import Request
-from moldau.broker.security.acl import Operation, ResourceType
+from moldau.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
 
@@ -90,8 +92,14 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
                     # ZooKeeper mode: written, the controller is electing leaders; the client asks again.
                     entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
                     continue
-        entries.append(_topic_entry(ctx, name, version, {b.broker_id for b in live}))
+        entry = _topic_entry(ctx, name, version, {b.broker_id for b in live})
+        if ctx.auth.enabled and version >= 8 and body["include_topic_authorized_operations"]:
+            entry["topic_authorized_operations"] = ctx.auth.authorized_operations(request, ResourceType.TOPIC, name)
+        entries.append(entry)
     brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in live]
+    cluster_ops = UNKNOWN_AUTHORIZED_OPERATIONS
+    if ctx.auth.enabled and 8 <= version <= 10 and body["include_cluster_authorized_operations"]:
+        cluster_ops = ctx.auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
             "controller_id": ctx.metadata.controller_id, "topics": entries,
-            "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
+            "cluster_authorized_operations": cluster_ops}

@@ -29,6 +29,14 @@ AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.a
                     "moldau.acl")
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+# The operations Kafka reports in the authorized-operations bit fields (KIP-430), per resource type.
+SUPPORTED_OPERATIONS = {
+    T: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER, Operation.DESCRIBE,
+        Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
+    G: (Operation.READ, Operation.DESCRIBE, Operation.DELETE),
+    C: (Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE),
+}
 
 
 class Authorizer:
@@ -58,6 +66,11 @@ class Authorizer:
 
     def cluster(self, request: Request, operation: Operation) -> bool:
         return self.allowed(request, operation, C, CLUSTER_NAME)
+
+    def authorized_operations(self, request: Request, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field: bit ``op`` set for each supported operation the principal may do."""
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type]
+                   if self.allowed(request, op, resource_type, name))
 
     def may_write_some_topic(self, request: Request) -> bool:
         """KIP-679: an ALLOW Write (or All) ACL on some topic for this principal and host, and no DENY of it on

@@ -104,6 +104,11 @@ async def test_metadata_hides_topics_without_describe(tmp_path: Path) -> None:
     assert sorted(t["name"] for t in answer["topics"]) == ["logs-app", "orders"]  # Write/Read imply Describe
     answer = await env.call(ApiKey.METADATA, 9, dict(everything, topics=[{"name": "secret"}]), principal=ALICE)
     assert answer["topics"][0]["error_code"] == E.TOPIC_AUTHORIZATION_FAILED
+    with_ops = dict(everything, topics=[{"name": "orders"}], include_topic_authorized_operations=True,
+                    include_cluster_authorized_operations=True)
+    answer = await env.call(ApiKey.METADATA, 9, with_ops, principal=ALICE)
+    assert answer["topics"][0]["topic_authorized_operations"] == 1 << Op.WRITE | 1 << Op.DESCRIBE  # KIP-430
+    assert answer["cluster_authorized_operations"] == 0
     answer = await env.call(ApiKey.METADATA, 9, everything, principal=ADMIN)  # super user
     assert {"logs-app", "orders", "secret"} <= {t["name"] for t in answer["topics"]}
 
