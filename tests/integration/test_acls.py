@@ -75,11 +75,11 @@ def create_topics(s: Secured, *names: str) -> None:
     wait_until(lambda: set(names) <= set(admin.list_topics(timeout=10).topics), 30, "topics in metadata")
 
 
-def produce(s: Secured, user: str, topic: str, n: int = 3) -> list[Any]:
+def produce(conf: dict[str, str], topic: str, n: int = 3) -> list[Any]:
     """Delivery reports of n records (each one's error() tells whether the broker took it)."""
     from confluent_kafka import Producer
 
-    producer = Producer({**s.conf(user), "message.timeout.ms": 15000})
+    producer = Producer({**conf, "message.timeout.ms": 15000})
     reports: list[Any] = []
     for i in range(n):
         producer.produce(topic, f"v{i}".encode(), on_delivery=lambda err, msg: reports.append((err, msg)))
@@ -169,14 +169,14 @@ def test_acl_matrix_with_confluent_kafka(secured: Secured) -> None:
         zk.close()
 
     # Write but not Read: alice produces to orders and cannot consume it; bob can do neither.
-    assert all(err is None for err, _ in produce(s, "alice", orders))
-    bob_reports = produce(s, "bob", orders, n=1)
+    assert all(err is None for err, _ in produce(s.conf("alice"), orders))
+    bob_reports = produce(s.conf("bob"), orders, n=1)
     assert bob_reports[0][0] is not None and bob_reports[0][0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     got, error = consume(s, "alice", orders, app, want=1)
     assert not got and error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     # A prefixed ACL covers matching topics; the group needs Read too.
-    assert all(err is None for err, _ in produce(s, "admin", logs, n=2))
+    assert all(err is None for err, _ in produce(s.conf("admin"), logs, n=2))
     got, error = consume(s, "alice", logs, app, want=2)
     assert error is None and [m.value() for m in got] == [b"v0", b"v1"]
     got, error = consume(s, "alice", logs, f"other-{tag}", want=1)
@@ -301,3 +301,66 @@ def test_moldau_acls_tool_and_kafka_python(secured: Secured) -> None:
         bob_sends()
     refused = acls_tool(s, "--list", "--topic", topic, "--command-config", "/nonexistent.properties")
     assert refused.returncode == 1 and "--command-config" in refused.stderr
+
+
+def client_cert(certs_dir: Path, cn: str) -> Path:
+    """A client certificate ``/O=Moldau/CN=<cn>`` signed by the test CA (certificate + key in one PEM)."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=certs_dir, check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{cn}.key",
+            "-out", f"{cn}.csr", "-subj", f"/O=Moldau/CN={cn}")
+    (certs_dir / "client.cnf").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", f"{cn}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{cn}.crt", "-days", "2", "-extfile", "client.cnf")
+    pem = certs_dir / f"{cn}.pem"
+    pem.write_text((certs_dir / f"{cn}.crt").read_text() + (certs_dir / f"{cn}.key").read_text())
+    return pem
+
+
+def test_mtls_principal_is_the_certificate_subject(tmp_path: Path) -> None:
+    """A standalone broker on an SSL listener with ssl.client.auth=required: the principal is the client
+    certificate's RFC 2253 subject (User:CN=alice,O=Moldau), as Kafka's default principal builder makes it;
+    its ACLs live in the broker's acls.json."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from moldau.broker.security.certs import make_certs
+
+    certs = make_certs(tmp_path / "certs")
+    alice_pem = client_cert(tmp_path / "certs", "alice")
+    broker = BrokerProcess(tmp_path / "broker")
+    broker.overrides.update({
+        "listeners": f"SSL://127.0.0.1:{broker.port}", "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM", "ssl.keystore.location": str(certs.broker_pem),
+        "ssl.truststore.location": str(certs.ca), "ssl.client.auth": "required",
+        "authorizer.class.name": "moldau.acl", "super.users": "User:CN=localhost",
+        "offsets.topic.num.partitions": "1", "auto.create.topics.enable": "false"})
+    broker.start()
+    try:
+        def conf(pem: Path) -> dict[str, str]:
+            return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL",
+                    "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(pem),
+                    "ssl.key.location": str(pem)}
+
+        admin = AdminClient(conf(certs.broker_pem))  # CN=localhost: the super user
+        for f in admin.create_topics([NewTopic("mtls-open", 1, 1), NewTopic("mtls-closed", 1, 1)]).values():
+            f.result(30)
+        for f in admin.create_acls([AclBinding(ResourceType.TOPIC, "mtls-open", ResourcePatternType.LITERAL,
+                                               "User:CN=alice,O=Moldau", "*", AclOperation.WRITE,
+                                               AclPermissionType.ALLOW)]).values():
+            assert f.result(30) is None
+        assert all(err is None for err, _ in produce(conf(alice_pem), "mtls-open", n=2))
+        denied = produce(conf(alice_pem), "mtls-closed", n=1)
+        assert denied[0][0] is not None and denied[0][0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert (broker.log_dir / "acls.json").exists()
+    finally:
+        broker.kill()

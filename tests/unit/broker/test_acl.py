@@ -123,3 +123,13 @@ def test_decision_index_agrees_with_a_scan() -> None:
     for name in ("a", "a-1", "b"):
         assert sorted(map(str, d.matching(T, name))) == sorted(str(b) for b in bindings if b.covers(T, name))
     assert d.authorize(ALICE, "h", Operation.READ, T, "a") and not d.authorize(ALICE, "h", Operation.WRITE, T, "a")
+
+
+def test_ssl_principal_is_the_rfc2253_subject() -> None:
+    from moldau.broker.security.tls import certificate_principal
+
+    cert = {"subject": ((("countryName", "US"),), (("organizationName", "Ex, Inc"),),
+                        (("organizationalUnitName", "eng"), ("userId", "7")), (("commonName", "alice"),))}
+    assert certificate_principal(cert) == "User:CN=alice,OU=eng+UID=7,O=Ex\\, Inc,C=US"
+    assert certificate_principal({"subject": ((("commonName", " lead"),),)}) == "User:CN=\\ lead"
+    assert certificate_principal(None) is None and certificate_principal({}) is None
