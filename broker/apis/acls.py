@@ -8,6 +8,7 @@ notifies every broker. Handlers never talk to ZooKeeper themselves.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from moldau.broker.apis.context import AclDeps
@@ -23,6 +24,8 @@ from moldau.broker.security.acl import (
 )
 from moldau.broker.security.acl_store import AclStore, resource_of
 from moldau.protocol.errors import ErrorCode
+
+log = logging.getLogger("moldau.apis.acls")
 
 NO_AUTHORIZER_MESSAGE = "No Authorizer is configured on the broker"
 
@@ -92,7 +95,13 @@ async def handle_create_acls(ctx: AclDeps, request: Request, body: dict[str, Any
     if valid:
         store: AclStore | None = ctx.store
         assert store is not None
-        await store.add(valid)
+        try:
+            await store.add(valid)
+        except Exception as exc:  # ZooKeeper unreachable: the ACLs that were to be created say so
+            log.warning("creating ACLs failed: %r", exc)
+            for r in results:
+                if r["error_code"] == ErrorCode.NONE:
+                    r.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
     return {"throttle_time_ms": 0, "results": results}
 
 
@@ -118,5 +127,11 @@ async def handle_delete_acls(ctx: AclDeps, request: Request, body: dict[str, Any
              "operation": b.operation, "permission_type": b.permission} for b in matched]})
     if doomed:
         assert ctx.store is not None
-        await ctx.store.remove(sorted(doomed, key=str))
+        try:
+            await ctx.store.remove(sorted(doomed, key=str))
+        except Exception as exc:  # ZooKeeper unreachable: nothing is reported as deleted
+            log.warning("deleting ACLs failed: %r", exc)
+            for r in results:
+                if r["error_code"] == ErrorCode.NONE:
+                    r.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc), matching_acls=[])
     return {"throttle_time_ms": 0, "filter_results": results}

@@ -251,22 +251,25 @@ class FileAclStore:
         pass
 
     async def add(self, bindings: list[AclBinding]) -> None:
-        for resource, new in _group(bindings).items():
-            self.cache.set(resource, self.cache.by_resource.get(resource, frozenset()) | new)
-        self._save()
+        changed = {r: self.cache.by_resource.get(r, frozenset()) | new for r, new in _group(bindings).items()}
+        self._save_then_apply(changed)
 
     async def remove(self, bindings: list[AclBinding]) -> None:
-        for resource, gone in _group(bindings).items():
-            self.cache.set(resource, self.cache.by_resource.get(resource, frozenset()) - gone)
-        self._save()
+        changed = {r: self.cache.by_resource.get(r, frozenset()) - gone for r, gone in _group(bindings).items()}
+        self._save_then_apply(changed)
 
-    def _save(self) -> None:
+    def _save_then_apply(self, changed: dict[Resource, frozenset[AclBinding]]) -> None:
+        """Write the file first: a failed write changes nothing, on disk or in the authorizer."""
+        after = {**self.cache.by_resource, **changed}
         acls = [{"resourceType": RESOURCE_NAMES[b.resource_type], "name": b.name, "patternType": b.pattern.name,
                  "principal": b.principal, "host": b.host, "operation": OPERATION_NAMES[b.operation],
-                 "permissionType": b.permission.name} for b in sorted(self.cache.all(), key=_file_order)]
+                 "permissionType": b.permission.name}
+                for b in sorted((b for found in after.values() for b in found), key=_file_order)]
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_text(json.dumps({"version": 1, "acls": acls}, indent=1))
         os.replace(tmp, self.path)
+        for resource, found in changed.items():
+            self.cache.set(resource, found)
 
 
 def _file_order(b: AclBinding) -> tuple[int, str, int, str, str, int, int]:

@@ -184,3 +184,13 @@ async def test_cluster_level_apis(tmp_path: Path) -> None:
     assert answer["error_code"] == E.NONE  # KIP-679: Write on some topic is enough for idempotence
     answer = await env.call(ApiKey.INIT_PRODUCER_ID, 4, init, principal=BOB)
     assert answer["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+async def test_a_store_that_cannot_write_answers_unknown_server_error(tmp_path: Path) -> None:
+    store = FileAclStore(tmp_path / "missing-dir" / ACLS_FILE)  # its directory does not exist: writes fail
+    await store.start()
+    env = make_env(tmp_path, CONFIG, acls=store)
+    answer = await env.call(ApiKey.CREATE_ACLS, 3, {"creations": [creation(T, "t", ALICE, Op.READ)]},
+                            principal=ADMIN)
+    assert answer["results"][0]["error_code"] == E.UNKNOWN_SERVER_ERROR
+    assert store.cache.all() == []  # nothing half-applied
