@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.admin_configs import ConfigsAdmin
+from moldau.admin_scram import ScramAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
 from moldau.errors import KafkaError
@@ -65,7 +66,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(PartitionAdmin, ConfigsAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:

@@ -52,8 +52,15 @@ from moldau.broker.apis.partition_admin import (
     handle_list_partition_reassignments,
 )
 from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.sasl import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
+from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
 D = TypeVar("D")
@@ -94,6 +101,14 @@ def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
     return c.partition_admin
 
 
+def _scram(c: BrokerContext) -> CredentialStore | None:
+    return c.scram
+
+
+def _nothing(c: BrokerContext) -> object:
+    return None
+
+
 def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
@@ -127,6 +142,10 @@ ROUTES: dict[int, Route] = {
     ApiKey.UPDATE_METADATA: route(_control, handle_update_metadata),
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
+    ApiKey.SASL_HANDSHAKE: route(_nothing, handle_sasl_handshake),
+    ApiKey.SASL_AUTHENTICATE: route(_nothing, handle_sasl_authenticate),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
 }
 # The partition and record admin APIs (broker/apis/partition_admin.py).
 ROUTES.update({

@@ -19,6 +19,7 @@ from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.config import Clock
 
@@ -233,3 +234,4 @@ class BrokerContext:
     api_versions: list[dict[str, int]]
     partition_admin: PartitionAdminDeps
     configs: ConfigDeps
+    scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)

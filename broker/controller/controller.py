@@ -27,6 +27,7 @@ from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.controller")
 
@@ -46,6 +47,7 @@ class ControllerSettings:
     imbalance_percentage: int = 10
     socket_timeout_ms: int = 30000
     listener_name: str | None = None
+    security: ClientSecurity | None = None  # the login to the inter-broker listener, None = PLAINTEXT
 
 
 @dataclass(slots=True)
@@ -193,7 +195,8 @@ class Controller:
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, epoch)
         self.ctx = ctx = ControllerContext(epoch, epoch_zk_version)
         self.active = True
-        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name)
+        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name,
+                                         self.settings.security)
         ctx.live = await self.zk.live_brokers()
         for broker in ctx.live.values():
             self.channel.add_broker(broker)
