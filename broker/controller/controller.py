@@ -535,7 +535,24 @@ class Controller:
             await self.zk.client.delete(path)
         if changed:
             self._send_update_metadata(list(self.ctx.live), sorted(changed))
+            # A leader may add a follower from a fetch that arrived just before the follower shut down or died
+            # (after the controller had already taken it out): take it out again now, not replica.lag.time.max.ms
+            # later, or acks=all with min.insync.replicas waits on a broker that is gone.
+            shrunk = await self._decide_and_write(sorted(changed), self._drop_gone_followers)
+            if shrunk:
+                self._propagate(sorted(shrunk))
             await self.reassignments.check(sorted(changed))  # new replicas in sync: finish their moves
+
+    def _drop_gone_followers(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        if state.leader == E.NO_LEADER or state.leader == R.LEADER_DURING_DELETE:
+            return None
+        gone = [r for r in state.isr if r != state.leader
+                and (not self.ctx.replica_online(r, tp) or r in self.ctx.shutting_down)]
+        if not gone:
+            return None
+        log.info("partition %s-%d: the leader's ISR %s names brokers that are gone or shutting down %s", *tp,
+                 state.isr, gone)
+        return self._new_state(tp, state.leader, E.shrink_isr(state.isr, gone))
 
     # ------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:
