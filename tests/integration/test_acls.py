@@ -40,28 +40,46 @@ class Secured:
                 "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": USERS[user]}
 
 
+def start_brokers(zk: ZooKeeperProcess, root: Path, ids: list[int]) -> tuple[str, list[BrokerProcess]]:
+    """Brokers of one new cluster (its own chroot), SASL_PLAINTEXT only, ACLs on; returns once a client sees
+    every broker and the controller."""
+    from confluent_kafka.admin import AdminClient
+
+    connect = zk.connect + "/" + uuid.uuid4().hex[:10]
+    brokers = []
+    try:
+        for broker_id in ids:
+            broker = BrokerProcess(root / f"broker{broker_id}", broker_id=broker_id)
+            broker.overrides.update({
+                "broker.id": str(broker_id), "zookeeper.connect": connect, "zookeeper.session.timeout.ms": "6000",
+                "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port}",
+                "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": "User:broker;User:admin", "offsets.topic.num.partitions": "1",
+                "auto.create.topics.enable": "false"})
+            brokers.append(broker.start())
+        admin = AdminClient(Secured(brokers[0], connect, root).conf("admin"))
+
+        def ready() -> bool:
+            md = admin.list_topics(timeout=10)
+            return sorted(md.brokers) == sorted(ids) and md.controller_id in ids
+
+        wait_until(ready, 30, "every broker registered and a controller elected")
+    except BaseException:
+        for b in brokers:
+            b.kill()
+        raise
+    return connect, brokers
+
+
 @pytest.fixture(scope="module")
 def secured(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory  # noqa: F811
             ) -> Iterator[Secured]:
     root = tmp_path_factory.mktemp("acls")
-    connect = zookeeper.connect + "/" + uuid.uuid4().hex[:10]
-    broker = BrokerProcess(root / "broker1", broker_id=1)
-    broker.overrides.update({
-        "broker.id": "1", "zookeeper.connect": connect, "zookeeper.session.timeout.ms": "6000",
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port}",
-        "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:broker;User:admin", "offsets.topic.num.partitions": "1",
-        "auto.create.topics.enable": "false"})
-    broker.start()
+    connect, (broker,) = start_brokers(zookeeper, root, [1])
     try:
-        s = Secured(broker, connect, root)
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(s.conf("admin"))  # clients may start once the broker is its own controller
-        wait_until(lambda: admin.list_topics(timeout=10).controller_id == 1, 30, "the broker is the controller")
-        yield s
+        yield Secured(broker, connect, root)
     finally:
         broker.kill()
 
@@ -364,3 +382,43 @@ def test_mtls_principal_is_the_certificate_subject(tmp_path: Path) -> None:
         assert (broker.log_dir / "acls.json").exists()
     finally:
         broker.kill()
+
+
+def test_an_acl_created_on_one_broker_applies_on_another(zookeeper: ZooKeeperProcess,  # noqa: F811
+                                                         tmp_path: Path) -> None:
+    """CreateAcls answered by broker 1 only; the partition is led by broker 2, which must learn the ACL from the
+    ZooKeeper change notification before alice's produce (which goes to broker 2) is allowed."""
+    import asyncio
+
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from moldau.aio import AdminClient as AsyncAdmin
+    from moldau.protocol.acl import Operation, PatternType, Permission, ResourceType
+    from moldau.protocol.messages.acls import CREATE_ACLS
+
+    connect, brokers = start_brokers(zookeeper, tmp_path, [1, 2])
+    try:
+        s = Secured(brokers[0], connect, tmp_path)
+        admin = AdminClient(s.conf("admin"))
+        for f in admin.create_topics([NewTopic("on-two", 1, replica_assignment=[[2]])]).values():
+            f.result(30)
+        wait_until(lambda: "on-two" in admin.list_topics(timeout=10).topics, 30, "topic in metadata")
+        denied = produce(s.conf("alice"), "on-two", n=1)
+        assert denied[0][0] is not None and denied[0][0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+        async def create_on_broker_1() -> dict[str, Any]:
+            async with AsyncAdmin(s.conf("admin")) as a:
+                conn = await a.cluster.connection(1)
+                return await conn.send(CREATE_ACLS, {"creations": [{
+                    "resource_type": ResourceType.TOPIC, "resource_name": "on-two",
+                    "resource_pattern_type": PatternType.LITERAL, "principal": "User:alice", "host": "*",
+                    "operation": Operation.WRITE, "permission_type": Permission.ALLOW}]})
+
+        created = asyncio.run(create_on_broker_1())
+        assert created["results"][0]["error_code"] == 0
+        wait_until(lambda: produce(s.conf("alice"), "on-two", n=1)[0][0] is None, 30,
+                   "broker 2 allows alice's produce after the notification")
+    finally:
+        for b in brokers:
+            b.kill()
