@@ -55,14 +55,16 @@ def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("ctx", "body", "version", "future")
+    __slots__ = ("ctx", "body", "version", "future", "denied")
 
-    def __init__(self, ctx: ReplicaDeps, body: dict[str, Any], version: int, future: asyncio.Future[Any]) -> None:
+    def __init__(self, ctx: ReplicaDeps, body: dict[str, Any], version: int, future: asyncio.Future[Any],
+                 denied: list[dict[str, Any]]) -> None:
         super().__init__(body["max_wait_ms"])
         self.ctx = ctx
         self.body = body
         self.version = version
         self.future = future
+        self.denied = denied  # the unauthorized topics' answers, added to the final response
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
@@ -75,7 +77,7 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if not self.future.done():
             responses, _, _ = _read_all(self.ctx, self.body, self.version)
-            self.future.set_result(_response(responses))
+            self.future.set_result(_response(responses + self.denied))
 
 
 def _unauthorized(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -97,10 +99,8 @@ def _unauthorized(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> l
 
 
 def handle_fetch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> Any:
+    # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
     denied = _unauthorized(ctx, request, body)
-    if denied:  # answered at once: the client learns of the missing permission without waiting
-        responses, _, _ = _read_all(ctx, body, request.version)
-        return _response(responses + denied)
     replica_id = body["replica_id"]
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
@@ -112,7 +112,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> An
     responses, total, error = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
-        return _response(responses)
+        return _response(responses + denied)
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future), keys)
+    ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future, denied), keys)
     return future

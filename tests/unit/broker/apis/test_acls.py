@@ -3,16 +3,20 @@ ACL store (acls.json), and the handlers' decisions for principals with and witho
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+from moldau.broker.apis import ROUTES
+from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation as Op
 from moldau.broker.security.acl import PatternType as P
 from moldau.broker.security.acl import Permission, ResourceType
 from moldau.broker.security.acl_store import ACLS_FILE, FileAclStore
-from moldau.protocol.api import ApiKey
+from moldau.protocol.api import REGISTRY, ApiKey
 from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.header import RequestHeader
 from moldau.protocol.records import build_batch
 from tests.unit.broker.apis.handler_env import Env, make_env
 
@@ -194,3 +198,17 @@ async def test_a_store_that_cannot_write_answers_unknown_server_error(tmp_path: 
                             principal=ADMIN)
     assert answer["results"][0]["error_code"] == E.UNKNOWN_SERVER_ERROR
     assert store.cache.all() == []  # nothing half-applied
+
+
+async def test_a_waiting_fetch_answers_the_unauthorized_topics_with_the_readable_ones(tmp_path: Path) -> None:
+    env = await secured(tmp_path)
+    await env.call(ApiKey.PRODUCE, 8, produce("logs-app"), principal=ADMIN)
+    body = dict(fetch("orders", "logs-app"), max_wait_ms=500)  # nothing new to read at offset 1: it waits
+    request = Request(RequestHeader(ApiKey.FETCH, 11, 1, "t"), REGISTRY[ApiKey.FETCH], b"", 0, "127.0.0.1",
+                      principal=ALICE)
+    waiting = ROUTES[ApiKey.FETCH](env.ctx, request, body)
+    assert isinstance(waiting, asyncio.Future) and not waiting.done()
+    env.timer.advance(500)
+    answer = await asyncio.wait_for(waiting, 10)
+    errors = {r["topic"]: r["partitions"][0]["error_code"] for r in answer["responses"]}
+    assert errors == {"orders": E.TOPIC_AUTHORIZATION_FAILED, "logs-app": E.NONE}
