@@ -64,13 +64,15 @@ from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
 D = TypeVar("D")
+B = TypeVar("B")  # the request body's type: a TypedDict of moldau.protocol.typed, or dict[str, Any]
 Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
 
 
-def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, dict[str, Any]], Any]) -> Route:
-    """A route hands its handler only its family's dependencies; mypy checks that the two match."""
+def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, B], Any]) -> Route:
+    """A route hands its handler only its family's dependencies; mypy checks that the two match. The decoded
+    body is a plain dict with every declared field, which is what the handler's body TypedDict describes."""
 
-    def run(ctx: BrokerContext, request: Request, body: dict[str, Any]) -> Any:
+    def run(ctx: BrokerContext, request: Request, body: Any) -> Any:
         return handler(family(ctx), request, body)
 
     run.__name__ = run.__qualname__ = handler.__name__
