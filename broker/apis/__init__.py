@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
 from moldau.broker.apis.configs import (
@@ -63,6 +63,9 @@ from moldau.broker.request_channel import Request
 from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
+
 D = TypeVar("D")
 B = TypeVar("B")  # the request body's type: a TypedDict of moldau.protocol.typed, or dict[str, Any]
 Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
@@ -115,7 +118,7 @@ def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
-def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
+def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
 
@@ -168,4 +171,4 @@ ROUTES.update({
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.
 ADVERTISED: frozenset[int] = frozenset(ROUTES)
-ADVERTISED_VERSIONS: list[dict[str, int]] = api_versions_table(ADVERTISED)
+ADVERTISED_VERSIONS: list[ApiVersionsResponseApiKeys] = api_versions_table(ADVERTISED)
