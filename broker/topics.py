@@ -47,7 +47,8 @@ def _collides(ctx: Any, name: str) -> str | None:
 
 
 def plan_topic(ctx: Any, name: str, num_partitions: int, replication_factor: int,
-               assignments: list[CreateTopicsRequestTopicsAssignments], configs: dict[str, str]) -> dict[int, list[int]]:
+               assignments: list[CreateTopicsRequestTopicsAssignments], configs: dict[str, str]
+               ) -> dict[int, list[int]]:
     """Validate a creation request and return its replica assignment; raises TopicCreationError."""
     error = topic_name_error(name)
     if error is not None:

@@ -166,7 +166,8 @@ def _duplicates(names: list[str]) -> ResourceError | None:
     return None
 
 
-async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: AlterConfigsRequest) -> AlterConfigsResponse:
+async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: AlterConfigsRequest
+                               ) -> AlterConfigsResponse:
     """The whole set of overrides is replaced by the given one (null values are dropped, as in Kafka)."""
     validate_only = bool(body["validate_only"])
     responses: list[AlterConfigsResponseResponses] = []

@@ -79,8 +79,8 @@ async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) ->
 
 async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None
                     ) -> FindCoordinatorResponseCoordinators:
-    entry: FindCoordinatorResponseCoordinators = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
-                             "error_message": None}
+    entry: FindCoordinatorResponseCoordinators = {"key": key, "node_id": -1, "host": "", "port": -1,
+                                                  "error_code": ErrorCode.NONE, "error_message": None}
     coordinator = ctx.active_coordinator()
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         entry["error_code"] = ErrorCode.INVALID_REQUEST

@@ -26,8 +26,9 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
     for t in body["topics"]:
         partitions: list[ListOffsetsResponseTopicsPartitions] = []
         for p in t["partitions"]:
-            entry: ListOffsetsResponseTopicsPartitions = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
-                                     "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+            entry: ListOffsetsResponseTopicsPartitions = {
+                "partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
+                "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
             partitions.append(entry)
             partition, error = ctx.replica_manager.leader_partition(t["name"], p["partition_index"])
             if partition is None:

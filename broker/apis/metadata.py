@@ -82,7 +82,8 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataReques
                     entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
                     continue
         entries.append(_topic_entry(ctx, name, version, {b.broker_id for b in live}))
-    brokers: list[MetadataResponseBrokers] = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in live]
+    brokers: list[MetadataResponseBrokers] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
+                                               "rack": b.rack} for b in live]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
             "controller_id": ctx.metadata.controller_id, "topics": entries,
             "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}

@@ -33,7 +33,8 @@ def _known_partition(ctx: GroupDeps, topic: str, partition: int) -> bool:
     return t is not None and partition in t.partitions
 
 
-async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCommitRequest) -> OffsetCommitResponse:
+async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCommitRequest
+                               ) -> OffsetCommitResponse:
     coordinator = ctx.active_coordinator()
     now = ctx.clock.time_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}

@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
 log = logging.getLogger("moldau.apis.topics")
 
 
-async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTopicsRequest
+                               ) -> CreateTopicsResponse:
     results: list[CreateTopicsResponseTopics] = []
     seen: dict[str, int] = {}
     for t in body["topics"]:
@@ -60,7 +61,8 @@ async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTop
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTopicsRequest
+                               ) -> DeleteTopicsResponse:
     wanted: list[tuple[str | None, bytes | None]]
     if request.version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
