@@ -52,3 +52,26 @@ def test_required_keys_follow_the_rule() -> None:
     assert {"leader_epoch", "offline_replicas"} == part.__optional_keys__
     # Entries of a versioned array are required relative to the versions the array exists in.
     assert "node_id" in typed.FindCoordinatorResponseCoordinators.__required_keys__
+
+
+def test_mypy_rejects_a_misspelled_or_missing_field(tmp_path: Any) -> None:
+    # The point of the module: a typo in a response is a type error. Checked on a copy of it, with an empty mypy
+    # config (no package paths needed), so this test sees exactly the generated shapes.
+    from mypy import api as mypy_api
+
+    (tmp_path / "shapes.py").write_text(gen_typed.render(), encoding="utf-8")
+    (tmp_path / "handler.py").write_text(
+        "from shapes import HeartbeatResponse, MetadataResponseTopicsPartitions\n\n\n"
+        "def ok() -> HeartbeatResponse:\n    return {'throttle_time_ms': 0, 'error_code': 27}\n\n\n"
+        "def typo() -> HeartbeatResponse:\n    return {'throttle_time_ms': 0, 'eror_code': 27}\n\n\n"
+        "def missing() -> MetadataResponseTopicsPartitions:\n"
+        "    return {'error_code': 0, 'partition_index': 0, 'leader_id': 1, 'replica_nodes': [1]}\n",
+        encoding="utf-8")
+    (tmp_path / "mypy.ini").write_text("[mypy]\n", encoding="utf-8")
+    out, err, status = mypy_api.run([str(tmp_path / "handler.py"), "--config-file", str(tmp_path / "mypy.ini"),
+                                     "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"])
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert status == 1, out + err
+    assert any(':9: error: Extra key "eror_code"' in e for e in errors), out
+    assert any(':13: error: Missing key "isr_nodes"' in e for e in errors), out
+    assert not any(":5: error" in e for e in errors), out
