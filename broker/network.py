@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.apis import ADVERTISED_VERSIONS
 from moldau.broker.config import BrokerConfig, parse_ip_overrides
@@ -40,6 +40,9 @@ from moldau.protocol.header import (
 from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.schema import assemble
 from moldau.protocol.types import INT16, INT32, DecodeError
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
 
 log = logging.getLogger("moldau.network")
 
@@ -87,7 +90,7 @@ class ConnectionLimits:
                    int(cfg.get("connections.max.idle.ms")), int(cfg.get("moldau.socket.partial.requests.max.bytes")))
 
 
-def supported_api_versions() -> list[dict[str, int]]:
+def supported_api_versions() -> list[ApiVersionsResponseApiKeys]:
     return ADVERTISED_VERSIONS
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from moldau.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
@@ -65,14 +65,19 @@ from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
+
 D = TypeVar("D")
+B = TypeVar("B")  # the request body's type: a TypedDict of moldau.protocol.typed, or dict[str, Any]
 Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
 
 
-def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, dict[str, Any]], Any]) -> Route:
-    """A route hands its handler only its family's dependencies; mypy checks that the two match."""
+def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, B], Any]) -> Route:
+    """A route hands its handler only its family's dependencies; mypy checks that the two match. The decoded
+    body is a plain dict with every declared field, which is what the handler's body TypedDict describes."""
 
-    def run(ctx: BrokerContext, request: Request, body: dict[str, Any]) -> Any:
+    def run(ctx: BrokerContext, request: Request, body: Any) -> Any:
         return handler(family(ctx), request, body)
 
     run.__name__ = run.__qualname__ = handler.__name__
@@ -119,7 +124,7 @@ def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
-def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
+def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
 
@@ -178,4 +183,4 @@ ROUTES.update({
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.
 ADVERTISED: frozenset[int] = frozenset(ROUTES)
-ADVERTISED_VERSIONS: list[dict[str, int]] = api_versions_table(ADVERTISED)
+ADVERTISED_VERSIONS: list[ApiVersionsResponseApiKeys] = api_versions_table(ADVERTISED)

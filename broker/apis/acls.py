@@ -9,7 +9,8 @@ notifies every broker. Handlers never talk to ZooKeeper themselves.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import AclDeps
 from moldau.broker.request_channel import Request
@@ -25,12 +26,25 @@ from moldau.broker.security.acl import (
 from moldau.broker.security.acl_store import AclStore, resource_of
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        CreateAclsResponseResults,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DeleteAclsResponseFilterResults,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+        DescribeAclsResponseResources,
+    )
+
 log = logging.getLogger("moldau.apis.acls")
 
 NO_AUTHORIZER_MESSAGE = "No Authorizer is configured on the broker"
 
 
-def _filter(f: dict[str, Any]) -> AclFilter:
+def _filter(f: Mapping[str, Any]) -> AclFilter:
     """A request's filter; ValueError on an unknown enum code."""
     return AclFilter(ResourceType(f["resource_type_filter"]), f["resource_name_filter"],
                      PatternType(f.get("pattern_type_filter", PatternType.LITERAL)), f["principal_filter"],
@@ -45,9 +59,9 @@ def _denied_or_disabled(ctx: AclDeps, request: Request, operation: Operation) ->
     return ErrorCode.NONE, None
 
 
-def handle_describe_acls(ctx: AclDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_acls(ctx: AclDeps, request: Request, body: DescribeAclsRequest) -> DescribeAclsResponse:
     error, message = _denied_or_disabled(ctx, request, Operation.DESCRIBE)
-    resources: list[dict[str, Any]] = []
+    resources: list[DescribeAclsResponseResources] = []
     if error == ErrorCode.NONE:
         try:
             flt = _filter(body)
@@ -68,15 +82,15 @@ def handle_describe_acls(ctx: AclDeps, request: Request, body: dict[str, Any]) -
     return {"throttle_time_ms": 0, "error_code": error, "error_message": message, "resources": resources}
 
 
-def _binding(c: dict[str, Any]) -> AclBinding:
+def _binding(c: Mapping[str, Any]) -> AclBinding:
     return AclBinding(ResourceType(c["resource_type"]), c["resource_name"],
                       PatternType(c.get("resource_pattern_type", PatternType.LITERAL)), c["principal"], c["host"],
                       Operation(c["operation"]), Permission(c["permission_type"]))
 
 
-async def handle_create_acls(ctx: AclDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_acls(ctx: AclDeps, request: Request, body: CreateAclsRequest) -> CreateAclsResponse:
     error, message = _denied_or_disabled(ctx, request, Operation.ALTER)
-    results: list[dict[str, Any]] = []
+    results: list[CreateAclsResponseResults] = []
     valid: list[AclBinding] = []
     for c in body["creations"]:
         if error != ErrorCode.NONE:
@@ -101,13 +115,13 @@ async def handle_create_acls(ctx: AclDeps, request: Request, body: dict[str, Any
             log.warning("creating ACLs failed: %r", exc)
             for r in results:
                 if r["error_code"] == ErrorCode.NONE:
-                    r.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+                    r["error_code"], r["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def handle_delete_acls(ctx: AclDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_acls(ctx: AclDeps, request: Request, body: DeleteAclsRequest) -> DeleteAclsResponse:
     error, message = _denied_or_disabled(ctx, request, Operation.ALTER)
-    results: list[dict[str, Any]] = []
+    results: list[DeleteAclsResponseFilterResults] = []
     doomed: set[AclBinding] = set()
     for f in body["filters"]:
         if error != ErrorCode.NONE:
@@ -133,5 +147,6 @@ async def handle_delete_acls(ctx: AclDeps, request: Request, body: dict[str, Any
             log.warning("deleting ACLs failed: %r", exc)
             for r in results:
                 if r["error_code"] == ErrorCode.NONE:
-                    r.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc), matching_acls=[])
+                    r["error_code"], r["error_message"] = ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)
+                    r["matching_acls"] = []
     return {"throttle_time_ms": 0, "filter_results": results}

@@ -11,7 +11,7 @@ to ZooKeeper themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
@@ -24,6 +24,9 @@ from moldau.broker.security.authorizer import NO_AUTHORIZER, Authorizer
 from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.config import Clock
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
 
 
 class ClusterControl(Protocol):
@@ -262,7 +265,7 @@ class BrokerContext:
     groups: GroupDeps
     control: ControlDeps
     producer_ids: ProducerIdSource
-    api_versions: list[dict[str, int]]
+    api_versions: list[ApiVersionsResponseApiKeys]
     partition_admin: PartitionAdminDeps
     configs: ConfigDeps
     scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)

@@ -3,7 +3,7 @@ on the cluster or, as Kafka 2.8+ allows (KIP-679), Write on some topic (else CLU
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ProducerIdDeps
 from moldau.broker.producer_ids import ProducerIdsUnavailable
@@ -11,10 +11,17 @@ from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+    )
+
 MAX_EPOCH = 32767
 
 
-def handle_init_producer_id(ctx: ProducerIdDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_init_producer_id(ctx: ProducerIdDeps, request: Request, body: InitProducerIdRequest
+                            ) -> InitProducerIdResponse:
     if body["transactional_id"] is None and not (ctx.auth.cluster(request, Operation.IDEMPOTENT_WRITE)
                                                  or ctx.auth.may_write_some_topic(request)):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

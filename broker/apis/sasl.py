@@ -6,7 +6,7 @@ handler; a handshake that arrives here is out of place, and Kafka answers it wit
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ScramDeps
 from moldau.broker.request_channel import Request
@@ -20,20 +20,34 @@ from moldau.protocol.scram import (
     credential_from_salted,
 )
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        DescribeUserScramCredentialsResponseResults,
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
+
 _NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
 
-def handle_sasl_handshake(_: object, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_sasl_handshake(_: object, request: Request, body: SaslHandshakeRequest) -> SaslHandshakeResponse:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
 
-def handle_sasl_authenticate(_: object, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_sasl_authenticate(_: object, request: Request, body: SaslAuthenticateRequest
+                             ) -> SaslAuthenticateResponse:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": "Unexpected SaslAuthenticate: the "
             "connection is already authenticated or its listener does not use SASL", "auth_bytes": b""}
 
 
 async def handle_describe_user_scram_credentials(ctx: ScramDeps, request: Request,
-                                                 body: dict[str, Any]) -> dict[str, Any]:
+                                                 body: DescribeUserScramCredentialsRequest
+                                                 ) -> DescribeUserScramCredentialsResponse:
     store = ctx.store
     if not ctx.auth.cluster(request, Operation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -43,7 +57,7 @@ async def handle_describe_user_scram_credentials(ctx: ScramDeps, request: Reques
                 "error_message": "no SCRAM credential store", "results": []}
     wanted = body["users"]
     names = [u["name"] for u in wanted] if wanted else await store.users()
-    results: list[dict[str, Any]] = []
+    results: list[DescribeUserScramCredentialsResponseResults] = []
     for name in dict.fromkeys(names):
         if wanted and names.count(name) > 1:
             results.append({"user": name, "error_code": ErrorCode.DUPLICATE_RESOURCE,
@@ -75,7 +89,7 @@ def _check_upsertion(u: dict[str, Any]) -> tuple[ErrorCode, str] | None:
 
 
 async def handle_alter_user_scram_credentials(ctx: ScramDeps, request: Request,
-                                              body: dict[str, Any]) -> dict[str, Any]:
+                                              body: dict[str, Any]) -> AlterUserScramCredentialsResponse:
     store = ctx.store
     allowed = ctx.auth.cluster(request, Operation.ALTER)
     ops = [("delete", d) for d in body["deletions"]] + [("upsert", u) for u in body["upsertions"]]
