@@ -5,14 +5,18 @@ walk after them, with partition 0's replication factor, starting at partition 0'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.controller.assignment import AssignmentError, assign_replicas
 from moldau.broker.topics import TopicCreationError
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from moldau.protocol.typed import CreatePartitionsRequestTopicsAssignments
 
-def plan_new_partitions(existing: Mapping[int, list[int]], count: int, assignments: list[dict[str, Any]] | None,
+
+def plan_new_partitions(existing: Mapping[int, list[int]], count: int,
+                        assignments: list[CreatePartitionsRequestTopicsAssignments] | None,
                         brokers: Mapping[int, str | None]) -> dict[int, list[int]]:
     """The assignment of partitions ``len(existing)`` .. ``count - 1``; raises TopicCreationError with Kafka's
     error codes and messages. ``brokers``: live broker id -> rack (None without ``broker.rack``)."""
@@ -41,7 +45,8 @@ def plan_new_partitions(existing: Mapping[int, list[int]], count: int, assignmen
         raise TopicCreationError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
 
 
-def _explicit(current: int, adding: int, replication_factor: int, assignments: list[dict[str, Any]],
+def _explicit(current: int, adding: int, replication_factor: int,
+              assignments: list[CreatePartitionsRequestTopicsAssignments],
               brokers: Mapping[int, str | None]) -> dict[int, list[int]]:
     if len(assignments) != adding:
         raise TopicCreationError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
 from moldau.broker.apis.context import (
+    AclDeps,
     BrokerContext,
     ClusterControl,
     ConfigDeps,
@@ -34,6 +35,15 @@ from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import RequestChannel
+from moldau.broker.security.acl_store import ACLS_FILE, AclStore, FileAclStore, ZkAclStore
+from moldau.broker.security.authorizer import Authorizer
+from moldau.broker.security.credentials import (
+    USERS_FILE,
+    CredentialStore,
+    FileCredentialStore,
+    ZkCredentialStore,
+)
+from moldau.broker.security.listener_config import listener_security
 from moldau.broker.zk_mode import ZkMode
 from moldau.storage.config import SystemClock
 from moldau.storage.log_manager import LogManager
@@ -81,6 +91,9 @@ class BrokerServer:
         self.zk_mode: ZkMode | None = None
         self.channel: RequestChannel | None = None
         self.socket_server: SocketServer | None = None
+        self.scram_store: CredentialStore | None = None
+        self.acl_store: AclStore | None = None  # when authorizer.class.name is set
+        self.authorizer = Authorizer()
         self.handler_pool: HandlerPool | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.metrics_port: int | None = None
@@ -130,7 +143,8 @@ class BrokerServer:
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-                on_log_dir_failure=rm.log_dir_failed), self._endpoint_of)
+                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security),
+                self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
         rm.log_dir_failure_listeners.append(self._on_log_dir_failure)
         if self.zk_mode is not None:
@@ -139,10 +153,13 @@ class BrokerServer:
             self.producer_ids = FileProducerIdManager(self.log_dirs[0])
         self.channel = RequestChannel(int(cfg.get("queued.max.requests")))
         listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
+        self.scram_store = self._credential_store()
         self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
                                           self.metrics, int(cfg.get("socket.send.buffer.bytes")),
                                           int(cfg.get("socket.receive.buffer.bytes")),
-                                          limits=ConnectionLimits.from_config(cfg))
+                                          limits=ConnectionLimits.from_config(cfg),
+                                          security={e.name: listener_security(cfg, e) for e in cfg.listeners},
+                                          credentials=self.scram_store)
         await self.socket_server.start()
         advertised = self.advertised_endpoints()
         by_listener = {name: BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
@@ -174,6 +191,7 @@ class BrokerServer:
         # --- end group coordinator -------------------------------------------------------------------------
         if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
             await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
+        await self._start_authorizer()
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
         self.handler_pool.start()
@@ -210,13 +228,34 @@ class BrokerServer:
         if self.zk_mode is not None:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster
-        topics = TopicDeps(self.broker_id, self.config, metadata)
+        auth = self.authorizer
+        topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
-            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
-            groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
+            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+            groups=GroupDeps(topics, coordinator, self.clock),
+            control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
-            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster),
-            partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory))
+            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster, auth),
+            partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory),
+            scram=self.scram_store, acls=AclDeps(auth, self.acl_store))
+
+    async def _start_authorizer(self) -> None:
+        """authorizer.class.name set: load the ACLs (and, in ZooKeeper mode, follow their changes) before the
+        first request is handled."""
+        cfg = self.config
+        if not cfg.get("authorizer.class.name"):
+            return
+        store: AclStore = (ZkAclStore(self.zk_mode.client) if self.zk_mode is not None
+                           else FileAclStore(self.log_dirs[0] / ACLS_FILE))
+        await store.start()
+        self.acl_store = store
+        self.authorizer = Authorizer(store.cache, cfg.get("super.users"),
+                                     bool(cfg.get("allow.everyone.if.no.acl.found")))
+
+    def _credential_store(self) -> CredentialStore:
+        if self.zk_mode is not None:
+            return ZkCredentialStore(self.zk_mode.client)
+        return FileCredentialStore(self.log_dirs[0] / USERS_FILE)
 
     def _on_dynamic_config(self, current: BrokerConfig) -> None:
         """Dynamic broker configs changed: components that hold a copied value take the new one."""
@@ -338,6 +377,8 @@ class BrokerServer:
             await _bounded("client connections", self.socket_server.close_all(), deadline)
         if self.handler_pool is not None:
             await _bounded("request handlers", self.handler_pool.stop(), deadline)
+        if self.acl_store is not None:
+            await self.acl_store.stop()
         if self.zk_mode is not None:
             await _bounded("ZooKeeper session", self.zk_mode.close(), deadline)
         if self.log_manager is not None:

@@ -27,6 +27,7 @@ from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -148,6 +149,7 @@ class ZkMode:
         self.client = ZkClient(str(cfg.get("zookeeper.connect")), int(cfg.get("zookeeper.session.timeout.ms")),
                                cfg.zookeeper_connection_timeout_ms)
         self.zk = KafkaZk(self.client)
+        self.inter_broker_security = inter_broker_security(cfg)
         self.controller: Controller | None = None
         self.cache: MetadataCache | None = None
         self.broker_epoch = -1
@@ -195,7 +197,7 @@ class ZkMode:
             imbalance_check_interval_s=float(cfg.get("leader.imbalance.check.interval.seconds")),
             imbalance_percentage=int(cfg.get("leader.imbalance.per.broker.percentage")),
             socket_timeout_ms=int(cfg.get("controller.socket.timeout.ms")),
-            listener_name=cfg.inter_broker_listener_name)
+            listener_name=cfg.inter_broker_listener_name, security=self.inter_broker_security)
         self.controller = Controller(broker_id, self.zk, settings, lambda: self.broker_epoch)
         controller = self.controller
         self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active,
@@ -282,7 +284,8 @@ class ZkMode:
             return ErrorCode.NOT_CONTROLLER, []
         cfg = self.config
         async with BrokerConnection(info.host, info.port, client_id=f"broker-{broker_id}-controlled-shutdown",
-                                    request_timeout_ms=int(cfg.get("controller.socket.timeout.ms"))) as conn:
+                                    request_timeout_ms=int(cfg.get("controller.socket.timeout.ms")),
+                                    security=self.inter_broker_security) as conn:
             response = await conn.send(api_for(ApiKey.CONTROLLED_SHUTDOWN),
                                        {"broker_id": broker_id, "broker_epoch": self.broker_epoch})
         remaining = [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]

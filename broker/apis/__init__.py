@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from moldau.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
 from moldau.broker.apis.configs import (
     handle_alter_configs,
@@ -12,13 +13,15 @@ from moldau.broker.apis.configs import (
     handle_incremental_alter_configs,
 )
 from moldau.broker.apis.context import (
+    AclDeps,
     BrokerContext,
     ConfigDeps,
     ControlDeps,
     GroupDeps,
     PartitionAdminDeps,
-    ProducerIdSource,
+    ProducerIdDeps,
     ReplicaDeps,
+    ScramDeps,
     TopicDeps,
 )
 from moldau.broker.apis.fetch import handle_fetch
@@ -52,18 +55,29 @@ from moldau.broker.apis.partition_admin import (
     handle_list_partition_reassignments,
 )
 from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.sasl import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
+
 D = TypeVar("D")
+B = TypeVar("B")  # the request body's type: a TypedDict of moldau.protocol.typed, or dict[str, Any]
 Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
 
 
-def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, dict[str, Any]], Any]) -> Route:
-    """A route hands its handler only its family's dependencies; mypy checks that the two match."""
+def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, B], Any]) -> Route:
+    """A route hands its handler only its family's dependencies; mypy checks that the two match. The decoded
+    body is a plain dict with every declared field, which is what the handler's body TypedDict describes."""
 
-    def run(ctx: BrokerContext, request: Request, body: dict[str, Any]) -> Any:
+    def run(ctx: BrokerContext, request: Request, body: Any) -> Any:
         return handler(family(ctx), request, body)
 
     run.__name__ = run.__qualname__ = handler.__name__
@@ -86,19 +100,31 @@ def _control(c: BrokerContext) -> ControlDeps:
     return c.control
 
 
-def _producer_ids(c: BrokerContext) -> ProducerIdSource:
-    return c.producer_ids
+def _producer_ids(c: BrokerContext) -> ProducerIdDeps:
+    return ProducerIdDeps(c.producer_ids, c.replicas.auth)
+
+
+def _scram(c: BrokerContext) -> ScramDeps:
+    return ScramDeps(c.scram, c.acls.auth)
+
+
+def _nothing(c: BrokerContext) -> object:
+    return None
 
 
 def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
     return c.partition_admin
 
 
+def _acls(c: BrokerContext) -> AclDeps:
+    return c.acls
+
+
 def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
-def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
+def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
 
@@ -127,6 +153,10 @@ ROUTES: dict[int, Route] = {
     ApiKey.UPDATE_METADATA: route(_control, handle_update_metadata),
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
+    ApiKey.SASL_HANDSHAKE: route(_nothing, handle_sasl_handshake),
+    ApiKey.SASL_AUTHENTICATE: route(_nothing, handle_sasl_authenticate),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
 }
 # The partition and record admin APIs (broker/apis/partition_admin.py).
 ROUTES.update({
@@ -136,6 +166,12 @@ ROUTES.update({
     ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
+# ACLs (broker/apis/acls.py).
+ROUTES.update({
+    ApiKey.DESCRIBE_ACLS: route(_acls, handle_describe_acls),
+    ApiKey.CREATE_ACLS: route(_acls, handle_create_acls),
+    ApiKey.DELETE_ACLS: route(_acls, handle_delete_acls),
 })
 # Topic and broker configs (issue 10).
 ROUTES.update({
@@ -147,4 +183,4 @@ ROUTES.update({
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.
 ADVERTISED: frozenset[int] = frozenset(ROUTES)
-ADVERTISED_VERSIONS: list[dict[str, int]] = api_versions_table(ADVERTISED)
+ADVERTISED_VERSIONS: list[ApiVersionsResponseApiKeys] = api_versions_table(ADVERTISED)

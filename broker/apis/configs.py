@@ -4,14 +4,16 @@ Storage goes through ``ClusterControl`` (ZooKeeper znodes + change notifications
 file); validation uses the declarations in broker/config.py. Errors are Kafka's: INVALID_CONFIG naming the key
 for an unknown key or a bad value, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for a bad resource type, a broker
 id that is not this broker's (describe), duplicate keys or an unknown operation. As in Kafka's ZooKeeper mode,
-any broker accepts an alter (it writes ZooKeeper and every broker applies the notification).
+any broker accepts an alter (it writes ZooKeeper and every broker applies the notification). ACLs: DescribeConfigs
+or AlterConfigs on the topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker configs
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ConfigDeps
 from moldau.broker.config import ConfigError
@@ -27,8 +29,24 @@ from moldau.broker.dynamic_config import (
 )
 from moldau.broker.metadata import TopicError
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AlterConfigsRequest,
+        AlterConfigsRequestResourcesConfigs,
+        AlterConfigsResponse,
+        AlterConfigsResponseResponses,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        DescribeConfigsResponseResults,
+        DescribeConfigsResponseResultsConfigs,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsRequestResourcesConfigs,
+        IncrementalAlterConfigsResponse,
+    )
 
 log = logging.getLogger("moldau.apis.configs")
 
@@ -38,6 +56,14 @@ class ResourceError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _authorize(ctx: ConfigDeps, request: Request, rtype: int, name: str, operation: Operation) -> None:
+    if rtype == RESOURCE_TOPIC:
+        if not ctx.auth.allowed(request, operation, ResourceType.TOPIC, name):
+            raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Not authorized for topic {name}")
+    elif not ctx.auth.cluster(request, operation):
+        raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Not authorized for broker configs")
 
 
 def _entity(ctx: ConfigDeps, rtype: int, name: str) -> tuple[str, str]:
@@ -58,13 +84,14 @@ def _entity(ctx: ConfigDeps, rtype: int, name: str) -> tuple[str, str]:
 
 
 def _error_entry(rtype: int, name: str, code: ErrorCode = ErrorCode.NONE, message: str | None = None
-                 ) -> dict[str, Any]:
+                 ) -> AlterConfigsResponseResponses:
+    # Also the head of a DescribeConfigs result and of an IncrementalAlterConfigs response (same fields).
     return {"error_code": code, "error_message": message, "resource_type": rtype, "resource_name": name}
 
 
 # ------------------------------------------------------------------ DescribeConfigs
 
-def _shape(d: Described, synonyms: bool, documentation: bool) -> dict[str, Any]:
+def _shape(d: Described, synonyms: bool, documentation: bool) -> DescribeConfigsResponseResultsConfigs:
     return {"name": d.name, "value": d.value, "read_only": d.read_only, "is_default": d.source == DEFAULT_CONFIG,
             "config_source": d.source, "is_sensitive": d.sensitive,
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in d.synonyms] if synonyms else [],
@@ -83,23 +110,25 @@ async def _describe(ctx: ConfigDeps, rtype: int, name: str) -> list[Described]:
     return ctx.dynamic.describe_broker()
 
 
-async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: DescribeConfigsRequest
+                                  ) -> DescribeConfigsResponse:
     version = request.version
     synonyms = version >= 1 and bool(body["include_synonyms"])
     documentation = version >= 3 and bool(body["include_documentation"])
-    results = []
+    results: list[DescribeConfigsResponseResults] = []
     for r in body["resources"]:
         rtype, name, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
-        entry: dict[str, Any] = {**_error_entry(rtype, name), "configs": []}
+        entry: DescribeConfigsResponseResults = {**_error_entry(rtype, name), "configs": []}
         results.append(entry)
         try:
+            _authorize(ctx, request, rtype, name, Operation.DESCRIBE_CONFIGS)
             described = await _describe(ctx, rtype, name)
         except ResourceError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+            entry.update({"error_code": exc.code, "error_message": exc.message})
             continue
         except Exception as exc:  # ZooKeeper unreachable
             log.warning("describing %s %r failed: %r", rtype, name, exc)
-            entry.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+            entry.update({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": str(exc)})
             continue
         wanted = None if keys is None else set(keys)  # null: every config; [] none (as Kafka)
         entry["configs"] = [_shape(d, synonyms, documentation) for d in described
@@ -124,21 +153,22 @@ async def _write(ctx: ConfigDeps, entity_type: str, entity: str, configs: dict[s
         log.info("%s/%s configs set to %s", entity_type, entity, configs)
 
 
-async def _alter_one(ctx: ConfigDeps, rtype: int, name: str,
-                     run: Callable[[str, str], Awaitable[None]]) -> dict[str, Any]:
+async def _alter_one(ctx: ConfigDeps, request: Request, rtype: int, name: str,
+                     run: Callable[[str, str], Awaitable[None]]) -> AlterConfigsResponseResponses:
     entry = _error_entry(rtype, name)
     try:
+        _authorize(ctx, request, rtype, name, Operation.ALTER_CONFIGS)
         entity_type, entity = _entity(ctx, rtype, name)
         await run(entity_type, entity)
     except ResourceError as exc:
-        entry.update(error_code=exc.code, error_message=exc.message)
+        entry.update({"error_code": exc.code, "error_message": exc.message})
     except ConfigError as exc:
-        entry.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
+        entry.update({"error_code": ErrorCode.INVALID_CONFIG, "error_message": str(exc)})
     except TopicError as exc:
-        entry.update(error_code=exc.code, error_message=exc.message)
+        entry.update({"error_code": exc.code, "error_message": exc.message})
     except Exception as exc:  # ZooKeeper unreachable
         log.warning("altering configs of %s %r failed: %r", rtype, name, exc)
-        entry.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+        entry.update({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": str(exc)})
     return entry
 
 
@@ -149,21 +179,23 @@ def _duplicates(names: list[str]) -> ResourceError | None:
     return None
 
 
-async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: AlterConfigsRequest
+                               ) -> AlterConfigsResponse:
     """The whole set of overrides is replaced by the given one (null values are dropped, as in Kafka)."""
     validate_only = bool(body["validate_only"])
-    responses = []
+    responses: list[AlterConfigsResponseResponses] = []
     for r in body["resources"]:
         entries = r["configs"]
 
-        async def run(entity_type: str, entity: str, entries: list[dict[str, Any]] = entries) -> None:
+        async def run(entity_type: str, entity: str,
+                      entries: list[AlterConfigsRequestResourcesConfigs] = entries) -> None:
             dup = _duplicates([c["name"] for c in entries])
             if dup is not None:
                 raise dup
             configs = {c["name"]: c["value"] for c in entries if c["value"] is not None}
             await _write(ctx, entity_type, entity, configs, validate_only)
 
-        responses.append(await _alter_one(ctx, r["resource_type"], r["resource_name"], run))
+        responses.append(await _alter_one(ctx, request, r["resource_type"], r["resource_name"], run))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
@@ -177,14 +209,15 @@ def _current_text(ctx: ConfigDeps, entity_type: str, name: str) -> str | None:
     return setting.format(cfg.get(name)) if setting is not None else None
 
 
-async def handle_incremental_alter_configs(ctx: ConfigDeps, request: Request, body: dict[str, Any]
-                                           ) -> dict[str, Any]:
+async def handle_incremental_alter_configs(ctx: ConfigDeps, request: Request, body: IncrementalAlterConfigsRequest
+                                           ) -> IncrementalAlterConfigsResponse:
     validate_only = bool(body["validate_only"])
-    responses = []
+    responses: list[AlterConfigsResponseResponses] = []  # the same shape as IncrementalAlterConfigs' entries
     for r in body["resources"]:
         entries = r["configs"]
 
-        async def run(entity_type: str, entity: str, entries: list[dict[str, Any]] = entries) -> None:
+        async def run(entity_type: str, entity: str,
+                      entries: list[IncrementalAlterConfigsRequestResourcesConfigs] = entries) -> None:
             dup = _duplicates([c["name"] for c in entries])
             if dup is not None:
                 raise dup
@@ -198,5 +231,5 @@ async def handle_incremental_alter_configs(ctx: ConfigDeps, request: Request, bo
             updated = apply_incremental(current, ops, lookup, lambda n: _current_text(ctx, entity_type, n))
             await _write(ctx, entity_type, entity, updated, validate_only)
 
-        responses.append(await _alter_one(ctx, r["resource_type"], r["resource_name"], run))
+        responses.append(await _alter_one(ctx, request, r["resource_type"], r["resource_name"], run))
     return {"throttle_time_ms": 0, "responses": responses}

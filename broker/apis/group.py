@@ -2,24 +2,56 @@
 
 Thin: decode the request's shape, call the group coordinator (``GroupDeps``), shape the answer for
 the version. JoinGroup and SyncGroup may be parked by the coordinator; they then return a future.
+
+ACLs (Kafka's rules): the membership APIs need Read on the group, FindCoordinator Describe on the group (or on
+the transactional id), DescribeGroups Describe, DeleteGroups Delete; ListGroups lists the groups the principal
+may Describe (all of them with Describe on the cluster). Refusals answer GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from moldau.broker.apis.context import GroupDeps
 from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
 from moldau.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        DescribeGroupsResponseGroups,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        FindCoordinatorResponseCoordinators,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
 
 log = logging.getLogger("moldau.apis.group")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def group_allowed(ctx: GroupDeps, request: Request, operation: Operation, group_id: str) -> bool:
+    return ctx.topics.auth.allowed(request, operation, ResourceType.GROUP, group_id)
 
 
 # ---------------------------------------------------------------------------------------------- FindCoordinator
@@ -55,9 +87,10 @@ async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) ->
         return ErrorCode.NONE
 
 
-async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
-                             "error_message": None}
+async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None
+                    ) -> FindCoordinatorResponseCoordinators:
+    entry: FindCoordinatorResponseCoordinators = {"key": key, "node_id": -1, "host": "", "port": -1,
+                                                  "error_code": ErrorCode.NONE, "error_message": None}
     coordinator = ctx.active_coordinator()
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         entry["error_code"] = ErrorCode.INVALID_REQUEST
@@ -78,14 +111,26 @@ async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | Non
     if broker is None:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
-    entry.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
+    entry.update({"node_id": broker.broker_id, "host": broker.host, "port": broker.port})
     return entry
 
 
-async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: FindCoordinatorRequest
+                                  ) -> FindCoordinatorResponse:
     version = request.version
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
-    results = [await _find_one(ctx, key, body["key_type"], request.listener or None) for key in keys]
+    results: list[FindCoordinatorResponseCoordinators] = []
+    for key in keys:
+        if body["key_type"] == TRANSACTION_KEY:
+            denied = not ctx.topics.auth.allowed(request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            denied, code = not group_allowed(ctx, request, Operation.DESCRIBE, key), DENIED
+        if denied:
+            results.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                            "error_message": None})
+            continue
+        results.append(await _find_one(ctx, key, body["key_type"], request.listener or None))
     if version >= 4:
         return {"throttle_time_ms": 0, "coordinators": results}
     r = results[0]
@@ -94,13 +139,15 @@ async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: dict[s
 
 
 # ---------------------------------------------------------------------------------------------- membership
-def _not_available(error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> dict[str, Any]:
+def _not_available(error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> LeaveGroupResponse:
+    # Typed as the wider of its two users: a LeaveGroupResponse is also a HeartbeatResponse.
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> Any:
+def handle_join_group(ctx: GroupDeps, request: Request, body: JoinGroupRequest
+                      ) -> JoinGroupResponse | asyncio.Future[JoinGroupResponse]:
     version = request.version
-    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[JoinGroupResponse] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, Any]) -> None:
         if future.done():
@@ -108,11 +155,12 @@ def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) ->
         response = dict(result, throttle_time_ms=0, skip_assignment=False)
         if version < 7 and response["protocol_name"] is None:
             response["protocol_name"] = ""
-        future.set_result(response)
+        future.set_result(cast("JoinGroupResponse", response))  # the coordinator's dicts are untyped
 
     coordinator = ctx.active_coordinator()
-    if coordinator is None:
-        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
+    if coordinator is None or not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else DENIED
+        done({"error_code": error, "generation_id": -1, "protocol_name": None,
               "leader": "", "member_id": body["member_id"], "members": []})
     else:
         coordinator.join_group(body["group_id"], body["member_id"], body["group_instance_id"], version >= 4,
@@ -122,16 +170,18 @@ def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) ->
     return future.result() if future.done() else future
 
 
-def handle_sync_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> Any:
-    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+def handle_sync_group(ctx: GroupDeps, request: Request, body: SyncGroupRequest
+                      ) -> SyncGroupResponse | asyncio.Future[SyncGroupResponse]:
+    future: asyncio.Future[SyncGroupResponse] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, Any]) -> None:
         if not future.done():
-            future.set_result(dict(result, throttle_time_ms=0))
+            future.set_result(cast("SyncGroupResponse", dict(result, throttle_time_ms=0)))
 
     coordinator = ctx.active_coordinator()
-    if coordinator is None:
-        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""})
+    if coordinator is None or not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else DENIED,
+              "assignment": b""})
     else:
         assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
         coordinator.sync_group(body["group_id"], body["generation_id"], body["member_id"],
@@ -140,19 +190,23 @@ def handle_sync_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) ->
     return future.result() if future.done() else future
 
 
-def handle_heartbeat(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_heartbeat(ctx: GroupDeps, request: Request, body: HeartbeatRequest) -> HeartbeatResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
+    if not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        return _not_available(DENIED)
     error = coordinator.heartbeat(body["group_id"], body["member_id"], body["group_instance_id"],
                                   body["generation_id"])
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def handle_leave_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_leave_group(ctx: GroupDeps, request: Request, body: LeaveGroupRequest) -> LeaveGroupResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
+    if not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "members": []}
     if request.version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
     else:
@@ -165,7 +219,7 @@ def handle_leave_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -
 
 
 # ---------------------------------------------------------------------------------------------- admin
-def handle_list_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_list_groups(ctx: GroupDeps, request: Request, body: ListGroupsRequest) -> ListGroupsResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
@@ -174,29 +228,41 @@ def handle_list_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -
     error, groups = coordinator.list_groups(states)
     if types and "classic" not in types:
         groups = []
+    if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
+        visible = ctx.topics.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.GROUP,
+                                                (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in visible]
     return {"throttle_time_ms": 0, "error_code": error,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                         "group_state": g.state.value, "group_type": "classic"} for g in groups]}
 
 
-def handle_describe_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_groups(ctx: GroupDeps, request: Request, body: DescribeGroupsRequest
+                           ) -> DescribeGroupsResponse:
     coordinator = ctx.active_coordinator()
-    described = []
+    described: list[DescribeGroupsResponseGroups] = []
     for group_id in body["groups"]:
         if coordinator is None:
             described.append({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id,
                               "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
             continue
+        if not group_allowed(ctx, request, Operation.DESCRIBE, group_id):
+            described.append({"error_code": DENIED, "group_id": group_id, "group_state": "", "protocol_type": "",
+                              "protocol_data": "", "members": []})
+            continue
         error, summary = coordinator.describe_group(group_id)
-        described.append(dict(summary, error_code=error))
+        described.append(cast("DescribeGroupsResponseGroups", dict(summary, error_code=error)))
     return {"throttle_time_ms": 0, "groups": described}
 
 
-def handle_delete_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_delete_groups(ctx: GroupDeps, request: Request, body: DeleteGroupsRequest) -> DeleteGroupsResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in body["groups_names"]}
     else:
-        results = coordinator.delete_groups(list(body["groups_names"]))
+        names = list(body["groups_names"])
+        allowed = ctx.topics.auth.allowed_names(request, Operation.DELETE, ResourceType.GROUP, names)
+        results = coordinator.delete_groups([g for g in names if g in allowed])
+        results.update({g: DENIED for g in names if g not in allowed})
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": results[g]} for g in body["groups_names"]]}

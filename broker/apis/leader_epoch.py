@@ -7,21 +7,41 @@ that the leader knows and the offset where the next epoch starts (its log end of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+        OffsetForLeaderEpochResponseTopics,
+        OffsetForLeaderEpochResponseTopicsPartitions,
+    )
 
-def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    topics = []
+
+def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: OffsetForLeaderEpochRequest
+                                   ) -> OffsetForLeaderEpochResponse:
+    topics: list[OffsetForLeaderEpochResponseTopics] = []
+    # Followers (replica_id >= 0, v3+) need ClusterAction; consumers Describe on each topic (Kafka's rules).
+    if body.get("replica_id", -1) >= 0 and not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):
+        described: set[str] = set()
+    else:
+        described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC,
+                                           (t["topic"] for t in body["topics"]))
     for t in body["topics"]:
-        partitions = []
+        partitions: list[OffsetForLeaderEpochResponseTopicsPartitions] = []
         for p in t["partitions"]:
-            entry: dict[str, Any] = {"partition": p["partition"], "error_code": ErrorCode.NONE,
-                                     "leader_epoch": -1, "end_offset": -1}
+            entry: OffsetForLeaderEpochResponseTopicsPartitions = {"partition": p["partition"],
+                                                                   "error_code": ErrorCode.NONE,
+                                                                   "leader_epoch": -1, "end_offset": -1}
             partitions.append(entry)
+            if t["topic"] not in described:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition, error = ctx.replica_manager.leader_partition(t["topic"], p["partition"])
             if partition is None:
                 entry["error_code"] = error

@@ -1,24 +1,40 @@
-"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation."""
+"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation.
+
+With an authorizer, topics the principal may not Describe are left out of an all-topics answer and answered
+TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or on the topic. Asked for
+(v8+), the authorized-operations bit fields (KIP-430) are filled from the ACLs; without an authorizer they stay
+"unknown".
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        MetadataRequest,
+        MetadataResponse,
+        MetadataResponseBrokers,
+        MetadataResponseTopics,
+        MetadataResponseTopicsPartitions,
+    )
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
 
 
-def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -> dict[str, Any]:
+def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -> MetadataResponseTopics:
     topic = ctx.metadata.topic(name)
     if topic is None:
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
                 "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
     live = {b.broker_id for b in ctx.metadata.live_brokers()}
-    partitions = []
+    partitions: list[MetadataResponseTopicsPartitions] = []
     for p in sorted(topic.partitions.values(), key=lambda s: s.partition):
         offline = [r for r in p.replicas if r not in live]
         error = ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
@@ -32,7 +48,7 @@ def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -
             "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
 
 
-async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataRequest) -> MetadataResponse:
     version = request.version
     requested = body["topics"]
     if version == 0 and requested == []:
@@ -40,7 +56,7 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
     # The endpoints of the listener this request came in on (a client on EXTERNAL must not be told INTERNAL ones).
     live = ctx.metadata.live_brokers(request.listener or None)
     names: list[str]
-    entries: list[dict[str, Any]] = []
+    entries: list[MetadataResponseTopics] = []
     if requested is None:
         names = sorted(ctx.metadata.topics())
     else:
@@ -56,13 +72,26 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
                 name = topic.name
             names.append(name)
     auto_create = ctx.config.get("auto.create.topics.enable") and (version < 4 or body["allow_auto_topic_creation"])
+    described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC, names)
+    if requested is None:  # "all topics" means all the principal may describe
+        names = [n for n in names if n in described]
+    may_create: bool | None = None  # Create on the cluster, asked at most once per request
     for name in names:
+        if name not in described:
+            entries.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+            continue
         if ctx.metadata.topic(name) is None and requested is not None:
             error = topic_name_error(name)
             if error is not None:
                 entries.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                 continue
             if auto_create and not name.startswith("__"):
+                if may_create is None:
+                    may_create = ctx.auth.cluster(request, Operation.CREATE)
+                if not (may_create or ctx.auth.allowed(request, Operation.CREATE, ResourceType.TOPIC, name)):
+                    entries.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                    "partitions": []})
+                    continue
                 try:
                     await create_topic_with_defaults(ctx, name)
                 except TopicCreationError as exc:
@@ -72,8 +101,15 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
                     # ZooKeeper mode: written, the controller is electing leaders; the client asks again.
                     entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
                     continue
-        entries.append(_topic_entry(ctx, name, version, {b.broker_id for b in live}))
-    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in live]
+        entry = _topic_entry(ctx, name, version, {b.broker_id for b in live})
+        if ctx.auth.enabled and version >= 8 and body["include_topic_authorized_operations"]:
+            entry["topic_authorized_operations"] = ctx.auth.authorized_operations(request, ResourceType.TOPIC, name)
+        entries.append(entry)
+    brokers: list[MetadataResponseBrokers] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
+                                               "rack": b.rack} for b in live]
+    cluster_ops = UNKNOWN_AUTHORIZED_OPERATIONS
+    if ctx.auth.enabled and 8 <= version <= 10 and body["include_cluster_authorized_operations"]:
+        cluster_ops = ctx.auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
             "controller_id": ctx.metadata.controller_id, "topics": entries,
-            "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
+            "cluster_authorized_operations": cluster_ops}

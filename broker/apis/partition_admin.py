@@ -3,7 +3,9 @@
 CreatePartitions and ElectLeaders are controller requests (as in Kafka's ZooKeeper mode: another broker answers
 NOT_CONTROLLER); they reach the cluster only through ``ClusterControl``. DeleteRecords is answered by each
 partition's leader, DescribeLogDirs by every broker for its own log dirs. DeleteRecords waits in its purgatory until the in-sync
-followers have moved their log start offsets too (docs/admin.md).
+followers have moved their log start offsets too (docs/admin.md). ACLs: Alter on the topic (CreatePartitions),
+Delete on the topic (DeleteRecords), Alter on the cluster (ElectLeaders, reassignments), Describe on the cluster
+(DescribeLogDirs, ListPartitionReassignments).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from moldau.broker.apis.context import PartitionAdminDeps
 from moldau.broker.metadata import TopicError
@@ -19,26 +21,56 @@ from moldau.broker.partition_plan import plan_new_partitions
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.errors import OffsetOutOfRangeError
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        AlterPartitionReassignmentsResponseResponsesPartitions,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        CreatePartitionsResponseResults,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
+        DeleteRecordsResponseTopics,
+        DeleteRecordsResponseTopicsPartitions,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        DescribeLogDirsResponseResults,
+        DescribeLogDirsResponseResultsTopicsPartitions,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        ElectLeadersResponseReplicaElectionResultsPartitionResult,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+        ListPartitionReassignmentsResponseTopicsPartitions,
+    )
 
 log = logging.getLogger("moldau.apis.partition_admin")
 
 HIGH_WATERMARK = -1  # DeleteRecords: "delete everything below the high watermark"
 
 
-async def handle_create_partitions(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_create_partitions(ctx: PartitionAdminDeps, request: Request, body: CreatePartitionsRequest
+                                   ) -> CreatePartitionsResponse:
     counts: dict[str, int] = {}
     for t in body["topics"]:
         counts[t["name"]] = counts.get(t["name"], 0) + 1
-    results = []
+    results: list[CreatePartitionsResponseResults] = []
     for t in body["topics"]:
         name = t["name"]
-        entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        entry: CreatePartitionsResponseResults = {"name": name, "error_code": ErrorCode.NONE,
+                                                  "error_message": None}
         results.append(entry)
         if counts[name] > 1:
             entry["error_code"], entry["error_message"] = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+            continue
+        if not ctx.topics.auth.allowed(request, Operation.ALTER, ResourceType.TOPIC, name):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         if not ctx.topics.metadata.is_controller():
             entry["error_code"] = ErrorCode.NOT_CONTROLLER
@@ -65,8 +97,8 @@ class DelayedDeleteRecords(DelayedOperation):
     of the leader and its in-sync followers, which report theirs in their fetches) has reached the offset asked
     for; partitions still short of it when ``timeout_ms`` runs out answer REQUEST_TIMED_OUT."""
 
-    def __init__(self, rm: ReplicaManager, timeout_ms: int, waiting: list[Waiting], response: dict[str, Any],
-                 future: asyncio.Future[Any]) -> None:
+    def __init__(self, rm: ReplicaManager, timeout_ms: int, waiting: list[Waiting],
+                 response: DeleteRecordsResponse, future: asyncio.Future[Any]) -> None:
         super().__init__(timeout_ms)
         self.rm = rm
         self.waiting = waiting
@@ -86,10 +118,11 @@ class DelayedDeleteRecords(DelayedOperation):
             self.future.set_result(self.response)
 
 
-Waiting = tuple[str, int, dict[str, Any], int]
+Waiting: TypeAlias = "tuple[str, int, DeleteRecordsResponseTopicsPartitions, int]"
 
 
-def _reached(rm: ReplicaManager, topic: str, index: int, entry: dict[str, Any], required: int) -> bool:
+def _reached(rm: ReplicaManager, topic: str, index: int, entry: DeleteRecordsResponseTopicsPartitions,
+             required: int) -> bool:
     partition, error = rm.leader_partition(topic, index)
     if partition is None:  # no longer the leader
         entry["error_code"], entry["low_watermark"] = error, -1
@@ -101,19 +134,25 @@ def _reached(rm: ReplicaManager, topic: str, index: int, entry: dict[str, Any], 
     return True
 
 
-def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> Any:
+def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: DeleteRecordsRequest
+                          ) -> DeleteRecordsResponse | asyncio.Future[DeleteRecordsResponse]:
     """Moves each partition's log start offset up on the leader, then waits (purgatory) until the in-sync
     followers, which follow through the log_start_offset of their Fetch responses, have moved theirs."""
     rm = ctx.replica_manager
     moved = False
-    topics = []
+    topics: list[DeleteRecordsResponseTopics] = []
     waiting: list[Waiting] = []
+    deletable = ctx.topics.auth.allowed_names(request, Operation.DELETE, ResourceType.TOPIC,
+                                              (t["name"] for t in body["topics"]))
     for t in body["topics"]:
-        partitions = []
+        partitions: list[DeleteRecordsResponseTopicsPartitions] = []
         for p in t["partitions"]:
-            entry: dict[str, Any] = {"partition_index": p["partition_index"], "low_watermark": -1,
-                                     "error_code": ErrorCode.NONE}
+            entry: DeleteRecordsResponseTopicsPartitions = {"partition_index": p["partition_index"],
+                                                            "low_watermark": -1, "error_code": ErrorCode.NONE}
             partitions.append(entry)
+            if t["name"] not in deletable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition, error = rm.leader_partition(t["name"], p["partition_index"])
             if partition is None:
                 entry["error_code"] = error
@@ -133,25 +172,29 @@ def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: dict[
     if moved:
         # Persist at once (log-start-offset-checkpoint): deleted records must not come back after a restart.
         rm.log_manager.checkpoint()
-    response = {"throttle_time_ms": 0, "topics": topics}
+    response: DeleteRecordsResponse = {"throttle_time_ms": 0, "topics": topics}
     waiting = [w for w in waiting if not _reached(rm, *w)]
     if not waiting:
         return response
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[DeleteRecordsResponse] = asyncio.get_running_loop().create_future()
     op = DelayedDeleteRecords(rm, max(0, body["timeout_ms"]), waiting, response, future)
     ctx.delete_records_purgatory.try_complete_else_watch(op, [(topic, index) for topic, index, _, _ in waiting])
     return future
 
 
-async def handle_elect_leaders(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_elect_leaders(ctx: PartitionAdminDeps, request: Request, body: ElectLeadersRequest
+                               ) -> ElectLeadersResponse:
     election_type = body["election_type"] if request.version >= 1 else 0
+    if not ctx.topics.auth.cluster(request, Operation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": []}
     if election_type not in (0, 1):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": []}
     wanted = None
     if body["topic_partitions"] is not None:
         wanted = [(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]]
     results = await ctx.cluster.elect_leaders(election_type, wanted)
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[ElectLeadersResponseReplicaElectionResultsPartitionResult]] = {}
     for (topic, p), (code, message) in results.items():
         by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
@@ -159,7 +202,10 @@ async def handle_elect_leaders(ctx: PartitionAdminDeps, request: Request, body: 
                                          for t, r in sorted(by_topic.items())]}
 
 
-def handle_describe_log_dirs(ctx: PartitionAdminDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_log_dirs(ctx: PartitionAdminDeps, request: Request, body: DescribeLogDirsRequest
+                             ) -> DescribeLogDirsResponse:
+    if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     rm = ctx.replica_manager
     lm = rm.log_manager
     wanted: dict[str, set[int]] | None = None
@@ -167,12 +213,12 @@ def handle_describe_log_dirs(ctx: PartitionAdminDeps, request: Request, body: di
         wanted = {}
         for t in body["topics"]:
             wanted.setdefault(t["topic"], set()).update(t["partitions"])
-    results: list[dict[str, Any]] = []
+    results: list[DescribeLogDirsResponseResults] = []
     for d in lm.log_dirs:
         if d in lm.offline_dirs:
             results.append({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "log_dir": str(d.resolve()), "topics": []})
             continue
-        per_topic: dict[str, list[dict[str, Any]]] = {}
+        per_topic: dict[str, list[DescribeLogDirsResponseResultsTopicsPartitions]] = {}
         for lg in lm.all_logs():
             if lg.dir.parent != d or (wanted is not None and lg.partition not in wanted.get(lg.topic, ())):
                 continue
@@ -195,14 +241,18 @@ def handle_describe_log_dirs(ctx: PartitionAdminDeps, request: Request, body: di
 
 
 async def handle_alter_partition_reassignments(ctx: PartitionAdminDeps, request: Request,
-                                               body: dict[str, Any]) -> dict[str, Any]:
+                                               body: AlterPartitionReassignmentsRequest
+                                               ) -> AlterPartitionReassignmentsResponse:
     wanted = {(t["name"], p["partition_index"]): (None if p["replicas"] is None else list(p["replicas"]))
               for t in body["topics"] for p in t["partitions"]}
+    if not ctx.topics.auth.cluster(request, Operation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
     results = await ctx.cluster.alter_reassignments(wanted)
     if results is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "error_message": "This is not the correct controller for this cluster.", "responses": []}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[AlterPartitionReassignmentsResponseResponsesPartitions]] = {}
     for (topic, p), (code, message) in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
@@ -210,14 +260,18 @@ async def handle_alter_partition_reassignments(ctx: PartitionAdminDeps, request:
 
 
 async def handle_list_partition_reassignments(ctx: PartitionAdminDeps, request: Request,
-                                              body: dict[str, Any]) -> dict[str, Any]:
+                                              body: ListPartitionReassignmentsRequest
+                                              ) -> ListPartitionReassignmentsResponse:
     wanted = None if body["topics"] is None else [(t["name"], p) for t in body["topics"]
                                                   for p in t["partition_indexes"]]
+    if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "topics": []}
     ongoing = await ctx.cluster.list_reassignments(wanted)
     if ongoing is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
                 "error_message": "This is not the correct controller for this cluster.", "topics": []}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[ListPartitionReassignmentsResponseTopicsPartitions]] = {}
     for (topic, p), (replicas, adding, removing) in sorted(ongoing.items()):
         by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas,
                                                "adding_replicas": adding, "removing_replicas": removing})

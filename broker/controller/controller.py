@@ -27,6 +27,7 @@ from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.controller")
 
@@ -46,6 +47,7 @@ class ControllerSettings:
     imbalance_percentage: int = 10
     socket_timeout_ms: int = 30000
     listener_name: str | None = None
+    security: ClientSecurity | None = None  # the login to the inter-broker listener, None = PLAINTEXT
 
 
 @dataclass(slots=True)
@@ -193,7 +195,8 @@ class Controller:
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, epoch)
         self.ctx = ctx = ControllerContext(epoch, epoch_zk_version)
         self.active = True
-        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name)
+        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name,
+                                         self.settings.security)
         ctx.live = await self.zk.live_brokers()
         for broker in ctx.live.values():
             self.channel.add_broker(broker)
@@ -532,7 +535,24 @@ class Controller:
             await self.zk.client.delete(path)
         if changed:
             self._send_update_metadata(list(self.ctx.live), sorted(changed))
+            # A leader may add a follower from a fetch that arrived just before the follower shut down or died
+            # (after the controller had already taken it out): take it out again now, not replica.lag.time.max.ms
+            # later, or acks=all with min.insync.replicas waits on a broker that is gone.
+            shrunk = await self._decide_and_write(sorted(changed), self._drop_gone_followers)
+            if shrunk:
+                self._propagate(sorted(shrunk))
             await self.reassignments.check(sorted(changed))  # new replicas in sync: finish their moves
+
+    def _drop_gone_followers(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        if state.leader == E.NO_LEADER or state.leader == R.LEADER_DURING_DELETE:
+            return None
+        gone = [r for r in state.isr if r != state.leader
+                and (not self.ctx.replica_online(r, tp) or r in self.ctx.shutting_down)]
+        if not gone:
+            return None
+        log.info("partition %s-%d: the leader's ISR %s names brokers that are gone or shutting down %s", *tp,
+                 state.isr, gone)
+        return self._new_state(tp, state.leader, E.shrink_isr(state.isr, gone))
 
     # ------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:

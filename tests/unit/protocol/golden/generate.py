@@ -37,10 +37,12 @@ import kafka
 from kafka.protocol import admin, consumer, metadata, producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import acl_cases  # noqa: E402
 import config_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
 import partition_admin_cases  # noqa: E402
+import security_cases  # noqa: E402
 from hand_built import BATCH, HAND_BUILT, MIN_INT32, TOPIC_ID, ZERO_ID, Value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -255,6 +257,18 @@ VARIANTS += config_cases.VARIANTS
 HAND_BUILT = HAND_BUILT + config_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in config_cases.API_SPECS.items()})
 RENAMED.update(config_cases.RENAMED)
+# The SASL and SCRAM-user APIs (see security_cases.py).
+SAMPLES.update(security_cases.SAMPLES)
+VARIANTS += security_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + security_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in security_cases.API_SPECS.items()})
+RENAMED.update(security_cases.RENAMED)
+# The ACL APIs (see acl_cases.py).
+SAMPLES.update(acl_cases.SAMPLES)
+VARIANTS += acl_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + acl_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in acl_cases.API_SPECS.items()})
+RENAMED.update(acl_cases.RENAMED)
 
 
 def bit_set(v: int) -> set[int]:
