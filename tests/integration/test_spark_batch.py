@@ -91,6 +91,10 @@ def test_batch_reads_by_timestamp(spark: Any, two_partitions: tuple[str, str]) -
     assert rows(df) == expected(topic, {0: range(21, PER_PARTITION), 1: range(0, 2)})
     with pytest.raises(Exception, match="No offset matched the timestamp"):
         read(spark, bootstrap, subscribe=topic, startingTimestamp=str(BASE_TS + 10**9)).collect()
+    # startingOffsetsByTimestampStrategy=latest: no match starts at the latest offset (partition 1 has a match).
+    df = read(spark, bootstrap, subscribe=topic, startingOffsetsByTimestampStrategy="latest",
+              startingOffsetsByTimestamp=f'{{"{topic}":{{"0":{BASE_TS + 10**9},"1":{BASE_TS + 450}}}}}')
+    assert rows(df) == expected(topic, {1: range(45, PER_PARTITION)})
 
 
 def test_min_partitions_and_headers(spark: Any, two_partitions: tuple[str, str]) -> None:
