@@ -1,6 +1,7 @@
 """The moldau Spark data source, streaming: maxOffsetsPerTrigger over several micro-batches into parquet, a
 kill -9 of the driver and a restart from the checkpoint with no record lost or duplicated (startingOffsets=latest,
-the batch-0 trap), new topics matching subscribePattern, a streaming write, and commitOffsetsToGroup."""
+the batch-0 trap), new topics matching subscribePattern and new partitions, a streaming write, and
+commitOffsetsToGroup."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from .harness import REPO_ROOT, BrokerProcess, wait_until
 from .spark_session import (
@@ -27,8 +30,6 @@ DRIVER_START_TIMEOUT_S = 180  # a cold JVM on a loaded two-core machine
 
 
 def produce_values(bootstrap: str, topic: str, values: range, partitions: int = 2) -> None:
-    from confluent_kafka import Producer
-
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in values:
         p.produce(topic, value=b"%d" % i, partition=i % partitions)
@@ -100,15 +101,25 @@ def test_streaming_write_group_commit_and_new_pattern_topics(
     try:
         create_topic(broker.bootstrap, second, 1)  # appears while the query runs: a later batch picks it up
         produce_values(broker.bootstrap, second, range(40, 60), partitions=1)
-        wanted = {(first, "0"): 20, (first, "1"): 20, (second, "0"): 20}
+        add_partition(broker.bootstrap, first, 3)  # CreatePartitions while the query runs: read from offset 0
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(60, 70):
+            p.produce(first, value=b"%d" % i, partition=2)
+        assert p.flush(30) == 0
+        wanted = {(first, "0"): 20, (first, "1"): 20, (first, "2"): 10, (second, "0"): 20}
         wait_until(lambda: committed(broker.bootstrap, group) == wanted or None, 180,
                    "the group to show the end offsets of the last micro-batch")
     finally:
         query.stop()
     assert query.exception() is None
-    got = consume_all(broker.bootstrap, out, 60)
-    assert sorted(int(v) for _, _, v, _ in got) == list(range(60))
+    got = consume_all(broker.bootstrap, out, 70)
+    assert sorted(int(v) for _, _, v, _ in got) == list(range(70))
     assert {k.decode() for _, k, _, _ in got} == {first, second}
+
+
+def add_partition(bootstrap: str, topic: str, total: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_partitions([NewPartitions(topic, total)])[topic].result(30)
 
 
 def committed(bootstrap: str, group: str) -> dict[tuple[str, str], int]:
