@@ -18,12 +18,14 @@ may run on a worker thread while the log keeps appending and serving fetches.
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import os
 import struct
 import threading
 import time
-from collections.abc import Callable
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,15 +33,14 @@ from moldau.protocol.compression import decompress
 from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
+    MIN_BATCH_LENGTH,
     BatchHeader,
-    Record,
-    build_batch,
-    decode_varint,
-    iter_records,
+    iter_headers,
     read_header,
     update_crc,
 )
 from moldau.storage.checkpoint import CheckpointError, TopicPartition, read_offsets, write_offsets
+from moldau.storage.cleaner_scan import map_key, map_keys, rebuild, scan_keys, select_dense, select_general
 from moldau.storage.log import Log
 from moldau.storage.segment import (
     CLEANED_SUFFIX,
@@ -55,12 +56,14 @@ from moldau.storage.segment import (
 logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-# Measured (tests/unit/storage/test_cleaner.py::test_offset_map_entry_cost): a dict entry mapping a 16-byte MD5
-# digest (a 49-byte bytes object) to an int offset costs 110-141 bytes of Python heap (dict growth steps
-# included). Kafka's array costs 24.
-ENTRY_COST_BYTES = 144
+# Measured (tests/unit/storage/test_cleaner.py::test_offset_map_entry_cost): a dict entry mapping a key (a bytes
+# object of up to 48 bytes: the key itself when shorter than 16 bytes, else its 16-byte MD5 digest) to an int offset
+# costs 110-141 bytes of Python heap (dict growth steps included), plus 8 bytes in the sorted array of latest
+# offsets and 8 more while that array is sorted. Kafka's array costs 24.
+ENTRY_COST_BYTES = 160
 LOAD_FACTOR = 0.9  # Kafka's dedupe buffer load factor
 _WRITE_CHUNK = 1024 * 1024
+_READ_CHUNK = 4 * 1024 * 1024
 _SIZE = struct.Struct(">i")
 
 
@@ -69,7 +72,8 @@ class UncleanableError(Exception):
 
 
 class OffsetMap:
-    """Key digest (MD5, as Kafka) -> the largest offset seen for that key, bounded by a memory budget."""
+    """Key (or its MD5 digest, see cleaner_scan) -> the largest offset seen for that key, bounded by a memory
+    budget."""
 
     def __init__(self, memory_bytes: int) -> None:
         self.capacity = int(memory_bytes // ENTRY_COST_BYTES * LOAD_FACTOR)
@@ -78,20 +82,38 @@ class OffsetMap:
     def __len__(self) -> int:
         return len(self._map)
 
+    @property
+    def entries(self) -> dict[bytes, int]:
+        """The map itself, keyed by :func:`map_key` (read-only use)."""
+        return self._map
+
     def has_room_for(self, entries: int) -> bool:
         return len(self._map) + entries <= self.capacity
 
     def put(self, key: bytes, offset: int) -> bool:
         """Records ``offset`` for ``key``; False (nothing stored) when the key is new and the map is full."""
-        digest = hashlib.md5(key).digest()
-        if len(self._map) >= self.capacity and digest not in self._map:
+        mkey = map_key(key)
+        if len(self._map) >= self.capacity and mkey not in self._map:
             return False
-        self._map[digest] = offset
+        self._map[mkey] = offset
         return True
+
+    def put_batch(self, keys: list[bytes], offsets: list[int]) -> bool:
+        """``put`` for a batch's keys in offset order; False when the map filled up part way (the keys before
+        that point stay). With room for all of them it is one C-level dict.update."""
+        if len(self._map) + len(keys) <= self.capacity:
+            self._map.update(zip(map_keys(keys), offsets))
+            return True
+        return all(self.put(k, o) for k, o in zip(keys, offsets))
 
     def get(self, key: bytes) -> int:
         """The latest offset of ``key``, -1 when it is not in the map."""
-        return self._map.get(hashlib.md5(key).digest(), -1)
+        return self._map.get(map_key(key), -1)
+
+    def latest_offsets(self, extra: list[int]) -> array[int]:
+        """The map's offsets plus ``extra``, sorted: a record of the dirty section is live iff its offset is
+        here, so the recopy pass finds a batch's live records by bisection, without reading keys."""
+        return array("q", sorted([*self._map.values(), *extra]))
 
     def clear(self) -> None:
         self._map.clear()
@@ -150,30 +172,46 @@ def _empty_batch(h: BatchHeader, header: bytes) -> bytes:
     return bytes(b)
 
 
-def _varint(body: bytes, p: int) -> tuple[int, int]:
-    b = body[p]
-    if b < 0x80:  # one byte: the common case, decoded inline
-        return (b >> 1) ^ -(b & 1), p + 1
-    return decode_varint(body, p)
-
-
-def _keys_and_offsets(data: bytes, h: BatchHeader) -> list[tuple[bytes, int]]:
-    """(key, offset) of the keyed records of a batch, reading only lengths, the offset delta and the key: the
-    offset map needs nothing else, and skipping values and headers halves the cost of the map-building pass."""
-    payload = memoryview(data)[BATCH_HEADER_SIZE : h.total_size]
-    body = bytes(payload) if h.compression == 0 else decompress(h.compression, payload)
-    out: list[tuple[bytes, int]] = []
+def _read_batches(seg: LogSegment, throttle: Callable[[int], None]) -> Iterator[tuple[BatchHeader, bytes]]:
+    """(header, bytes) of each batch of a sealed segment, read in large chunks (not a pread per batch)."""
+    fd = seg.file.fileno()
+    size = seg.size
     pos = 0
-    base = h.base_offset
-    for _ in range(h.records_count):
-        length, start = _varint(body, pos)
-        p = _varint(body, start + 1)[1]  # +1: attributes; then the timestamp delta
-        delta, p = _varint(body, p)
-        key_len, p = _varint(body, p)
-        if key_len >= 0:
-            out.append((body[p : p + key_len], base + delta))
-        pos = start + length
-    return out
+    while pos < size:
+        chunk = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
+        throttle(len(chunk))
+        consumed = 0
+        for rel, h in iter_headers(chunk):
+            consumed = rel + h.total_size
+            yield h, chunk[rel:consumed]
+        if consumed == 0:  # one batch larger than the chunk, or the end of the valid data
+            if len(chunk) < BATCH_HEADER_SIZE:
+                return
+            h = read_header(chunk)
+            if h.batch_length < MIN_BATCH_LENGTH:
+                return
+            data = os.pread(fd, h.total_size, pos)
+            if len(data) < h.total_size:
+                return
+            yield h, data
+            consumed = h.total_size
+        pos += consumed
+
+
+def _payload(data: bytes, h: BatchHeader) -> bytes:
+    payload = memoryview(data)[BATCH_HEADER_SIZE : h.total_size]
+    return bytes(payload) if h.compression == 0 else decompress(h.compression, payload)
+
+
+@dataclass
+class _MapResult:
+    """What the recopy pass needs from the map pass."""
+
+    end_offset: int
+    offset_map: OffsetMap
+    first_dirty: int
+    live: array[int] = field(default_factory=lambda: array("q"))
+    irregular: set[int] = field(default_factory=set)  # dirty batches whose offsets are not base..base+n-1
 
 
 class LogCleaner:
@@ -292,12 +330,12 @@ class LogCleaner:
             return None
         offset_map = OffsetMap(self.dedupe_buffer_bytes if map_bytes is None else map_bytes)
         stats = CleanStats()
-        end_offset = self._build_offset_map(log, dirty, first_dirty, offset_map, stats)
-        prepared = PreparedClean(log, end_offset, stats=stats)
-        to_clean = [s for s in cleanable if s.base_offset < end_offset]
+        mapped = self._build_offset_map(log, dirty, first_dirty, offset_map)
+        prepared = PreparedClean(log, mapped.end_offset, stats=stats)
+        to_clean = [s for s in cleanable if s.base_offset < mapped.end_offset]
         for group in self._group(to_clean, log.config.segment_bytes):
             retain = [self._retain_deletes(s, first_dirty, now_ms, log) for s in group]
-            new = self._clean_group(log, group, retain, offset_map, stats, now_ms)
+            new = self._clean_group(log, group, retain, mapped, stats, now_ms)
             prepared.swaps.append((group, new))
         stats.elapsed_s = time.monotonic() - started
         return prepared
@@ -311,28 +349,38 @@ class LogCleaner:
         return seg.largest_timestamp() > now_ms - log.config.delete_retention_ms
 
     def _build_offset_map(
-        self, log: Log, dirty: list[LogSegment], first_dirty: int, offset_map: OffsetMap, stats: CleanStats
-    ) -> int:
-        """Fills the map from the dirty segments until it is full (Kafka's rule); returns the offset where the
-        map ends: the end of the last segment read completely. Keys of a partly read segment may stay in the
-        map: their offsets are later than anything cleaned, so they only (rightly) drop older versions."""
-        end = dirty[0].base_offset
+        self, log: Log, dirty: list[LogSegment], first_dirty: int, offset_map: OffsetMap
+    ) -> _MapResult:
+        """Fills the map from the dirty segments until it is full (Kafka's rule); the result ends where the map
+        ends: the end of the last segment read completely. Keys of a partly read segment may stay in the map:
+        their offsets are later than anything cleaned, so they only (rightly) drop older versions."""
+        result = _MapResult(dirty[0].base_offset, offset_map, first_dirty)
+        keyless: list[int] = []
+        throttle = self.throttler.maybe_throttle
         for seg in dirty:
-            for pos, h in seg.iter_batches():
+            for h, data in _read_batches(seg, throttle):
                 if h.is_control or h.last_offset < first_dirty:
                     continue
-                data = seg.read_batch(pos, h)
-                self.throttler.maybe_throttle(len(data))
-                for key, offset in _keys_and_offsets(data, h):
-                    if offset >= first_dirty and not offset_map.put(key, offset):
-                        if seg is dirty[0]:
-                            raise UncleanableError(
-                                f"{log}: segment {seg.base_offset} holds more keys than the {offset_map.capacity} "
-                                "that log.cleaner.dedupe.buffer.size allows"
-                            )
-                        return end
-            end = seg.next_offset
-        return end
+                base, count = h.base_offset, h.records_count
+                keys, offsets, no_key = scan_keys(_payload(data, h), count, base)
+                if no_key or offsets != list(range(base, base + count)):
+                    result.irregular.add(base)
+                if base < first_dirty:  # the log start or checkpoint fell inside this batch
+                    pairs = [(k, o) for k, o in zip(keys, offsets) if o >= first_dirty]
+                    keys, offsets = [k for k, _ in pairs], [o for _, o in pairs]
+                    no_key = [o for o in no_key if o >= first_dirty]
+                keyless += no_key
+                if not offset_map.put_batch(keys, offsets):
+                    if seg is dirty[0]:
+                        raise UncleanableError(
+                            f"{log}: segment {seg.base_offset} holds more keys than the {offset_map.capacity} "
+                            "that log.cleaner.dedupe.buffer.size allows"
+                        )
+                    result.live = offset_map.latest_offsets(keyless)
+                    return result
+            result.end_offset = seg.next_offset
+        result.live = offset_map.latest_offsets(keyless)
+        return result
 
     @staticmethod
     def _group(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
@@ -353,7 +401,7 @@ class LogCleaner:
         log: Log,
         group: list[LogSegment],
         retain: list[bool],
-        offset_map: OffsetMap,
+        mapped: _MapResult,
         stats: CleanStats,
         now_ms: int,
     ) -> LogSegment:
@@ -371,7 +419,7 @@ class LogCleaner:
         )
         try:
             for seg, retain_deletes in zip(group, retain):
-                self._clean_segment(log, seg, new, retain_deletes, offset_map, stats)
+                self._clean_segment(log, seg, new, retain_deletes, mapped, stats)
             new.on_become_inactive()
             new.flush()
             new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -386,16 +434,14 @@ class LogCleaner:
         seg: LogSegment,
         new: LogSegment,
         retain_deletes: bool,
-        offset_map: OffsetMap,
+        mapped: _MapResult,
         stats: CleanStats,
     ) -> None:
         buf = bytearray()
         headers: list[tuple[int, BatchHeader]] = []
-        for pos, h in seg.iter_batches():
-            data = seg.read_batch(pos, h)
-            self.throttler.maybe_throttle(len(data))
+        for h, data in _read_batches(seg, self.throttler.maybe_throttle):
             stats.bytes_read += len(data)
-            out = self._filter_batch(log, data, h, retain_deletes, offset_map, stats)
+            out = self._filter_batch(log, data, h, retain_deletes, mapped, stats)
             if out is None:
                 continue
             out_h = h if out is data else read_header(out)
@@ -417,44 +463,47 @@ class LogCleaner:
 
     @staticmethod
     def _filter_batch(
-        log: Log, data: bytes, h: BatchHeader, retain_deletes: bool, offset_map: OffsetMap, stats: CleanStats
+        log: Log, data: bytes, h: BatchHeader, retain_deletes: bool, mapped: _MapResult, stats: CleanStats
     ) -> bytes | None:
-        """The batch with its obsolete records removed: ``data`` itself when all stay, None when it goes."""
+        """The batch with its obsolete records removed: ``data`` itself when all stay, None when it goes.
+
+        Per batch first: the live offsets inside a dirty batch come from bisecting the sorted latest offsets, so
+        a batch that is wholly dead or wholly live is dropped or copied without decompressing it; a partly live
+        one is walked record by record (see cleaner_scan) and its survivors copied byte for byte."""
         if h.is_control:
             return data  # transaction markers: kept (Moldau has no transactions to resolve them against)
-        records = list(iter_records(data, h, check_crc=False))
-        stats.records_read += len(records)
-        kept: list[Record] = []
-        for r in records:
-            if r.key is not None and offset_map.get(r.key) > r.offset:
-                continue  # a later record of this key exists
-            if r.value is None and not retain_deletes:
-                continue  # tombstone past its horizon
-            kept.append(r)
-        stats.records_removed += len(records) - len(kept)
-        if len(kept) == len(records):
+        base, count = h.base_offset, h.records_count
+        stats.records_read += count
+        live = mapped.live
+        lo = bisect_left(live, base)
+        hi = bisect_right(live, h.last_offset, lo)
+        regular = base >= mapped.first_dirty and base not in mapped.irregular and retain_deletes
+        if regular and hi - lo == count:
             stats.bytes_written += len(data)
             return data
-        if not kept:
+        if base >= mapped.first_dirty and hi == lo:
+            spans: list[tuple[int, int]] = []
+        else:
+            body = _payload(data, h)
+            if regular:
+                spans, max_ts = select_dense(body, count, [o - base for o in live[lo:hi]])
+            else:
+                spans, max_ts = select_general(
+                    body, count, base, mapped.first_dirty, set(live[lo:hi]), mapped.offset_map.entries,
+                    not retain_deletes,
+                )
+            if len(spans) == count:
+                stats.bytes_written += len(data)
+                return data
+        stats.records_removed += count - len(spans)
+        if not spans:
             entry = log.producer_state.last_entry(h.producer_id) if h.producer_id >= 0 else None
             if entry is not None and entry.last_offset == h.last_offset:
                 out = _empty_batch(h, data)
                 stats.bytes_written += len(out)
                 return out
             return None
-        out = build_batch(
-            [(r.key, r.value, r.headers, r.timestamp) for r in kept],
-            base_offset=h.base_offset,
-            compression=h.compression,
-            producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence,
-            partition_leader_epoch=h.partition_leader_epoch,
-            timestamp_type=h.timestamp_type,
-            is_transactional=h.is_transactional,
-            offset_deltas=[r.offset - h.base_offset for r in kept],
-            last_offset_delta=h.last_offset_delta,
-        )
+        out = rebuild(data, h, body, spans, max_ts)
         stats.bytes_written += len(out)
         return out
 
