@@ -78,14 +78,21 @@ def scan_keys(body: bytes, count: int, base: int) -> tuple[list[bytes], list[int
             p = pos + 1  # attributes byte
             while body[p] >= 0x80:  # timestamp delta: not needed here
                 p += 1
-            b = body[p + 1]
+            p += 1
+            b = body[p]
             if b < 0x80:
-                delta, p = (b >> 1) ^ -(b & 1), p + 2
+                delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif body[p + 1] < 0x80:  # deltas 64-8191
+                z = (b & 0x7F) | (body[p + 1] << 7)
+                delta, p = (z >> 1) ^ -(z & 1), p + 2
             else:
-                delta, p = decode_varint(body, p + 1)
+                delta, p = decode_varint(body, p)
             b = body[p]
             if b < 0x80:
                 key_len, p = (b >> 1) ^ -(b & 1), p + 1
+            elif body[p + 1] < 0x80:  # keys of 64-8191 bytes
+                z = (b & 0x7F) | (body[p + 1] << 7)
+                key_len, p = (z >> 1) ^ -(z & 1), p + 2
             else:
                 key_len, p = decode_varint(body, p)
             if key_len >= 0:
