@@ -13,12 +13,15 @@
    ``--window`` seconds each:
      a. produce rate without cleaning;
      b. log.cleaner.threads is raised to 1 (IncrementalAlterConfigs, a dynamic broker config); once the broker
-        reports the compacted log picked (moldau_log_cleaner_max_dirty_ratio > 0), produce rate during
-        cleaning; afterwards moldau_log_cleaner_runs_total must still be 0, i.e. the cleaning spanned the
-        whole window (reported as "overlap: full"); otherwise the overlap is reported as partial;
-     c. after the cleaning finished (its time is read from the broker's log line), produce rate again without
-        cleaning, which shows how much the machine's load drifted during the run.
-   Reports the rates, during/before and during/after, and the in-broker cleaning's MB/s.
+        has started its cleaner process (storage/cleaner_process.py), produce rate during cleaning; afterwards
+        moldau_log_cleaner_runs_total must still be 0, i.e. the cleaning spanned the whole window ("overlap:
+        full"), else the overlap is reported as partial;
+     c. ``--pairs`` pairs of windows with the cleaner process paused (SIGSTOP) and running, alternately: both
+        halves of a pair see the same machine load, which on a shared machine drifts more between a, b and d
+        than the cleaner's own effect. The main figure is the ratio of the mean rates (running / paused);
+     d. after the cleaning finished (its time is read from the broker's log line), produce rate again without
+        cleaning.
+   Reports the rates and ratios and the in-broker cleaning's MB/s (which includes the paused windows).
 Extra broker settings: ``--override key=value`` (e.g. log.cleaner.io.max.bytes.per.second=20000000).
 """
 
@@ -28,12 +31,14 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
@@ -93,16 +98,19 @@ def wait_for(what: str, cond: Any, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def produce_for(bootstrap: str, seconds: float) -> float:
-    """Records/s acknowledged while producing to LOAD for ``seconds`` (plus the final flush)."""
-    errors = []
+def make_producer(bootstrap: str, errors: list[Any]) -> Producer:
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1048576,
         "batch.num.messages": 1000000, "queue.buffering.max.messages": 200000, "compression.type": "none",
         "delivery.report.only.error": True, "on_delivery": lambda err, _msg: errors.append(err),
     })
     producer.produce(LOAD, VALUE, partition=0)
-    producer.flush(30)  # connection and metadata outside the window
+    producer.flush(30)  # connection and metadata outside the windows
+    return producer
+
+
+def produce_for(producer: Producer, seconds: float, errors: list[Any]) -> float:
+    """Records/s acknowledged while producing to LOAD for ``seconds`` (plus the final flush)."""
     produce, poll = producer.produce, producer.poll
     sent = 0
     start = time.perf_counter()
@@ -121,6 +129,43 @@ def produce_for(bootstrap: str, seconds: float) -> float:
     if errors:
         raise RuntimeError(f"{len(errors)} delivery errors, first: {errors[0]}")
     return sent / elapsed
+
+
+def cleaner_process(broker: BrokerProcess) -> psutil.Process | None:
+    for child in psutil.Process(broker.pid).children():
+        try:
+            if "moldau.storage.cleaner_process" in child.cmdline():
+                return child
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+def alternate(producer: Producer, proc: psutil.Process, args: argparse.Namespace, errors: list[Any]) -> None:
+    """Windows with the cleaner process paused (SIGSTOP: no cleaning) and running, alternately, so that both
+    see the same machine load; stops when the cleaning ends inside a running window (that pair is dropped)."""
+    paused_rates: list[float] = []
+    running_rates: list[float] = []
+    for _ in range(args.pairs):
+        proc.suspend()
+        try:
+            paused = produce_for(producer, args.window, errors)
+        finally:
+            proc.resume()
+        running = produce_for(producer, args.window, errors)
+        if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+            log_line(f"cleaning ended inside a window: pair dropped ({paused:,.0f} / {running:,.0f} records/s)")
+            break
+        paused_rates.append(paused)
+        running_rates.append(running)
+        log_line(f"produce with the cleaner paused: {paused:,.0f} records/s, running: {running:,.0f} records/s "
+                 f"({running / paused:.2f})")
+    if paused_rates:
+        ratios = sorted(r / p for p, r in zip(paused_rates, running_rates))
+        log_line(f"alternating windows: {len(ratios)} pairs, mean rate paused {statistics.mean(paused_rates):,.0f} "
+                 f"running {statistics.mean(running_rates):,.0f} records/s; ratio of means "
+                 f"{statistics.mean(running_rates) / statistics.mean(paused_rates):.2f}, median pair ratio "
+                 f"{statistics.median(ratios):.2f} (min {ratios[0]:.2f}, max {ratios[-1]:.2f})")
 
 
 def set_cleaner_threads(admin: AdminClient, threads: int) -> None:
@@ -168,27 +213,32 @@ def in_broker(args: argparse.Namespace) -> None:
     try:
         broker = prepare_broker(workdir, args)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        produce_for(broker.bootstrap, 2)  # warm-up
-        before = produce_for(broker.bootstrap, args.window)
+        errors: list[Any] = []
+        producer = make_producer(broker.bootstrap, errors)
+        produce_for(producer, 2, errors)  # warm-up
+        before = produce_for(producer, args.window, errors)
         log_line(f"produce without cleaning: {before:,.0f} records/s")
         b = broker
         set_cleaner_threads(admin, 1)
-        wait_for("the cleaner to pick the log", lambda: metric(b, "moldau_log_cleaner_max_dirty_ratio") > 0, 60)
-        during = produce_for(broker.bootstrap, args.window)
+        wait_for("the cleaner process", lambda: cleaner_process(b) is not None, 60)
+        proc = cleaner_process(broker)
+        assert proc is not None
+        during = produce_for(producer, args.window, errors)
         runs = metric(broker, "moldau_log_cleaner_runs_total")
         overlap = "full" if runs == 0 else "partial (the cleaning finished inside the window)"
         log_line(f"produce during cleaning: {during:,.0f} records/s (overlap: {overlap})")
+        alternate(producer, proc, args, errors)
         wait_for("the cleaning to finish", lambda: _CLEANED.search(b.stderr_text()) is not None, 1800)
         set_cleaner_threads(admin, 0)
-        after = produce_for(broker.bootstrap, args.window)
+        after = produce_for(producer, args.window, errors)
         log_line(f"produce after cleaning: {after:,.0f} records/s")
         found = _CLEANED.search(broker.stderr_text())
         assert found is not None
         bytes_removed, seconds = int(found.group(3)), float(found.group(4))
         size = sum(p.stat().st_size for p in broker.partition_dir(COMPACTED).glob("*.log"))  # type: ignore[union-attr]
         cleaned = (size + bytes_removed) / 1e6
-        log_line(f"in-broker cleaning: ~{cleaned:.1f} MB in {seconds:.2f}s: {cleaned / seconds:.1f} MB/s "
-              f"({int(found.group(2)):,} records removed; part of it overlapped the produce window)")
+        log_line(f"in-broker cleaning: ~{cleaned:.1f} MB in {seconds:.2f}s including the paused windows: "
+                 f"{cleaned / seconds:.1f} MB/s ({int(found.group(2)):,} records removed)")
         log_line(f"ratio during/before: {during / before:.2f}; during/after: {during / after:.2f}; "
               f"during/mean(before, after): {2 * during / (before + after):.2f}")
     finally:
@@ -201,7 +251,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mib", type=int, default=1024, help="compacted log size, MiB of 100-byte records")
     ap.add_argument("--key-len", type=int, default=11)
-    ap.add_argument("--window", type=float, default=10.0, help="seconds of each produce measurement")
+    ap.add_argument("--window", type=float, default=4.0, help="seconds of each produce measurement")
+    ap.add_argument("--pairs", type=int, default=5, help="paused/running window pairs during the cleaning")
     ap.add_argument("--dedupe-buffer", type=int, default=256 * MiB, help="log.cleaner.dedupe.buffer.size")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="broker setting")
     ap.add_argument("--skip-standalone", action="store_true")

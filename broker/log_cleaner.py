@@ -37,6 +37,7 @@ class CleanerService:
         self.isolate = isolate
         self.threads = int(cfg.get("log.cleaner.threads"))
         self.backoff_s = int(cfg.get("log.cleaner.backoff.ms")) / 1000
+        self.nice = int(cfg.get("log.cleaner.nice"))
         # Kafka splits the dedupe buffer between the cleaner threads.
         dedupe = int(cfg.get("log.cleaner.dedupe.buffer.size")) // max(self.threads, 1)
         self.cleaner = LogCleaner(dedupe, float(cfg.get("log.cleaner.io.max.bytes.per.second")))
@@ -84,7 +85,7 @@ class CleanerService:
         # each process throttles itself; together they stay within log.cleaner.io.max.bytes.per.second
         job.io_max_bytes_per_second = self.cleaner.throttler.rate / max(self.threads, 1)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "moldau.storage.cleaner_process", str(os.getpid()),
+            sys.executable, "-m", "moldau.storage.cleaner_process", str(os.getpid()), str(self.nice),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         try:
             out, _ = await proc.communicate(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))

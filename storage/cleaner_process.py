@@ -1,10 +1,11 @@
-"""``python -m moldau.storage.cleaner_process <parent pid>``: runs one cleaning in its own process.
+"""``python -m moldau.storage.cleaner_process <parent pid> <niceness>``: runs one cleaning in its own process.
 
 The broker's cleaner starts this per cleaning (broker/log_cleaner.py) so the CPU-bound work runs in an interpreter
 of its own: on a thread it would hold the broker's GIL, and every produce or fetch request would first wait for
 the cleaner to let go of it. Reads a pickled :class:`~moldau.storage.cleaner_job.CleanJob` on stdin, writes the
 pickled ``("ok", JobResult | None)`` or ``("error", exception)`` to stdout. It dies with the broker (a cleaning
-must not go on writing files under a restarted broker).
+must not go on writing files under a restarted broker). ``niceness`` (log.cleaner.nice) lowers its CPU priority
+so that, when the cores are busy, the broker's request handling runs first and compaction takes what is left.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def _die_with_parent(parent_pid: int) -> None:
 
 def main() -> None:
     _die_with_parent(int(sys.argv[1]))
+    if int(sys.argv[2]) > 0:
+        os.nice(int(sys.argv[2]))
     job = pickle.load(sys.stdin.buffer)
     try:
         out: tuple[str, object] = ("ok", run_job(job))
