@@ -236,6 +236,7 @@ AT_LEAST_0, AT_LEAST_1 = Range(0), Range(1)
 TIMESTAMP_TYPES = OneOf(("CreateTime", "LogAppendTime"))
 CLEANUP_POLICIES = OneOf(("compact", "delete"))
 COMPRESSION_TYPES = OneOf(("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 
 BROKER_SETTINGS: tuple[Setting, ...] = (
@@ -263,8 +264,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        importance=H),
     # --- socket server
     _s("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Comma-separated NAME://host:port to listen on; "
-       "an empty host binds all interfaces, port 0 picks a free port. Only PLAINTEXT listeners are "
-       "supported.", ListenerSyntax(), H),
+       "an empty host binds all interfaces, port 0 picks a free port. The name's security protocol comes from "
+       "listener.security.protocol.map (see docs/security.md).", ListenerSyntax(), H),
     _s("advertised.listeners", "string", None, "Endpoints published to clients and other brokers; null = the "
        "same as listeners. Names must appear in listeners.", ListenerSyntax(), H),
     _s("listener.security.protocol.map", "string", DEFAULT_PROTOCOL_MAP, "Listener name to security "
@@ -451,10 +452,42 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        H),
     _s("producer.id.expiration.ms", "int", 86400000, "A producer id's sequence state is dropped this long "
        "after its last write.", AT_LEAST_1, L),
-    # --- secrets (declared so that they are never logged; SSL/SASL listeners are not supported yet)
-    _s("ssl.keystore.password", "password", None, "Reserved: SSL listeners are not supported yet."),
-    _s("ssl.key.password", "password", None, "Reserved: SSL listeners are not supported yet."),
-    _s("ssl.truststore.password", "password", None, "Reserved: SSL listeners are not supported yet."),
+    # --- TLS (PEM files only; per listener as listener.name.<name>.ssl.*, these are the fallback)
+    _s("ssl.keystore.type", "string", "JKS", "Format of ssl.keystore.location; Moldau reads only PEM (a file "
+       "with the certificate chain and the private key).", OneOf(("JKS", "PKCS12", "PEM"))),
+    _s("ssl.keystore.location", "string", None, "PEM file with this broker's certificate chain and private "
+       "key; required on SSL and SASL_SSL listeners."),
+    _s("ssl.keystore.password", "password", None, "Accepted for compatibility; a PEM key's password is "
+       "ssl.key.password."),
+    _s("ssl.key.password", "password", None, "Password of the (encrypted) private key in the PEM keystore."),
+    _s("ssl.truststore.type", "string", "JKS", "Format of ssl.truststore.location; Moldau reads only PEM.",
+       OneOf(("JKS", "PKCS12", "PEM"))),
+    _s("ssl.truststore.location", "string", None, "PEM file of the CA certificates that client certificates "
+       "(and, between brokers, broker certificates) are checked against."),
+    _s("ssl.truststore.password", "password", None, "Accepted for compatibility; PEM truststores have none."),
+    _s("ssl.client.auth", "string", "none", "Whether a TLS client must present a certificate.",
+       OneOf(("none", "requested", "required"))),
+    _s("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.",
+       importance=H),
+    _s("ssl.cipher.suites", "list", [], "OpenSSL cipher names allowed for TLSv1.2 (empty = OpenSSL's "
+       "defaults); TLSv1.3 suites are not configurable in Python's ssl."),
+    _s("ssl.endpoint.identification.algorithm", "string", "https", "How a broker checks another broker's "
+       "certificate when it connects to it: https = the host name must match; empty = not checked."),
+    # --- SASL
+    _s("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms served on SASL listeners; Moldau "
+       "implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.", importance=H),
+    _s("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism brokers use with each "
+       "other."),
+    _s("sasl.jaas.config", "password", None, "JAAS login context: PlainLoginModule with user_<name>=\"pw\" "
+       "entries for PLAIN, username/password for the broker's own inter-broker login. Per listener and "
+       "mechanism as listener.name.<name>.<mechanism>.sasl.jaas.config."),
+    _s("sasl.server.max.receive.size", "int", 524288, "Largest frame accepted before a connection has "
+       "authenticated; larger ones close it before any buffer is allocated.", AT_LEAST_1),
+    _s("connections.max.reauth.ms", "long", 0, "KIP-368: a SASL session lasts this long; the client must "
+       "re-authenticate on the same connection before it ends (SaslAuthenticate v1+ tells it when), else its "
+       "next request closes the connection. 0 = sessions do not expire.", AT_LEAST_0),
+    _s("connection.failed.authentication.delay.ms", "int", 100, "A failed authentication is answered (and "
+       "its connection closed) after this delay, to slow down password guessing.", AT_LEAST_0, L),
     # --- Moldau's own
     _s("metrics.port", "int", -1, "Port of the Prometheus /metrics endpoint; -1 = disabled, 0 = a free port "
        "(logged at start-up).", PORT),
@@ -711,11 +744,16 @@ class BrokerConfig:
         for s in BROKER_SETTINGS:
             raw = self.originals.get(s.name)
             self.values[s.name] = s.default if raw is None else s.parse(raw)
-        unknown = sorted(k for k in self.originals if k not in SETTINGS)
+        unknown = sorted(k for k in self.originals if k not in SETTINGS and not k.startswith("listener.name."))
         for key in unknown:
             log.warning("[broker %s] unknown configuration %r was supplied and is ignored",
                         self.broker_id, key)
         self._protocol_map = parse_protocol_map(self.values["listener.security.protocol.map"])
+        for name, proto in self._protocol_map.items():
+            if proto not in SECURITY_PROTOCOLS:
+                raise ConfigError("listener.security.protocol.map", f"listener {name}: unknown security "
+                                  f"protocol {proto} (one of {', '.join(SECURITY_PROTOCOLS)})",
+                                  self.values["listener.security.protocol.map"])
         self._listeners = self._endpoints("listeners", self.values["listeners"])
         adv = self.values["advertised.listeners"]
         self._advertised = self._listeners if adv is None else self._endpoints("advertised.listeners", adv)
@@ -747,10 +785,6 @@ class BrokerConfig:
             raise ConfigError(key, str(e), text) from None
         if not endpoints:
             raise ConfigError(key, "at least one listener is required", text)
-        for ep in endpoints:
-            if ep.security_protocol != "PLAINTEXT":
-                raise ConfigError(key, f"listener {ep.name} uses security protocol {ep.security_protocol}; "
-                                  "Moldau supports only PLAINTEXT listeners for now", text)
         return endpoints
 
     def _validate(self) -> None:
@@ -781,6 +815,9 @@ class BrokerConfig:
                                   for e in self._advertised):
             raise ConfigError("security.inter.broker.protocol", "no listener uses this protocol",
                               v["security.inter.broker.protocol"])
+        from moldau.broker.security.listener_config import validate_listener_security
+
+        validate_listener_security(self)
         if v["replica.fetch.wait.max.ms"] > v["replica.lag.time.max.ms"]:
             raise ConfigError("replica.fetch.wait.max.ms", "must not exceed replica.lag.time.max.ms",
                               v["replica.fetch.wait.max.ms"])

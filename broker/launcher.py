@@ -23,6 +23,10 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moldau.broker.security.launch import SecureSetup
 
 JAVA_DIR = Path("/usr/share/java")
 # ZooKeeperServerMain's run-time dependencies, by their Debian jar names (version-less symlinks).
@@ -235,6 +239,7 @@ class Cluster:
         self.data = Path(args.data).resolve()
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.stopping = False
+        self.secure: SecureSetup | None = None  # with --security sasl_ssl
 
     def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
         log = self.data / f"{name}.log"
@@ -267,6 +272,12 @@ class Cluster:
         zk = self._spawn("zookeeper", zookeeper_command(self.data / "zookeeper", p.zookeeper))
         self._wait_port("zookeeper", zk, p.zookeeper, 30)
         self.out.say(f"ZooKeeper     127.0.0.1:{p.zookeeper}   pid {zk.pid}   (data {self.data / 'zookeeper'})")
+        if a.security == "sasl_ssl":
+            from moldau.broker.security.launch import SecureSetup
+
+            self.secure = SecureSetup(self.data)
+            self.secure.create_users(f"127.0.0.1:{p.zookeeper}{a.chroot}")
+            self.out.say(f"security      SASL_SSL, users admin and broker   (files {self.secure.dir})")
         for i in range(a.brokers):
             broker_id, port, metrics = a.first_id + i, p.brokers[i], p.metrics[i]
             proc = self._spawn(f"broker-{broker_id}", self.broker_command(i))
@@ -286,6 +297,9 @@ class Cluster:
                "--override", f"zookeeper.connect=127.0.0.1:{p.zookeeper}{a.chroot}"]
         for key, value in replication_defaults(a.brokers).items():
             cmd += ["--override", f"{key}={value}"]
+        if self.secure is not None:
+            for key, value in self.secure.broker_overrides(p.brokers[i]).items():
+                cmd += ["--override", f"{key}={value}"]
         for override in a.override:  # the user's overrides come last, so they win
             cmd += ["--override", override]
         return cmd
@@ -300,6 +314,7 @@ class Cluster:
                 "                    admin clients can choose partitions and replication factor)\n"
                 f"  consume:          kcat -b {bootstrap} -C -t test -o beginning -e -f '%k:%s @%o p%p\\n'\n"
                 f"  brokers, leaders: kcat -b {bootstrap} -L\n"
+                f"{self.secure.usage(bootstrap) if self.secure is not None else ''}"
                 f"{self._prometheus_hint()}"
                 "Stop everything with Ctrl-C (or SIGTERM/SIGHUP to this process).\n")
 
@@ -367,6 +382,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--first-id", type=int, default=1, help="broker.id of the first broker (default 1)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting for every broker (may repeat)")
+    p.add_argument("--security", choices=["plaintext", "sasl_ssl"], default="plaintext",
+                   help="sasl_ssl: a throwaway CA, SCRAM-SHA-512 users admin/broker, one SASL_SSL listener per "
+                        "broker; prints the client settings (docs/security.md)")
     p.add_argument("--detach", action="store_true",
                    help="run in the background (output in <data>/launcher.log, pid in <data>/launcher.pid); "
                         "then `status` / `stop --data <data>`")

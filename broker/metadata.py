@@ -246,6 +246,17 @@ class StandaloneMetadata(MetadataStore):
         log.info("created topic %s with %d partitions", name, len(parts))
         return topic
 
+    async def add_partitions(self, name: str, additions: dict[int, list[int]]) -> None:
+        """CreatePartitions: the new partitions are led by their first replica (the only broker)."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic.")
+        for p, replicas in sorted(additions.items()):
+            topic.partitions[p] = PartitionState(p, replicas[0], 0, list(replicas), list(replicas))
+        self._save()
+        self._notify(name, topic)
+        log.info("topic %s now has %d partitions", name, len(topic.partitions))
+
     async def delete_topic(self, name: str) -> None:
         if name not in self._topics:
             raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic.")

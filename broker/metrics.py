@@ -35,6 +35,8 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
                                               max.connections.per.ip reached
     moldau_connections_evicted_total{reason}  (none) open connections closed by the broker: idle (longer than
                                               connections.max.idle.ms) or partial_request_memory
+    moldau_failed_authentication_total{listener}      SocketServer failed-authentication-total
+    moldau_successful_authentication_total{listener}  SocketServer successful-authentication-total
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -257,6 +259,12 @@ class BrokerMetrics:
         self.connections_evicted_total = Counter(
             "moldau_connections_evicted_total", "Open connections the broker closed (idle, partial_request_memory)",
             ["reason"], registry=r)
+        self.failed_authentication_total = Counter(
+            "moldau_failed_authentication_total", "SASL logins that failed (wrong password, unknown user, broken "
+            "exchange), by listener", ["listener"], registry=r)
+        self.successful_authentication_total = Counter(
+            "moldau_successful_authentication_total", "SASL logins that succeeded, by listener", ["listener"],
+            registry=r)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -296,6 +304,9 @@ class BrokerMetrics:
 
     def connection_evicted(self, reason: str) -> None:
         self.connections_evicted_total.labels(reason).inc()
+
+    def authentication(self, listener: str, ok: bool) -> None:
+        (self.successful_authentication_total if ok else self.failed_authentication_total).labels(listener).inc()
 
     def set_request_queue_size_callback(self, fn: Callable[[], float]) -> None:
         self.request_queue_size.set_function(_safe(fn, "moldau_request_queue_size"))

@@ -17,11 +17,15 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.apis import ADVERTISED_VERSIONS
 from moldau.broker.config import BrokerConfig, parse_ip_overrides
 from moldau.broker.request_channel import Request, RequestChannel
+from moldau.broker.security.credentials import CredentialStore
+from moldau.broker.security.listener_config import ListenerSecurity
+from moldau.broker.security.sasl import SaslAuthenticator, Step
+from moldau.broker.security.tls import ReloadingContext, TlsIO
 from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
@@ -37,6 +41,9 @@ from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.schema import assemble
 from moldau.protocol.types import INT16, INT32, DecodeError
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
+
 log = logging.getLogger("moldau.network")
 
 RECV_SIZE = 256 * 1024
@@ -51,6 +58,8 @@ class NetworkMetrics(Protocol):
     def connections(self, delta: int) -> None: ...
     def connection_refused(self, reason: str) -> None: ...
     def connection_evicted(self, reason: str) -> None: ...
+    def fetch_copied(self, n: int) -> None: ...
+    def authentication(self, listener: str, ok: bool) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +90,7 @@ class ConnectionLimits:
                    int(cfg.get("connections.max.idle.ms")), int(cfg.get("moldau.socket.partial.requests.max.bytes")))
 
 
-def supported_api_versions() -> list[dict[str, int]]:
+def supported_api_versions() -> list[ApiVersionsResponseApiKeys]:
     return ADVERTISED_VERSIONS
 
 
@@ -98,13 +107,20 @@ class Connection:
     def __init__(self, sock: socket.socket, peer: tuple[Any, ...], listener: str, channel: RequestChannel,
                  max_request_size: int, metrics: NetworkMetrics, on_close: Callable[[Connection], None],
                  recv_view: memoryview | None = None,
-                 on_partial: Callable[[Connection, int], None] | None = None) -> None:
+                 on_partial: Callable[[Connection, int], None] | None = None,
+                 tls: TlsIO | None = None, auth: SaslAuthenticator | None = None) -> None:
         self.sock = sock
+        self.tls = tls
+        self.auth = auth
+        self.max_request_size = max_request_size
         self.peer = peer
         self.listener = listener
         self.channel = channel
         self.metrics = metrics
-        self.decoder = FrameDecoder(max_request_size)
+        # Before SASL authentication frames are capped at sasl.server.max.receive.size (checked on the size
+        # prefix, before any buffer is allocated); the cap is raised once the client has logged in.
+        self.decoder = FrameDecoder(max_request_size if auth is None else auth.sec.max_receive_size)
+        self.principal = "User:ANONYMOUS"
         self.on_close = on_close
         self.on_partial = on_partial
         self.recv_view = recv_view if recv_view is not None else memoryview(bytearray(RECV_SIZE))
@@ -121,13 +137,21 @@ class Connection:
 
     async def run(self) -> None:
         view = self.recv_view
+        tls = self.tls
         try:
+            if tls is not None:
+                await tls.handshake()
             while True:
-                try:
-                    n = self.sock.recv_into(view)
-                except BlockingIOError:
-                    await self._readable()
-                    continue
+                if tls is not None:
+                    # recv_into fills `view` with decrypted bytes and returns without awaiting after that,
+                    # so the shared receive buffer is decoded before any other connection can use it.
+                    n = await tls.recv_into(view)
+                else:
+                    try:
+                        n = self.sock.recv_into(view)
+                    except BlockingIOError:
+                        await self._readable()
+                        continue
                 if n == 0:
                     return
                 t0 = time.perf_counter()
@@ -150,7 +174,7 @@ class Connection:
                     self.last_active = self.loop.time()
                     if not keep:
                         return
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError) as exc:  # ssl.SSLError is an OSError: a failed handshake ends here
             log.debug("connection %s ended: %s", self.name, exc)
         except asyncio.CancelledError:
             pass
@@ -174,6 +198,25 @@ class Connection:
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response; False closes the connection."""
         t0 = time.perf_counter()
+        auth = self.auth
+        if auth is not None:
+            if auth.wants(INT16.unpack_from(frame)[0] if len(frame) >= 2 else -1):
+                was = auth.authenticated
+                step, reply = await auth.on_frame(frame)
+                if reply is not None:
+                    await self._send_bytes(reply)
+                if step is Step.CLOSE:
+                    return False
+                if auth.authenticated and not was:
+                    self.principal = f"User:{auth.principal}"
+                    self.decoder.max_size = self.max_request_size
+                    self.metrics.authentication(self.listener, True)
+                if step is Step.REPLY:
+                    return True
+            elif auth.expired(time.monotonic()):
+                log.info("closing %s: its SASL session expired without re-authentication "
+                         "(connections.max.reauth.ms)", self.name)
+                return False
         try:
             api_key, version, correlation_id = peek_api(frame)
         except DecodeError as exc:
@@ -201,7 +244,8 @@ class Connection:
         except DecodeError as exc:
             log.warning("closing connection from %s: bad request header: %s", self.name, exc)
             return False
-        request = Request(header, api, frame, pos, self.peer[0], listener=self.listener, received_at=t0)
+        request = Request(header, api, frame, pos, self.peer[0], listener=self.listener, received_at=t0,
+                          principal=self.principal)
         request.done = self.loop.create_future()
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_request(request)
@@ -228,17 +272,30 @@ class Connection:
         total = len(out) + sum(len(obj) for _, obj in external)
         INT32.pack_into(out, 0, total - 4)
         self.metrics.network_busy(time.perf_counter() - t0)
-        sent_by_sendfile = 0
+        sent_by_sendfile = copied = 0
+        tls = self.tls
         for part in assemble(out, external):
             if isinstance(part, (bytes, bytearray, memoryview)):
-                await self.loop.sock_sendall(self.sock, part)
-            else:
+                if tls is None:
+                    await self.loop.sock_sendall(self.sock, part)
+                else:
+                    await tls.sendall(part)
+            elif tls is None:
                 for region in _regions(part):
                     sent_by_sendfile += await self._sendfile(region)
+            else:  # no sendfile through TLS: the record bytes are read and encrypted in user space
+                for region in _regions(part):
+                    await tls.send_file(region.fileobj, region.position, region.length)
+                    copied += int(region.length)
         self.metrics.bytes_out(total, sent_by_sendfile)
+        if copied:
+            self.metrics.fetch_copied(copied)
 
     async def _send_bytes(self, data: bytes | bytearray) -> None:
-        await self.loop.sock_sendall(self.sock, data)
+        if self.tls is None:
+            await self.loop.sock_sendall(self.sock, data)
+        else:
+            await self.tls.sendall(data)
         self.metrics.bytes_out(len(data), 0)
 
     async def _sendfile(self, region: Any) -> int:
@@ -289,8 +346,12 @@ class SocketServer:
 
     def __init__(self, listeners: list[tuple[str, str, int]], channel: RequestChannel, max_request_size: int,
                  metrics: NetworkMetrics, send_buffer: int = -1, receive_buffer: int = -1,
-                 limits: ConnectionLimits | None = None) -> None:
+                 limits: ConnectionLimits | None = None, security: dict[str, ListenerSecurity] | None = None,
+                 credentials: CredentialStore | None = None) -> None:
         self.listeners = listeners
+        self.security = security or {}
+        self.credentials = credentials
+        self._tls_contexts: dict[str, ReloadingContext] = {}
         self.channel = channel
         self.max_request_size = max_request_size
         self.metrics = metrics
@@ -307,6 +368,9 @@ class SocketServer:
         self._recv_view = memoryview(bytearray(RECV_SIZE))
 
     async def start(self) -> None:
+        for name, sec in self.security.items():
+            if sec.tls is not None:
+                self._tls_contexts[name] = ReloadingContext(sec.tls)
         for name, host, port in self.listeners:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             lsock = socket.socket(family, socket.SOCK_STREAM)
@@ -349,8 +413,15 @@ class SocketServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
             if self.receive_buffer > 0:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+            ctx = self._tls_contexts.get(name)
+            sec = self.security.get(name)
+            auth = None
+            if sec is not None and sec.sasl:
+                auth = SaslAuthenticator(sec, self.credentials, f"{peer[0]}:{peer[1]}",
+                                         lambda listener: self.metrics.authentication(listener, False))
             conn = Connection(sock, peer, name, self.channel, self.max_request_size, self.metrics,
-                              self._forget, self._recv_view, self._partial_changed)
+                              self._forget, self._recv_view, self._partial_changed,
+                              TlsIO(sock, ctx.get()) if ctx is not None else None, auth)
             self.connections.add(conn)
             self.per_ip[peer[0]] = self.per_ip.get(peer[0], 0) + 1
             self.metrics.connections(1)

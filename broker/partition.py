@@ -27,6 +27,7 @@ class FollowerState:
     last_fetch_ms: int = 0
     # The leader's log end offset when this follower last fetched.
     leader_leo_at_last_fetch: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET  # as its last fetch reported it (DeleteRecords waits on it)
 
 
 @dataclass(slots=True)
@@ -108,7 +109,8 @@ class Partition:
         return self.is_leader and self.high_watermark < self.leader_epoch_start_offset
 
     # ------------------------------------------------------------------ leader: followers and the ISR
-    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int,
+                        log_start_offset: int = UNKNOWN_OFFSET) -> bool:
         """A follower fetched from ``fetch_offset``: record its log end offset and whether it is caught up.
         Returns True when the high watermark advanced."""
         f = self.followers.get(replica_id)
@@ -122,9 +124,21 @@ class Partition:
         elif f.leader_leo_at_last_fetch != UNKNOWN_OFFSET and fetch_offset >= f.leader_leo_at_last_fetch:
             f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
         f.log_end_offset = fetch_offset
+        if log_start_offset >= 0:
+            f.log_start_offset = log_start_offset
         f.leader_leo_at_last_fetch = leo
         f.last_fetch_ms = now_ms
         return self.maybe_advance_high_watermark()
+
+    def low_watermark(self) -> int:
+        """Leader: the smallest log start offset among itself and the in-sync followers (Kafka's
+        lowWatermarkIfLeader, over the ISR); UNKNOWN_OFFSET until every such follower has reported one."""
+        low = self.log.log_start_offset
+        for r in self.isr:
+            if r != self.broker_id:
+                f = self.followers.get(r)
+                low = min(low, f.log_start_offset if f is not None else UNKNOWN_OFFSET)
+        return low
 
     def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
         """Followers in the ISR that have not caught up, or not fetched at all, within ``max_lag_ms``."""

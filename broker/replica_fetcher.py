@@ -22,6 +22,7 @@ from moldau.broker.partition import Partition
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.security import ClientSecurity
 from moldau.storage.errors import StorageError
 from moldau.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
@@ -78,6 +79,7 @@ class FetcherSettings:
     # Told (log dir, error) when writing a fetched batch fails with an I/O error: the replica manager takes the
     # dir offline, which also stops fetching for its partitions.
     on_log_dir_failure: Callable[[Path, BaseException], None] | None = None
+    security: ClientSecurity | None = None  # the login to the inter-broker listener (TLS/SASL), None = PLAINTEXT
 
 
 class Fetcher:
@@ -125,7 +127,7 @@ class Fetcher:
         if endpoint is None:
             raise ConnectionError(f"no address known for broker {self.source}")
         conn = BrokerConnection(endpoint[0], endpoint[1], client_id=f"broker-{self.settings.broker_id}-fetcher",
-                                request_timeout_ms=self.settings.socket_timeout_ms)
+                                request_timeout_ms=self.settings.socket_timeout_ms, security=self.settings.security)
         await conn.connect()
         self._conn = conn
         return conn
@@ -261,6 +263,10 @@ class Fetcher:
                     self.settings.on_log_dir_failure(log_.dir.parent, exc)
                     return False
             partition.update_follower_high_watermark(int(p["high_watermark"]))
+            # DeleteRecords on the leader: follow its log start offset (up to our own high watermark).
+            leader_start = min(int(p["log_start_offset"]), partition.high_watermark)
+            if leader_start > log_.log_start_offset and log_.maybe_increment_log_start_offset(leader_start):
+                partition.clamp_high_watermark()
             self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)
             return True
         if error in PARK:

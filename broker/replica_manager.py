@@ -86,6 +86,8 @@ class ReplicaManager:
         self.append_listeners: list[Callable[[TopicPartition], object]] = []
         # Called with the topic-partition when its high watermark advanced (acks=all, consumer fetches).
         self.hw_listeners: list[Callable[[TopicPartition], object]] = []
+        # Called with the topic-partition when a follower reported a new log start offset (DeleteRecords waits).
+        self.low_watermark_listeners: list[Callable[[TopicPartition], object]] = []
         # Called with (partition, became_leader) after a LeaderAndIsr or StopReplica changed its role; the follower
         # fetchers hook in here, so the LeaderAndIsr handler does not change.
         self.role_listeners: list[Callable[[Partition, bool], None]] = []
@@ -356,13 +358,20 @@ class ReplicaManager:
         return result
 
     # ------------------------------------------------------------------ leader: followers and the ISR
-    def update_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch: its log end offset, caught-up time, the HW, and an ISR expansion when due."""
+    def update_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int,
+                        log_start_offset: int = -1) -> None:
+        """A follower's fetch: its log end offset (and log start offset), caught-up time, the HW, and an ISR
+        expansion when due."""
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader:
             return
-        if partition.update_follower(replica_id, fetch_offset, self.clock.time_ms()):
+        follower = partition.followers.get(replica_id)
+        old_start = follower.log_start_offset if follower is not None else -1
+        if partition.update_follower(replica_id, fetch_offset, self.clock.time_ms(), log_start_offset):
             self._hw_changed((topic, index))
+        if log_start_offset > old_start and self.low_watermark_listeners:
+            for listener in self.low_watermark_listeners:
+                listener((topic, index))
         if replica_id not in partition.isr and replica_id in partition.replicas_to_add():
             self._change_isr(partition, [r for r in partition.replicas if r in partition.isr or r == replica_id])
 

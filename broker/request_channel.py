@@ -28,6 +28,8 @@ class Request:
     response: dict[str, Any] | None = None
     close_connection: bool = False
     done: asyncio.Future[None] | None = None
+    # Who sent it: "User:<name>" after SASL, "User:ANONYMOUS" on PLAINTEXT/SSL listeners (as Kafka's default).
+    principal: str = "User:ANONYMOUS"
 
     @property
     def api_key(self) -> int:

@@ -16,6 +16,7 @@ from moldau.broker.apis.context import (
     ConfigDeps,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
@@ -33,6 +34,13 @@ from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import RequestChannel
+from moldau.broker.security.credentials import (
+    USERS_FILE,
+    CredentialStore,
+    FileCredentialStore,
+    ZkCredentialStore,
+)
+from moldau.broker.security.listener_config import listener_security
 from moldau.broker.zk_mode import ZkMode
 from moldau.storage.config import SystemClock
 from moldau.storage.log_manager import LogManager
@@ -74,11 +82,13 @@ class BrokerServer:
         self.metadata: MetadataStore | None = None
         self.fetch_purgatory: Purgatory | None = None
         self.produce_purgatory: Purgatory | None = None
+        self.delete_records_purgatory: Purgatory | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.producer_ids: FileProducerIdManager | ZkProducerIdManager | None = None
         self.zk_mode: ZkMode | None = None
         self.channel: RequestChannel | None = None
         self.socket_server: SocketServer | None = None
+        self.scram_store: CredentialStore | None = None
         self.handler_pool: HandlerPool | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.metrics_port: int | None = None
@@ -117,6 +127,8 @@ class BrokerServer:
         rm.append_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(produce_purgatory.check_and_complete)
+        self.delete_records_purgatory = delete_records = Purgatory("DeleteRecords", LoopTimer(loop), self.broker_id)
+        rm.low_watermark_listeners.append(delete_records.check_and_complete)
         if self.zk_mode is not None:
             rm.isr_writer = self.zk_mode.write_isr
             self.fetcher_manager = ReplicaFetcherManager(FetcherSettings(
@@ -126,7 +138,8 @@ class BrokerServer:
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-                on_log_dir_failure=rm.log_dir_failed), self._endpoint_of)
+                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security),
+                self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
         rm.log_dir_failure_listeners.append(self._on_log_dir_failure)
         if self.zk_mode is not None:
@@ -135,10 +148,13 @@ class BrokerServer:
             self.producer_ids = FileProducerIdManager(self.log_dirs[0])
         self.channel = RequestChannel(int(cfg.get("queued.max.requests")))
         listeners = [(e.name, e.host, e.port) for e in cfg.listeners]
+        self.scram_store = self._credential_store()
         self.socket_server = SocketServer(listeners, self.channel, int(cfg.get("socket.request.max.bytes")),
                                           self.metrics, int(cfg.get("socket.send.buffer.bytes")),
                                           int(cfg.get("socket.receive.buffer.bytes")),
-                                          limits=ConnectionLimits.from_config(cfg))
+                                          limits=ConnectionLimits.from_config(cfg),
+                                          security={e.name: listener_security(cfg, e) for e in cfg.listeners},
+                                          credentials=self.scram_store)
         await self.socket_server.start()
         advertised = self.advertised_endpoints()
         by_listener = {name: BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
@@ -200,6 +216,7 @@ class BrokerServer:
         fetch, produce, producer_ids = self.fetch_purgatory, self.produce_purgatory, self.producer_ids
         assert rm is not None and metadata is not None and coordinator is not None
         assert fetch is not None and produce is not None and producer_ids is not None
+        assert self.delete_records_purgatory is not None
         cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None,
                                                     self.dynamic)
         if self.zk_mode is not None:
@@ -210,7 +227,14 @@ class BrokerServer:
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
-            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster))
+            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster),
+            partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory),
+            scram=self.scram_store)
+
+    def _credential_store(self) -> CredentialStore:
+        if self.zk_mode is not None:
+            return ZkCredentialStore(self.zk_mode.client)
+        return FileCredentialStore(self.log_dirs[0] / USERS_FILE)
 
     def _on_dynamic_config(self, current: BrokerConfig) -> None:
         """Dynamic broker configs changed: components that hold a copied value take the new one."""
@@ -318,6 +342,8 @@ class BrokerServer:
             self.fetch_purgatory.shutdown()
         if self.produce_purgatory is not None:
             self.produce_purgatory.shutdown()
+        if self.delete_records_purgatory is not None:
+            self.delete_records_purgatory.shutdown()
         if self.fetcher_manager is not None:
             await _bounded("replica fetchers", self.fetcher_manager.shutdown(), deadline)
         if self.replica_manager is not None:

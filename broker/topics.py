@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.broker.config import ConfigError, validate_topic_configs
 from moldau.broker.controller.assignment import AssignmentError, assign_replicas
 from moldau.broker.metadata import TopicError
 from moldau.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from moldau.protocol.typed import CreateTopicsRequestTopicsAssignments
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -44,7 +47,8 @@ def _collides(ctx: Any, name: str) -> str | None:
 
 
 def plan_topic(ctx: Any, name: str, num_partitions: int, replication_factor: int,
-               assignments: list[dict[str, Any]], configs: dict[str, str]) -> dict[int, list[int]]:
+               assignments: list[CreateTopicsRequestTopicsAssignments], configs: dict[str, str]
+               ) -> dict[int, list[int]]:
     """Validate a creation request and return its replica assignment; raises TopicCreationError."""
     error = topic_name_error(name)
     if error is not None:

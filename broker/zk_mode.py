@@ -14,17 +14,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from moldau.broker.config import BrokerConfig
 from moldau.broker.controller.controller import Controller, ControllerSettings
 from moldau.broker.controller.zk import KafkaZk, ZkClient
 from moldau.broker.controller.zk_configs import ConfigChangeWatcher, ZkConfigStore
 from moldau.broker.controller.zk_data import BrokerInfo, LeaderIsr
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
-from moldau.broker.metadata import BrokerEndpoint, new_cluster_id, read_meta_broker_id
+from moldau.broker.metadata import BrokerEndpoint, TopicError, new_cluster_id, read_meta_broker_id
 from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -88,6 +91,55 @@ class ZkCluster:
         # too) applies the change when its /config/changes watch fires.
         await self.configs.write(entity_type, name, configs)
 
+    # --- partition admin: CreatePartitions writes the topic znode (any broker may, as AdminZkClient does; the
+    # handler only runs on the controller), ElectLeaders runs on the active controller's event queue.
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        found = await self.zk.assignment(topic)
+        if found is None:
+            return None
+        # A partition being reassigned counts with its target replicas (without those being removed).
+        return {p: [r for r in rs if r not in found.removing.get(p, [])] for p, rs in found.partitions.items()}
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        try:
+            assignment = await self.zk.add_partitions(topic, additions)
+        except NoNodeError:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.") from None
+        except BadVersionError:
+            raise TopicError(ErrorCode.INVALID_REQUEST, f"The partitions of topic '{topic}' changed while they "
+                                                        "were being added; retry") from None
+        if timeout_ms is None:
+            return
+        count = len(assignment.partitions)
+        if not await self.cache.wait_for(lambda: _has_leaders(self.cache, topic, count), timeout_ms):
+            raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"The partitions of topic '{topic}' were added, but not "
+                                                          f"all had leaders within {timeout_ms} ms")
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        if not self.controller.active:
+            wanted = partitions if partitions is not None else [
+                (t.name, p) for t in self.cache.topics().values() for p in t.partitions]
+            return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
+        return await self.controller.admin.elect_leaders(election_type, partitions)
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.reassign(wanted)
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        if not self.controller.active:
+            return None
+        return await self.controller.admin.list_reassignments(wanted)
+
+
+def _has_leaders(cache: MetadataCache, topic: str, count: int) -> bool:
+    t = cache.topic(topic)
+    return t is not None and len(t.partitions) >= count and all(s.leader >= 0 for s in t.partitions.values())
+
 
 class ZkMode:
     def __init__(self, config: BrokerConfig, log_dirs: list[Path], broker_id: int) -> None:
@@ -97,6 +149,7 @@ class ZkMode:
         self.client = ZkClient(str(cfg.get("zookeeper.connect")), int(cfg.get("zookeeper.session.timeout.ms")),
                                cfg.zookeeper_connection_timeout_ms)
         self.zk = KafkaZk(self.client)
+        self.inter_broker_security = inter_broker_security(cfg)
         self.controller: Controller | None = None
         self.cache: MetadataCache | None = None
         self.broker_epoch = -1
@@ -144,7 +197,7 @@ class ZkMode:
             imbalance_check_interval_s=float(cfg.get("leader.imbalance.check.interval.seconds")),
             imbalance_percentage=int(cfg.get("leader.imbalance.per.broker.percentage")),
             socket_timeout_ms=int(cfg.get("controller.socket.timeout.ms")),
-            listener_name=cfg.inter_broker_listener_name)
+            listener_name=cfg.inter_broker_listener_name, security=self.inter_broker_security)
         self.controller = Controller(broker_id, self.zk, settings, lambda: self.broker_epoch)
         controller = self.controller
         self.cache = MetadataCache(broker_id, cluster_id, endpoint, self.zk, lambda: controller.active,
@@ -231,7 +284,8 @@ class ZkMode:
             return ErrorCode.NOT_CONTROLLER, []
         cfg = self.config
         async with BrokerConnection(info.host, info.port, client_id=f"broker-{broker_id}-controlled-shutdown",
-                                    request_timeout_ms=int(cfg.get("controller.socket.timeout.ms"))) as conn:
+                                    request_timeout_ms=int(cfg.get("controller.socket.timeout.ms")),
+                                    security=self.inter_broker_security) as conn:
             response = await conn.send(api_for(ApiKey.CONTROLLED_SHUTDOWN),
                                        {"broker_id": broker_id, "broker_epoch": self.broker_epoch})
         remaining = [(p["topic_name"], p["partition_index"]) for p in response["remaining_partitions"]]

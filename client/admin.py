@@ -13,9 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.admin_configs import ConfigsAdmin
+from moldau.admin_scram import ScramAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
-from moldau.errors import KafkaError, UnsupportedVersionError
+from moldau.errors import KafkaError
+from moldau.partition_admin import (  # noqa: F401  (re-exported: moldau.admin.NewPartitions, ...)
+    LogDirDescription,
+    NewPartitions,
+    PartitionAdmin,
+    ReplicaInfo,
+)
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.create_topics import CREATE_TOPICS
 from moldau.protocol.messages.delete_topics import DELETE_TOPICS
@@ -59,7 +66,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(ConfigsAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -183,13 +190,6 @@ class AdminClient(ConfigsAdmin):
                 if isinstance(value, KafkaError):
                     raise value
         return results
-
-    # ------------------------------------------------------------------ not served by the broker yet
-    async def create_partitions(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedVersionError("CreatePartitions is not served by the broker yet")
-
-    async def delete_records(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedVersionError("DeleteRecords is not served by the broker yet")
 
     # ------------------------------------------------------------------ controller routing
     async def _controller_conn(self) -> Any:

@@ -307,7 +307,8 @@ class Cluster:
         if self._closed:
             raise NotConnectedError("client is closed")
         host, port = self._address(node_id)
-        conn = BrokerConnection(host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms)
+        conn = BrokerConnection(host, port, client_id=self.client_id, request_timeout_ms=self.request_timeout_ms,
+                                security=getattr(self.config, "security", None))
         try:
             await conn.connect(self._connect_timeout_s)
         except ConnectFailedError:

@@ -46,7 +46,15 @@ COMMON_KEYS: dict[str, ConfigKey] = dict([
     _k("socket.connection.setup.timeout.ms", int, 10000, minimum=0),
     _k("connections.max.idle.ms", int, 540000, minimum=-1),
     _k("allow.auto.create.topics", bool, True),
-    _k("security.protocol", str, "PLAINTEXT", choices=("PLAINTEXT",)),
+    _k("security.protocol", str, "PLAINTEXT", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _k("sasl.mechanism", str, "GSSAPI"),
+    _k("sasl.username", str, None, nullable=True),
+    _k("sasl.password", str, None, nullable=True),
+    _k("ssl.ca.location", str, None, nullable=True),
+    _k("ssl.certificate.location", str, None, nullable=True),
+    _k("ssl.key.location", str, None, nullable=True),
+    _k("ssl.key.password", str, None, nullable=True),
+    _k("ssl.endpoint.identification.algorithm", str, "https", choices=("https", "none")),
     _k("client.dns.lookup", str, "use_all_dns_ips"),
 ])
 
@@ -95,9 +103,13 @@ CONSUMER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
 ADMIN_KEYS: dict[str, ConfigKey] = dict(COMMON_KEYS)
 
 
+_ALIASES = {"sasl.mechanisms": "sasl.mechanism"}  # librdkafka accepts both spellings
+
+
 def kafka_name(key: str) -> str:
     """``linger_ms`` -> ``linger.ms`` (Kafka names pass through unchanged)."""
-    return key.replace("_", ".")
+    name = key.replace("_", ".")
+    return _ALIASES.get(name, name)
 
 
 def _convert(spec: ConfigKey, value: Any) -> Any:
@@ -198,6 +210,10 @@ class ClientConfig:
 
     def _check_relations(self) -> None:
         v = self._values
+        if "security.protocol" in v:
+            from moldau.security import security_from_config
+
+            self.security = security_from_config(v)
         if "reconnect.backoff.max.ms" in v and v["reconnect.backoff.max.ms"] < v["reconnect.backoff.ms"]:
             v["reconnect.backoff.max.ms"] = v["reconnect.backoff.ms"]  # Kafka: max is raised to the base
 

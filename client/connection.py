@@ -45,8 +45,10 @@ from moldau.protocol.header import (
     response_header_version,
 )
 from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.messages.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from moldau.protocol.schema import Api
 from moldau.protocol.types import INT16, INT32, DecodeError
+from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.client.connection")
 
@@ -92,8 +94,9 @@ class BrokerConnection:
     """
 
     def __init__(self, host: str, port: int, *, client_id: str = "moldau", request_timeout_ms: int = 30000,
-                 max_frame_bytes: int = 100 * 1024 * 1024) -> None:
+                 max_frame_bytes: int = 100 * 1024 * 1024, security: ClientSecurity | None = None) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -159,9 +162,17 @@ class BrokerConnection:
         error: ConnectFailedError | None = None
         try:
             async with asyncio.timeout(timeout_s):
-                transport, _ = await loop.create_connection(lambda: _Protocol(self), self.host, self.port)
+                sec = self.security
+                if sec is not None and sec.ssl_context is not None:
+                    transport, _ = await loop.create_connection(
+                        lambda: _Protocol(self), self.host, self.port, ssl=sec.ssl_context,
+                        server_hostname=self.host if sec.check_hostname else "")
+                else:
+                    transport, _ = await loop.create_connection(lambda: _Protocol(self), self.host, self.port)
                 self._transport = transport
                 await self._handshake()
+                if sec is not None and sec.sasl:
+                    await self._sasl_login(sec)
         except TimeoutError:
             error = ConnectFailedError(f"{where}: connect timed out after {timeout_s}s")
         except (OSError, KafkaError, UnsupportedVersionError, CorruptResponseError) as exc:
@@ -186,6 +197,22 @@ class BrokerConnection:
         if response["error_code"] != ErrorCode.NONE:
             raise KafkaError(response["error_code"], "ApiVersions failed")
         self._api_versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+
+    async def _sasl_login(self, sec: ClientSecurity) -> None:
+        """SaslHandshake v1 and SaslAuthenticate (v1+ answer errors in-band), before any other request."""
+        hs = await self._request(SASL_HANDSHAKE, {"mechanism": sec.mechanism}, 1, timeout_ms=None)
+        if hs["error_code"] != ErrorCode.NONE:
+            raise KafkaError(hs["error_code"], f"SASL mechanism {sec.mechanism} refused; the broker offers "
+                             f"{', '.join(hs['mechanisms'])}")
+        version = self.version_for(SASL_AUTHENTICATE)
+
+        async def exchange(token: bytes) -> bytes:
+            r = await self._request(SASL_AUTHENTICATE, {"auth_bytes": token}, version, timeout_ms=None)
+            if r["error_code"] != ErrorCode.NONE:
+                raise KafkaError(r["error_code"], r["error_message"])
+            return bytes(r["auth_bytes"])
+
+        await sec.login(exchange)
 
     async def close(self) -> None:
         """Closes the connection; pending requests fail with :class:`NotConnectedError`. Idempotent."""

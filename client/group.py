@@ -85,6 +85,9 @@ class GroupMember:
         self.cooperative = all(a in COOPERATIVE for a in self.assignors)
         self.last_added: set[TopicPartition] = set()
         self._lost: set[TopicPartition] = set()
+        # The leader's view of the partition counts it assigned from (Kafka's assignment snapshot): when the
+        # refreshed metadata shows another count (CreatePartitions), the leader rejoins so the group rebalances.
+        self._assigned_counts: dict[str, int] = {}
 
     # ------------------------------------------------------------------ coordinator requests
     async def _send(self, api: Any, body: dict[str, Any], max_version: int | None = None) -> dict[str, Any]:
@@ -107,9 +110,21 @@ class GroupMember:
     def subscription_changed(self) -> bool:
         return sorted(self._topics()) != self._joined_topics
 
+    def partition_counts_changed(self) -> bool:
+        """Leader only: a subscribed topic's partition count differs from the one the assignment was made for."""
+        if not self.leader or not self._assigned_counts:
+            return False
+        for topic, count in self._assigned_counts.items():
+            parts = self.cluster.partitions_for(topic)
+            if parts is not None and len(parts) != count:
+                log.info("group %s: topic %s now has %d partitions (assigned for %d); rebalancing",
+                         self.group_id, topic, len(parts), count)
+                return True
+        return False
+
     async def ensure_active(self) -> set[TopicPartition] | None:
         """Rejoins if needed; returns the new assignment after a rebalance, else None."""
-        if not self.needs_join and not self.subscription_changed():
+        if not self.needs_join and not self.subscription_changed() and not self.partition_counts_changed():
             return None
         if self._lost:
             lost, self._lost = self._lost, set()
@@ -206,6 +221,7 @@ class GroupMember:
             if parts:
                 counts[topic] = len(parts)
         assert self.protocol is not None
+        self._assigned_counts = dict(counts)
         plan = ASSIGNORS[self.protocol](subs, counts)
         return [{"member_id": m, "assignment": encode_assignment(tps)} for m, tps in plan.items()]
 

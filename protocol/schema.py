@@ -424,17 +424,22 @@ class Api:
             self._cache[key] = fn
         return fn
 
+    # The cache holds both kinds of codec (Any); each accessor names its type once (warn_return_any).
     def request_decoder(self, version: int) -> Decoder:
-        return self._get("req_dec", version)
+        fn: Decoder = self._get("req_dec", version)
+        return fn
 
     def request_encoder(self, version: int) -> Encoder:
-        return self._get("req_enc", version)
+        fn: Encoder = self._get("req_enc", version)
+        return fn
 
     def response_decoder(self, version: int) -> Decoder:
-        return self._get("resp_dec", version)
+        fn: Decoder = self._get("resp_dec", version)
+        return fn
 
     def response_encoder(self, version: int) -> Encoder:
-        return self._get("resp_enc", version)
+        fn: Encoder = self._get("resp_enc", version)
+        return fn
 
     def encode_request(self, version: int, body: dict[str, Any]) -> bytes:
         return self._encode(self.request_encoder(version), body)

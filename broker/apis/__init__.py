@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
 from moldau.broker.apis.configs import (
@@ -16,6 +16,7 @@ from moldau.broker.apis.context import (
     ConfigDeps,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ProducerIdSource,
     ReplicaDeps,
     TopicDeps,
@@ -42,19 +43,39 @@ from moldau.broker.apis.leader_epoch import handle_offset_for_leader_epoch
 from moldau.broker.apis.list_offsets import handle_list_offsets
 from moldau.broker.apis.metadata import handle_metadata
 from moldau.broker.apis.offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
+from moldau.broker.apis.partition_admin import (
+    handle_alter_partition_reassignments,
+    handle_create_partitions,
+    handle_delete_records,
+    handle_describe_log_dirs,
+    handle_elect_leaders,
+    handle_list_partition_reassignments,
+)
 from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.sasl import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+    handle_sasl_authenticate,
+    handle_sasl_handshake,
+)
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
+from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
+
 D = TypeVar("D")
+B = TypeVar("B")  # the request body's type: a TypedDict of moldau.protocol.typed, or dict[str, Any]
 Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
 
 
-def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, dict[str, Any]], Any]) -> Route:
-    """A route hands its handler only its family's dependencies; mypy checks that the two match."""
+def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, B], Any]) -> Route:
+    """A route hands its handler only its family's dependencies; mypy checks that the two match. The decoded
+    body is a plain dict with every declared field, which is what the handler's body TypedDict describes."""
 
-    def run(ctx: BrokerContext, request: Request, body: dict[str, Any]) -> Any:
+    def run(ctx: BrokerContext, request: Request, body: Any) -> Any:
         return handler(family(ctx), request, body)
 
     run.__name__ = run.__qualname__ = handler.__name__
@@ -81,11 +102,23 @@ def _producer_ids(c: BrokerContext) -> ProducerIdSource:
     return c.producer_ids
 
 
+def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
+    return c.partition_admin
+
+
+def _scram(c: BrokerContext) -> CredentialStore | None:
+    return c.scram
+
+
+def _nothing(c: BrokerContext) -> object:
+    return None
+
+
 def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
-def _api_versions(c: BrokerContext) -> list[dict[str, int]]:
+def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
 
@@ -114,7 +147,20 @@ ROUTES: dict[int, Route] = {
     ApiKey.UPDATE_METADATA: route(_control, handle_update_metadata),
     ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
+    ApiKey.SASL_HANDSHAKE: route(_nothing, handle_sasl_handshake),
+    ApiKey.SASL_AUTHENTICATE: route(_nothing, handle_sasl_authenticate),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
 }
+# The partition and record admin APIs (broker/apis/partition_admin.py).
+ROUTES.update({
+    ApiKey.CREATE_PARTITIONS: route(_partition_admin, handle_create_partitions),
+    ApiKey.DELETE_RECORDS: route(_partition_admin, handle_delete_records),
+    ApiKey.ELECT_LEADERS: route(_partition_admin, handle_elect_leaders),
+    ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
 # Topic and broker configs (issue 10).
 ROUTES.update({
     ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
@@ -125,4 +171,4 @@ ROUTES.update({
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.
 ADVERTISED: frozenset[int] = frozenset(ROUTES)
-ADVERTISED_VERSIONS: list[dict[str, int]] = api_versions_table(ADVERTISED)
+ADVERTISED_VERSIONS: list[ApiVersionsResponseApiKeys] = api_versions_table(ADVERTISED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ConfigDeps
 from moldau.broker.config import ConfigError
@@ -29,6 +29,21 @@ from moldau.broker.metadata import TopicError
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AlterConfigsRequest,
+        AlterConfigsRequestResourcesConfigs,
+        AlterConfigsResponse,
+        AlterConfigsResponseResponses,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        DescribeConfigsResponseResults,
+        DescribeConfigsResponseResultsConfigs,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsRequestResourcesConfigs,
+        IncrementalAlterConfigsResponse,
+    )
 
 log = logging.getLogger("moldau.apis.configs")
 
@@ -58,13 +73,14 @@ def _entity(ctx: ConfigDeps, rtype: int, name: str) -> tuple[str, str]:
 
 
 def _error_entry(rtype: int, name: str, code: ErrorCode = ErrorCode.NONE, message: str | None = None
-                 ) -> dict[str, Any]:
+                 ) -> AlterConfigsResponseResponses:
+    # Also the head of a DescribeConfigs result and of an IncrementalAlterConfigs response (same fields).
     return {"error_code": code, "error_message": message, "resource_type": rtype, "resource_name": name}
 
 
 # ------------------------------------------------------------------ DescribeConfigs
 
-def _shape(d: Described, synonyms: bool, documentation: bool) -> dict[str, Any]:
+def _shape(d: Described, synonyms: bool, documentation: bool) -> DescribeConfigsResponseResultsConfigs:
     return {"name": d.name, "value": d.value, "read_only": d.read_only, "is_default": d.source == DEFAULT_CONFIG,
             "config_source": d.source, "is_sensitive": d.sensitive,
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in d.synonyms] if synonyms else [],
@@ -83,23 +99,24 @@ async def _describe(ctx: ConfigDeps, rtype: int, name: str) -> list[Described]:
     return ctx.dynamic.describe_broker()
 
 
-async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: DescribeConfigsRequest
+                                  ) -> DescribeConfigsResponse:
     version = request.version
     synonyms = version >= 1 and bool(body["include_synonyms"])
     documentation = version >= 3 and bool(body["include_documentation"])
-    results = []
+    results: list[DescribeConfigsResponseResults] = []
     for r in body["resources"]:
         rtype, name, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
-        entry: dict[str, Any] = {**_error_entry(rtype, name), "configs": []}
+        entry: DescribeConfigsResponseResults = {**_error_entry(rtype, name), "configs": []}
         results.append(entry)
         try:
             described = await _describe(ctx, rtype, name)
         except ResourceError as exc:
-            entry.update(error_code=exc.code, error_message=exc.message)
+            entry.update({"error_code": exc.code, "error_message": exc.message})
             continue
         except Exception as exc:  # ZooKeeper unreachable
             log.warning("describing %s %r failed: %r", rtype, name, exc)
-            entry.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+            entry.update({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": str(exc)})
             continue
         wanted = None if keys is None else set(keys)  # null: every config; [] none (as Kafka)
         entry["configs"] = [_shape(d, synonyms, documentation) for d in described
@@ -125,20 +142,20 @@ async def _write(ctx: ConfigDeps, entity_type: str, entity: str, configs: dict[s
 
 
 async def _alter_one(ctx: ConfigDeps, rtype: int, name: str,
-                     run: Callable[[str, str], Awaitable[None]]) -> dict[str, Any]:
+                     run: Callable[[str, str], Awaitable[None]]) -> AlterConfigsResponseResponses:
     entry = _error_entry(rtype, name)
     try:
         entity_type, entity = _entity(ctx, rtype, name)
         await run(entity_type, entity)
     except ResourceError as exc:
-        entry.update(error_code=exc.code, error_message=exc.message)
+        entry.update({"error_code": exc.code, "error_message": exc.message})
     except ConfigError as exc:
-        entry.update(error_code=ErrorCode.INVALID_CONFIG, error_message=str(exc))
+        entry.update({"error_code": ErrorCode.INVALID_CONFIG, "error_message": str(exc)})
     except TopicError as exc:
-        entry.update(error_code=exc.code, error_message=exc.message)
+        entry.update({"error_code": exc.code, "error_message": exc.message})
     except Exception as exc:  # ZooKeeper unreachable
         log.warning("altering configs of %s %r failed: %r", rtype, name, exc)
-        entry.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(exc))
+        entry.update({"error_code": ErrorCode.UNKNOWN_SERVER_ERROR, "error_message": str(exc)})
     return entry
 
 
@@ -149,14 +166,16 @@ def _duplicates(names: list[str]) -> ResourceError | None:
     return None
 
 
-async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: AlterConfigsRequest
+                               ) -> AlterConfigsResponse:
     """The whole set of overrides is replaced by the given one (null values are dropped, as in Kafka)."""
     validate_only = bool(body["validate_only"])
-    responses = []
+    responses: list[AlterConfigsResponseResponses] = []
     for r in body["resources"]:
         entries = r["configs"]
 
-        async def run(entity_type: str, entity: str, entries: list[dict[str, Any]] = entries) -> None:
+        async def run(entity_type: str, entity: str,
+                      entries: list[AlterConfigsRequestResourcesConfigs] = entries) -> None:
             dup = _duplicates([c["name"] for c in entries])
             if dup is not None:
                 raise dup
@@ -177,14 +196,15 @@ def _current_text(ctx: ConfigDeps, entity_type: str, name: str) -> str | None:
     return setting.format(cfg.get(name)) if setting is not None else None
 
 
-async def handle_incremental_alter_configs(ctx: ConfigDeps, request: Request, body: dict[str, Any]
-                                           ) -> dict[str, Any]:
+async def handle_incremental_alter_configs(ctx: ConfigDeps, request: Request, body: IncrementalAlterConfigsRequest
+                                           ) -> IncrementalAlterConfigsResponse:
     validate_only = bool(body["validate_only"])
-    responses = []
+    responses: list[AlterConfigsResponseResponses] = []  # the same shape as IncrementalAlterConfigs' entries
     for r in body["resources"]:
         entries = r["configs"]
 
-        async def run(entity_type: str, entity: str, entries: list[dict[str, Any]] = entries) -> None:
+        async def run(entity_type: str, entity: str,
+                      entries: list[IncrementalAlterConfigsRequestResourcesConfigs] = entries) -> None:
             dup = _duplicates([c["name"] for c in entries])
             if dup is not None:
                 raise dup

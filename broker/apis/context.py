@@ -11,7 +11,7 @@ to ZooKeeper themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
@@ -19,8 +19,12 @@ from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.config import Clock
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsResponseApiKeys
 
 
 class ClusterControl(Protocol):
@@ -40,6 +44,31 @@ class ClusterControl(Protocol):
         """Run by the active controller: move the broker's leaderships away; (error, partitions still led)."""
         ...
 
+    # --- partition admin (CreatePartitions, ElectLeaders): see broker/apis/partition_admin.py
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        """The topic's replica assignment as the cluster's source of truth has it (None: no such topic)."""
+        ...
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        """Adds partitions; ``timeout_ms`` bounds the wait until they have leaders (None: do not wait). Raises
+        TopicError."""
+        ...
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Run by the active controller: preferred (0) or unclean (1) election; None: every partition."""
+        ...
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        """Run by the active controller: start (replicas) or cancel (None); None when not the controller."""
+        ...
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        """(replicas, adding, removing) of the reassignments in progress; None when not the controller."""
+        ...
+
     # --- dynamic configs (DescribeConfigs / AlterConfigs)
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         """The config overrides of an entity: ("topics", topic) or ("brokers", "<default>" | broker id)."""
@@ -52,8 +81,10 @@ class ClusterControl(Protocol):
 
 
 class StandaloneCluster:
-    """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Dynamic
-    configs live in its metadata file and apply at once."""
+    """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Its topics
+    live in ``metadata`` (StandaloneMetadata), where CreatePartitions adds partitions; with one broker every
+    leader is already the preferred and only replica, so ElectLeaders has nothing to do. Dynamic configs live in
+    its metadata file and apply at once."""
 
     def __init__(self, metadata: StandaloneMetadata | None = None, dynamic: DynamicBrokerConfig | None = None) -> None:
         self.metadata = metadata
@@ -70,6 +101,45 @@ class StandaloneCluster:
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
         return ErrorCode.NOT_CONTROLLER, []
+
+    async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
+        t = self.metadata.topic(topic) if self.metadata is not None else None
+        return None if t is None else {p: list(s.replicas) for p, s in t.partitions.items()}
+
+    async def create_partitions(self, topic: str, additions: dict[int, list[int]], timeout_ms: int | None) -> None:
+        if self.metadata is None:
+            raise RuntimeError("StandaloneCluster was built without its metadata")
+        await self.metadata.add_partitions(topic, additions)
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        topics = self.metadata.topics() if self.metadata is not None else {}
+        wanted = [(t, p) for t in topics for p in topics[t].partitions] if partitions is None else partitions
+        return {tp: (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+                if tp[0] in topics and tp[1] in topics[tp[0]].partitions
+                else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.") for tp in wanted}
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+        """One broker: its replicas can only stay where they are."""
+        topics = self.metadata.topics() if self.metadata is not None else {}
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for (t, p), target in wanted.items():
+            if t not in topics or p not in topics[t].partitions:
+                out[(t, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                out[(t, p)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment in progress.")
+            elif target != topics[t].partitions[p].replicas:
+                out[(t, p)] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                               f"Replica assignment has brokers that are not alive: "
+                               f"{[r for r in target if r not in topics[t].partitions[p].replicas] or target}")
+            else:
+                out[(t, p)] = (ErrorCode.NONE, None)
+        return out
+
+    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+        return {}
 
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
         if self.metadata is None:
@@ -136,6 +206,16 @@ class ControlDeps:
 
 
 @dataclass(slots=True)
+class PartitionAdminDeps:
+    """CreatePartitions, DeleteRecords, ElectLeaders, DescribeLogDirs (broker/apis/partition_admin.py)."""
+
+    topics: TopicDeps
+    cluster: ClusterControl
+    replica_manager: ReplicaManager
+    delete_records_purgatory: Purgatory
+
+
+@dataclass(slots=True)
 class ConfigDeps:
     """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
 
@@ -154,5 +234,7 @@ class BrokerContext:
     groups: GroupDeps
     control: ControlDeps
     producer_ids: ProducerIdSource
-    api_versions: list[dict[str, int]]
+    api_versions: list[ApiVersionsResponseApiKeys]
+    partition_admin: PartitionAdminDeps
     configs: ConfigDeps
+    scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)

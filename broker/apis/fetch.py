@@ -9,36 +9,46 @@ with sendfile.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        FetchRequest,
+        FetchResponse,
+        FetchResponseResponses,
+        FetchResponseResponsesPartitions,
+    )
+
 READ_UNCOMMITTED = 0
 
 
-def _read_all(ctx: ReplicaDeps, body: dict[str, Any], version: int) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
+              ) -> tuple[list[FetchResponseResponses], int, bool]:
     consumer = body["replica_id"] < 0
     budget = body["max_bytes"] if version >= 3 else 1 << 31
     total = 0
     error = False
-    responses = []
+    responses: list[FetchResponseResponses] = []
     rm = ctx.replica_manager
     for t in body["topics"]:
         name = t["topic"]
-        partitions = []
+        partitions: list[FetchResponseResponsesPartitions] = []
         for p in t["partitions"]:
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
             r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0),
                         current_leader_epoch=-1 if consumer else p["current_leader_epoch"])
-            entry: dict[str, Any] = {"partition_index": index, "error_code": r.error,
-                                     "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
-                                     "log_start_offset": r.log_start_offset, "aborted_transactions": None,
-                                     "preferred_read_replica": -1,
-                                     "records": b"" if r.records is None else r.records}
+            entry: FetchResponseResponsesPartitions = {
+                "partition_index": index, "error_code": r.error,
+                "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
+                "log_start_offset": r.log_start_offset, "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": b"" if r.records is None else r.records}
             if r.error != ErrorCode.NONE:
                 error = True
                 entry["records"] = b""  # Kafka sends empty records, never null (librdkafka rejects -1)
@@ -48,14 +58,14 @@ def _read_all(ctx: ReplicaDeps, body: dict[str, Any], version: int) -> tuple[lis
     return responses, total, error
 
 
-def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
+def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
 
 class DelayedFetch(DelayedOperation):
     __slots__ = ("ctx", "body", "version", "future")
 
-    def __init__(self, ctx: ReplicaDeps, body: dict[str, Any], version: int, future: asyncio.Future[Any]) -> None:
+    def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any]) -> None:
         super().__init__(body["max_wait_ms"])
         self.ctx = ctx
         self.body = body
@@ -76,18 +86,20 @@ class DelayedFetch(DelayedOperation):
             self.future.set_result(_response(responses))
 
 
-def handle_fetch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> Any:
+def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
+                 ) -> FetchResponse | asyncio.Future[FetchResponse]:
     replica_id = body["replica_id"]
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
         # high watermark this very fetch may have advanced.
         for t in body["topics"]:
             for p in t["partitions"]:
-                ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"])
+                ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
+                                                    p["log_start_offset"])
     responses, total, error = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         return _response(responses)
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
     ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future), keys)
     return future

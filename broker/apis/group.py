@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from moldau.broker.apis.context import GroupDeps
 from moldau.broker.coordinator.coordinator import GroupCoordinator
@@ -16,6 +16,28 @@ from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
 from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
 from moldau.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        DescribeGroupsResponseGroups,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        FindCoordinatorResponseCoordinators,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
 
 log = logging.getLogger("moldau.apis.group")
 
@@ -55,9 +77,10 @@ async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) ->
         return ErrorCode.NONE
 
 
-async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None) -> dict[str, Any]:
-    entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": ErrorCode.NONE,
-                             "error_message": None}
+async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None
+                    ) -> FindCoordinatorResponseCoordinators:
+    entry: FindCoordinatorResponseCoordinators = {"key": key, "node_id": -1, "host": "", "port": -1,
+                                                  "error_code": ErrorCode.NONE, "error_message": None}
     coordinator = ctx.active_coordinator()
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         entry["error_code"] = ErrorCode.INVALID_REQUEST
@@ -78,11 +101,12 @@ async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | Non
     if broker is None:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
-    entry.update(node_id=broker.broker_id, host=broker.host, port=broker.port)
+    entry.update({"node_id": broker.broker_id, "host": broker.host, "port": broker.port})
     return entry
 
 
-async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: FindCoordinatorRequest
+                                  ) -> FindCoordinatorResponse:
     version = request.version
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
     results = [await _find_one(ctx, key, body["key_type"], request.listener or None) for key in keys]
@@ -94,13 +118,15 @@ async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: dict[s
 
 
 # ---------------------------------------------------------------------------------------------- membership
-def _not_available(error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> dict[str, Any]:
+def _not_available(error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> LeaveGroupResponse:
+    # Typed as the wider of its two users: a LeaveGroupResponse is also a HeartbeatResponse.
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> Any:
+def handle_join_group(ctx: GroupDeps, request: Request, body: JoinGroupRequest
+                      ) -> JoinGroupResponse | asyncio.Future[JoinGroupResponse]:
     version = request.version
-    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[JoinGroupResponse] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, Any]) -> None:
         if future.done():
@@ -108,7 +134,7 @@ def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) ->
         response = dict(result, throttle_time_ms=0, skip_assignment=False)
         if version < 7 and response["protocol_name"] is None:
             response["protocol_name"] = ""
-        future.set_result(response)
+        future.set_result(cast("JoinGroupResponse", response))  # the coordinator's dicts are untyped
 
     coordinator = ctx.active_coordinator()
     if coordinator is None:
@@ -122,12 +148,13 @@ def handle_join_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) ->
     return future.result() if future.done() else future
 
 
-def handle_sync_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> Any:
-    future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+def handle_sync_group(ctx: GroupDeps, request: Request, body: SyncGroupRequest
+                      ) -> SyncGroupResponse | asyncio.Future[SyncGroupResponse]:
+    future: asyncio.Future[SyncGroupResponse] = asyncio.get_running_loop().create_future()
 
     def done(result: dict[str, Any]) -> None:
         if not future.done():
-            future.set_result(dict(result, throttle_time_ms=0))
+            future.set_result(cast("SyncGroupResponse", dict(result, throttle_time_ms=0)))
 
     coordinator = ctx.active_coordinator()
     if coordinator is None:
@@ -140,7 +167,7 @@ def handle_sync_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) ->
     return future.result() if future.done() else future
 
 
-def handle_heartbeat(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_heartbeat(ctx: GroupDeps, request: Request, body: HeartbeatRequest) -> HeartbeatResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
@@ -149,7 +176,7 @@ def handle_heartbeat(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> 
     return {"throttle_time_ms": 0, "error_code": error}
 
 
-def handle_leave_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_leave_group(ctx: GroupDeps, request: Request, body: LeaveGroupRequest) -> LeaveGroupResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
@@ -165,7 +192,7 @@ def handle_leave_group(ctx: GroupDeps, request: Request, body: dict[str, Any]) -
 
 
 # ---------------------------------------------------------------------------------------------- admin
-def handle_list_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_list_groups(ctx: GroupDeps, request: Request, body: ListGroupsRequest) -> ListGroupsResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
@@ -179,20 +206,21 @@ def handle_list_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -
                         "group_state": g.state.value, "group_type": "classic"} for g in groups]}
 
 
-def handle_describe_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_groups(ctx: GroupDeps, request: Request, body: DescribeGroupsRequest
+                           ) -> DescribeGroupsResponse:
     coordinator = ctx.active_coordinator()
-    described = []
+    described: list[DescribeGroupsResponseGroups] = []
     for group_id in body["groups"]:
         if coordinator is None:
             described.append({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id,
                               "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
             continue
         error, summary = coordinator.describe_group(group_id)
-        described.append(dict(summary, error_code=error))
+        described.append(cast("DescribeGroupsResponseGroups", dict(summary, error_code=error)))
     return {"throttle_time_ms": 0, "groups": described}
 
 
-def handle_delete_groups(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_delete_groups(ctx: GroupDeps, request: Request, body: DeleteGroupsRequest) -> DeleteGroupsResponse:
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in body["groups_names"]}

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ProducerIdSource
 from moldau.broker.producer_ids import ProducerIdsUnavailable
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+    )
+
 MAX_EPOCH = 32767
 
 
-def handle_init_producer_id(producer_ids: ProducerIdSource, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_init_producer_id(producer_ids: ProducerIdSource, request: Request, body: InitProducerIdRequest
+                            ) -> InitProducerIdResponse:
     if body["transactional_id"] is not None:
         # No transaction coordinator yet: refuse clearly rather than pretend.
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,

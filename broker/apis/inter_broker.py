@@ -10,13 +10,23 @@ NOT_CONTROLLER.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ControlDeps
 from moldau.broker.controller import requests as R
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        ControlledShutdownResponse,
+        LeaderAndIsrResponse,
+        LeaderAndIsrResponseTopicsPartitionErrors,
+        StopReplicaResponse,
+        StopReplicaResponsePartitionErrors,
+        UpdateMetadataResponse,
+    )
 
 log = logging.getLogger("moldau.apis.inter_broker")
 
@@ -25,7 +35,7 @@ def _fence(ctx: ControlDeps, body: dict[str, Any]) -> ErrorCode:
     return ctx.cluster.fence(body["controller_id"], body["controller_epoch"], body.get("broker_epoch", -1))
 
 
-async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> LeaderAndIsrResponse:
     error = _fence(ctx, body)
     results: list[tuple[str, bytes | None, int, ErrorCode]] = []
     states = list(R.partition_states(body))
@@ -44,7 +54,7 @@ async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[s
                  body["controller_epoch"], len(states), led)
     else:
         results = [(t, tid, s["partition_index"], error) for t, tid, s in states]
-    by_id: dict[bytes, list[dict[str, Any]]] = {}
+    by_id: dict[bytes, list[LeaderAndIsrResponseTopicsPartitionErrors]] = {}
     for _, topic_id, index, code in results:
         by_id.setdefault(topic_id or bytes(16), []).append({"partition_index": index, "error_code": code})
     return {"error_code": error,
@@ -52,17 +62,17 @@ async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[s
             "topics": [{"topic_id": tid, "partition_errors": errs} for tid, errs in by_id.items()]}
 
 
-def handle_update_metadata(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_update_metadata(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> UpdateMetadataResponse:
     error = _fence(ctx, body)
     if error == ErrorCode.NONE:
         ctx.cluster.apply_update_metadata(body)
     return {"error_code": error}
 
 
-def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> StopReplicaResponse:
     error = _fence(ctx, body)
     partitions = list(R.stop_replica_partitions(body))
-    out = []
+    out: list[StopReplicaResponsePartitionErrors] = []
     for topic, index, delete in partitions:
         code = error if error != ErrorCode.NONE else ctx.replica_manager.stop_replica(topic, index, delete)
         out.append({"topic_name": topic, "partition_index": index, "error_code": code})
@@ -72,7 +82,8 @@ def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]
     return {"error_code": error, "partition_errors": out}
 
 
-async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: dict[str, Any]
+                                     ) -> ControlledShutdownResponse:
     error, remaining = await ctx.cluster.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
     return {"error_code": error,
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -7,20 +7,30 @@ that the leader knows and the offset where the next epoch starts (its log end of
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+        OffsetForLeaderEpochResponseTopics,
+        OffsetForLeaderEpochResponseTopicsPartitions,
+    )
 
-def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    topics = []
+
+def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: OffsetForLeaderEpochRequest
+                                   ) -> OffsetForLeaderEpochResponse:
+    topics: list[OffsetForLeaderEpochResponseTopics] = []
     for t in body["topics"]:
-        partitions = []
+        partitions: list[OffsetForLeaderEpochResponseTopicsPartitions] = []
         for p in t["partitions"]:
-            entry: dict[str, Any] = {"partition": p["partition"], "error_code": ErrorCode.NONE,
-                                     "leader_epoch": -1, "end_offset": -1}
+            entry: OffsetForLeaderEpochResponseTopicsPartitions = {"partition": p["partition"],
+                                                                   "error_code": ErrorCode.NONE,
+                                                                   "leader_epoch": -1, "end_offset": -1}
             partitions.append(entry)
             partition, error = ctx.replica_manager.leader_partition(t["topic"], p["partition"])
             if partition is None:

@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsResponseTopics,
+        ListOffsetsResponseTopicsPartitions,
+    )
+
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsRequest) -> ListOffsetsResponse:
     version = request.version
     consumer = body["replica_id"] < 0
-    topics = []
+    topics: list[ListOffsetsResponseTopics] = []
     for t in body["topics"]:
-        partitions = []
+        partitions: list[ListOffsetsResponseTopicsPartitions] = []
         for p in t["partitions"]:
-            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
-                                     "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
+            entry: ListOffsetsResponseTopicsPartitions = {
+                "partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
+                "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
             partitions.append(entry)
             partition, error = ctx.replica_manager.leader_partition(t["name"], p["partition_index"])
             if partition is None:

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        MetadataRequest,
+        MetadataResponse,
+        MetadataResponseBrokers,
+        MetadataResponseTopics,
+        MetadataResponseTopicsPartitions,
+    )
+
 UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
 
 
-def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -> dict[str, Any]:
+def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -> MetadataResponseTopics:
     topic = ctx.metadata.topic(name)
     if topic is None:
         return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": [],
                 "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
     live = {b.broker_id for b in ctx.metadata.live_brokers()}
-    partitions = []
+    partitions: list[MetadataResponseTopicsPartitions] = []
     for p in sorted(topic.partitions.values(), key=lambda s: s.partition):
         offline = [r for r in p.replicas if r not in live]
         error = ErrorCode.NONE if p.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
@@ -32,7 +41,7 @@ def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -
             "topic_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
 
 
-async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataRequest) -> MetadataResponse:
     version = request.version
     requested = body["topics"]
     if version == 0 and requested == []:
@@ -40,7 +49,7 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
     # The endpoints of the listener this request came in on (a client on EXTERNAL must not be told INTERNAL ones).
     live = ctx.metadata.live_brokers(request.listener or None)
     names: list[str]
-    entries: list[dict[str, Any]] = []
+    entries: list[MetadataResponseTopics] = []
     if requested is None:
         names = sorted(ctx.metadata.topics())
     else:
@@ -73,7 +82,8 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: dict[str, Any]
                     entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
                     continue
         entries.append(_topic_entry(ctx, name, version, {b.broker_id for b in live}))
-    brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in live]
+    brokers: list[MetadataResponseBrokers] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
+                                               "rack": b.rack} for b in live]
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
             "controller_id": ctx.metadata.controller_id, "topics": entries,
             "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}

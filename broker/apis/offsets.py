@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import GroupDeps
 from moldau.broker.coordinator.group import OffsetAndMetadata
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetCommitResponseTopics,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetDeleteResponseTopicsPartitions,
+        OffsetFetchRequest,
+        OffsetFetchRequestTopics,
+        OffsetFetchResponse,
+        OffsetFetchResponseGroups,
+        OffsetFetchResponseTopics,
+        OffsetFetchResponseTopicsPartitions,
+    )
 
 NO_OFFSET = -1
 
@@ -17,7 +33,8 @@ def _known_partition(ctx: GroupDeps, topic: str, partition: int) -> bool:
     return t is not None and partition in t.partitions
 
 
-async def handle_offset_commit(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCommitRequest
+                               ) -> OffsetCommitResponse:
     coordinator = ctx.active_coordinator()
     now = ctx.clock.time_ms()
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -44,15 +61,15 @@ async def handle_offset_commit(ctx: GroupDeps, request: Request, body: dict[str,
             if error != ErrorCode.NONE:
                 committed = {tp: error if e == ErrorCode.NONE else e for tp, e in committed.items()}
         errors.update(committed)
-    topics = [{"name": t["name"],
+    topics: list[OffsetCommitResponseTopics] = [{"name": t["name"],
                "partitions": [{"partition_index": p["partition_index"],
                                "error_code": errors[(t["name"], p["partition_index"])]} for p in t["partitions"]]}
               for t in body["topics"]]
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _fetch_group(ctx: GroupDeps, group_id: str, topics: list[dict[str, Any]] | None,
-                 errors_in_partitions: bool) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(ctx: GroupDeps, group_id: str, topics: list[OffsetFetchRequestTopics] | None,
+                 errors_in_partitions: bool) -> tuple[ErrorCode, list[OffsetFetchResponseTopics]]:
     """One group's answer: (group-level error, topics with partitions)."""
     coordinator = ctx.active_coordinator()
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
@@ -63,7 +80,7 @@ def _fetch_group(ctx: GroupDeps, group_id: str, topics: list[dict[str, Any]] | N
         error, found = coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.NONE and (wanted is None or not errors_in_partitions):
         return error, []
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[OffsetFetchResponseTopicsPartitions]] = {}
     for tp in (wanted if wanted is not None else list(found)):
         o = found.get(tp)
         by_topic.setdefault(tp[0], []).append({
@@ -73,10 +90,10 @@ def _fetch_group(ctx: GroupDeps, group_id: str, topics: list[dict[str, Any]] | N
     return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
-def handle_offset_fetch(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_offset_fetch(ctx: GroupDeps, request: Request, body: OffsetFetchRequest) -> OffsetFetchResponse:
     version = request.version
     if version >= 8:
-        groups = []
+        groups: list[OffsetFetchResponseGroups] = []
         for g in body["groups"]:
             error, topics = _fetch_group(ctx, g["group_id"], g["topics"], False)
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
@@ -86,7 +103,7 @@ def handle_offset_fetch(ctx: GroupDeps, request: Request, body: dict[str, Any]) 
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 
-def handle_offset_delete(ctx: GroupDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+def handle_offset_delete(ctx: GroupDeps, request: Request, body: OffsetDeleteRequest) -> OffsetDeleteResponse:
     coordinator = ctx.active_coordinator()
     wanted = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
     if coordinator is None:
@@ -94,7 +111,7 @@ def handle_offset_delete(ctx: GroupDeps, request: Request, body: dict[str, Any])
     error, results = coordinator.delete_offsets(body["group_id"], wanted)
     if error != ErrorCode.NONE:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[OffsetDeleteResponseTopicsPartitions]] = {}
     for (topic, partition), e in results.items():
         if not _known_partition(ctx, topic, partition):
             e = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -10,18 +10,27 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data is written, but not as durably as ask
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        ProduceRequest,
+        ProduceResponse,
+        ProduceResponseResponses,
+        ProduceResponseResponsesPartitionResponses,
+    )
+
 # One partition's answer while it waits: (entry of the response, offset the HW must reach).
-Waiting = list[tuple[str, dict[str, Any], int]]
+Waiting: TypeAlias = "list[tuple[str, ProduceResponseResponsesPartitionResponses, int]]"
 
 
-def _check(ctx: ReplicaDeps, topic: str, entry: dict[str, Any], required: int) -> bool:
+def _check(ctx: ReplicaDeps, topic: str, entry: ProduceResponseResponsesPartitionResponses, required: int
+           ) -> bool:
     """True once the partition's outcome is known; sets its error code then."""
     partition = ctx.replica_manager.get_partition(topic, entry["index"])
     if partition is None or not partition.is_leader:
@@ -37,7 +46,7 @@ def _check(ctx: ReplicaDeps, topic: str, entry: dict[str, Any], required: int) -
 class DelayedProduce(DelayedOperation):
     __slots__ = ("ctx", "waiting", "response", "future")
 
-    def __init__(self, ctx: ReplicaDeps, timeout_ms: int, waiting: Waiting, response: dict[str, Any],
+    def __init__(self, ctx: ReplicaDeps, timeout_ms: int, waiting: Waiting, response: ProduceResponse,
                  future: asyncio.Future[Any]) -> None:
         super().__init__(timeout_ms)
         self.ctx = ctx
@@ -61,15 +70,16 @@ class DelayedProduce(DelayedOperation):
             self.future.set_result(self.response)
 
 
-def handle_produce(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> Any:
+def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
+                   ) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
     acks = body["acks"]
     valid_acks = acks in (-1, 0, 1)
-    responses = []
+    responses: list[ProduceResponseResponses] = []
     waiting: Waiting = []
     failed = False
     for t in body["topic_data"]:
         name = t["name"]
-        partitions = []
+        partitions: list[ProduceResponseResponsesPartitionResponses] = []
         for p in t["partition_data"]:
             if not valid_acks:
                 partitions.append({"index": p["index"], "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
@@ -78,9 +88,10 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> 
                 continue
             r = ctx.replica_manager.append(name, p["index"], p["records"], acks)
             failed = failed or r.error != ErrorCode.NONE
-            entry = {"index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
-                     "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
-                     "error_message": r.message}
+            entry: ProduceResponseResponsesPartitionResponses = {
+                "index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
+                "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
+                "error_message": r.message}
             partitions.append(entry)
             if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):
                 waiting.append((name, entry, r.last_offset + 1))
@@ -90,10 +101,10 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: dict[str, Any]) -> 
         if failed:
             request.close_connection = True
         return None
-    response = {"responses": responses, "throttle_time_ms": 0}
+    response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
     if not waiting:
         return response
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future: asyncio.Future[ProduceResponse] = asyncio.get_running_loop().create_future()
     op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
     ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
     return future

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.metadata import TopicError
@@ -11,18 +11,29 @@ from moldau.broker.request_channel import Request
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
 from moldau.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        CreateTopicsRequest,
+        CreateTopicsResponse,
+        CreateTopicsResponseTopics,
+        DeleteTopicsRequest,
+        DeleteTopicsResponse,
+        DeleteTopicsResponseResponses,
+    )
+
 log = logging.getLogger("moldau.apis.topics")
 
 
-async def handle_create_topics(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    results = []
+async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTopicsRequest
+                               ) -> CreateTopicsResponse:
+    results: list[CreateTopicsResponseTopics] = []
     seen: dict[str, int] = {}
     for t in body["topics"]:
         seen[t["name"]] = seen.get(t["name"], 0) + 1
     for t in body["topics"]:
         name = t["name"]
-        entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
-                                 "num_partitions": -1, "replication_factor": -1, "configs": None}
+        entry: CreateTopicsResponseTopics = {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
+                                             "num_partitions": -1, "replication_factor": -1, "configs": None}
         results.append(entry)
         if not ctx.metadata.is_controller():
             entry["error_code"] = ErrorCode.NOT_CONTROLLER
@@ -50,15 +61,16 @@ async def handle_create_topics(ctx: TopicDeps, request: Request, body: dict[str,
     return {"throttle_time_ms": 0, "topics": results}
 
 
-async def handle_delete_topics(ctx: TopicDeps, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTopicsRequest
+                               ) -> DeleteTopicsResponse:
     wanted: list[tuple[str | None, bytes | None]]
     if request.version >= 6:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
     else:
         wanted = [(name, None) for name in body["topic_names"]]
-    responses = []
+    responses: list[DeleteTopicsResponseResponses] = []
     for name, topic_id in wanted:
-        entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        entry: DeleteTopicsResponseResponses = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         responses.append(entry)
         if name is None and topic_id is not None:
             topic = ctx.metadata.topic_by_id(topic_id)

@@ -103,7 +103,8 @@ def assign_rack_aware(rack_of: Mapping[int, str], num_partitions: int, replicati
 
 
 def assign_replicas(brokers: Mapping[int, str | None], num_partitions: int, replication_factor: int, *,
-                    start_index: int = -1, shift: int = -1, rng: random.Random | None = None) -> Assignment:
+                    start_index: int = -1, shift: int = -1, start_partition: int = 0,
+                    rng: random.Random | None = None) -> Assignment:
     """Rack-aware when every broker has a rack, rack-unaware when none has; a mix is refused (as Kafka does)."""
     with_rack = {b: r for b, r in brokers.items() if r}
     if with_rack and len(with_rack) != len(brokers):
@@ -112,9 +113,9 @@ def assign_replicas(brokers: Mapping[int, str | None], num_partitions: int, repl
                               f"(brokers without broker.rack: {missing})")
     if with_rack:
         return assign_rack_aware(with_rack, num_partitions, replication_factor, start_index=start_index,
-                                 shift=shift, rng=rng)
+                                 shift=shift, start_partition=start_partition, rng=rng)
     return assign_rack_unaware(list(brokers), num_partitions, replication_factor, start_index=start_index,
-                               shift=shift, rng=rng)
+                               shift=shift, start_partition=start_partition, rng=rng)
 
 
 def _check(n: int, num_partitions: int, replication_factor: int) -> None:

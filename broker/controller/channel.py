@@ -18,6 +18,7 @@ from moldau.broker.controller.zk_data import BrokerInfo
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.schema import Api
+from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.controller.channel")
 
@@ -32,9 +33,10 @@ class QueuedRequest:
 
 
 class BrokerSender:
-    def __init__(self, broker: BrokerInfo, client_id: str, timeout_s: float, endpoint_name: str | None = None) \
-            -> None:
+    def __init__(self, broker: BrokerInfo, client_id: str, timeout_s: float, endpoint_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.broker = broker
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         host, port = broker.host, broker.port
@@ -71,7 +73,7 @@ class BrokerSender:
     async def _send(self, item: QueuedRequest) -> dict[str, Any]:
         if self._conn is None:
             conn = BrokerConnection(self.address[0], self.address[1], client_id=self.client_id,
-                                    request_timeout_ms=int(self.timeout_s * 1000))
+                                    request_timeout_ms=int(self.timeout_s * 1000), security=self.security)
             await conn.connect(self.timeout_s)
             self._conn = conn
         response: dict[str, Any] = await asyncio.wait_for(self._conn.send(item.api, item.body), self.timeout_s)
@@ -103,7 +105,9 @@ class BrokerSender:
 
 
 class ControllerChannel:
-    def __init__(self, controller_id: int, timeout_ms: int, endpoint_name: str | None = None) -> None:
+    def __init__(self, controller_id: int, timeout_ms: int, endpoint_name: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security
         self.client_id = f"controller-{controller_id}"
         self.timeout_s = timeout_ms / 1000
         self.endpoint_name = endpoint_name
@@ -112,7 +116,7 @@ class ControllerChannel:
     def add_broker(self, broker: BrokerInfo) -> None:
         if broker.broker_id in self.senders:
             return
-        sender = BrokerSender(broker, self.client_id, self.timeout_s, self.endpoint_name)
+        sender = BrokerSender(broker, self.client_id, self.timeout_s, self.endpoint_name, self.security)
         self.senders[broker.broker_id] = sender
         sender.start()
 

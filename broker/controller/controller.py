@@ -21,10 +21,13 @@ from kazoo.exceptions import BadVersionError
 from moldau.broker.controller import election as E
 from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller.admin_ops import ControllerAdmin
 from moldau.broker.controller.channel import ControllerChannel
+from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.controller")
 
@@ -44,6 +47,7 @@ class ControllerSettings:
     imbalance_percentage: int = 10
     socket_timeout_ms: int = 30000
     listener_name: str | None = None
+    security: ClientSecurity | None = None  # the login to the inter-broker listener, None = PLAINTEXT
 
 
 @dataclass(slots=True)
@@ -91,6 +95,8 @@ class Controller:
         self._rebalance_task: asyncio.Task[None] | None = None
         # Called with the new controller id whenever /controller changes (the metadata cache listens).
         self.controller_listeners: list[Callable[[int], None]] = []
+        self.admin = ControllerAdmin(self)  # CreatePartitions' topic watches, ElectLeaders (admin_ops.py)
+        self.reassignments = Reassignments(self)  # partition reassignment (reassignment.py)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -106,6 +112,7 @@ class Controller:
         client.watch_children(Z.ISR_CHANGE, lambda _: self._enqueue_if_active("isr-change", self._on_isr_change))
         client.watch_children(Z.LOG_DIR_EVENT, lambda _: self._enqueue_if_active("log-dir-event",
                                                                                    self._on_log_dir_event))
+        self.reassignments.start()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -181,13 +188,15 @@ class Controller:
             await self.channel.close()
             self.channel = None
         self.ctx = ControllerContext()
+        self.reassignments.reset()
         log.info("broker %d resigned as controller", self.broker_id)
 
     async def _on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
         log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, epoch)
         self.ctx = ctx = ControllerContext(epoch, epoch_zk_version)
         self.active = True
-        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name)
+        self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name,
+                                         self.settings.security)
         ctx.live = await self.zk.live_brokers()
         for broker in ctx.live.values():
             self.channel.add_broker(broker)
@@ -216,6 +225,7 @@ class Controller:
         ctx.assignments[topic] = assignment.partitions
         ctx.topic_ids[topic] = assignment.topic_id
         ctx.topic_configs[topic] = await self.zk.topic_config(topic)
+        self.admin.watch_topic(topic)
         for p in assignment.partitions:
             state = await self.zk.partition_state(topic, p)
             if state is not None:
@@ -525,6 +535,24 @@ class Controller:
             await self.zk.client.delete(path)
         if changed:
             self._send_update_metadata(list(self.ctx.live), sorted(changed))
+            # A leader may add a follower from a fetch that arrived just before the follower shut down or died
+            # (after the controller had already taken it out): take it out again now, not replica.lag.time.max.ms
+            # later, or acks=all with min.insync.replicas waits on a broker that is gone.
+            shrunk = await self._decide_and_write(sorted(changed), self._drop_gone_followers)
+            if shrunk:
+                self._propagate(sorted(shrunk))
+            await self.reassignments.check(sorted(changed))  # new replicas in sync: finish their moves
+
+    def _drop_gone_followers(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        if state.leader == E.NO_LEADER or state.leader == R.LEADER_DURING_DELETE:
+            return None
+        gone = [r for r in state.isr if r != state.leader
+                and (not self.ctx.replica_online(r, tp) or r in self.ctx.shutting_down)]
+        if not gone:
+            return None
+        log.info("partition %s-%d: the leader's ISR %s names brokers that are gone or shutting down %s", *tp,
+                 state.isr, gone)
+        return self._new_state(tp, state.leader, E.shrink_isr(state.isr, gone))
 
     # ------------------------------------------------------------------ controlled shutdown
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:

@@ -502,6 +502,20 @@ class KafkaZk:
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{topic}' already exists.") from None
 
+    async def add_partitions(self, topic: str, additions: dict[int, list[int]]) -> Z.TopicAssignment:
+        """CreatePartitions, the AdminZkClient way: rewrite /brokers/topics/<t> with the existing partitions plus
+        ``additions``, conditional on the version read (a concurrent change fails with BadVersionError); the
+        controller's watch on the znode picks the new partitions up."""
+        found = await self.client.get(Z.topic_path(topic))
+        if found is None:
+            raise NoNodeError(Z.topic_path(topic))
+        current = Z.parse_topic_assignment(topic, found[0])
+        partitions = {**current.partitions, **additions}
+        # A reassignment in progress keeps its adding/removing replicas (a new controller resumes from them).
+        await self.client.set(Z.topic_path(topic), Z.topic_assignment(current.topic_id, partitions, current.adding,
+                                                                      current.removing), int(found[1].version))
+        return Z.TopicAssignment(topic, current.topic_id, partitions, current.adding, current.removing)
+
     async def mark_topic_for_deletion(self, topic: str) -> None:
         try:
             await self.client.create(Z.delete_topic_path(topic))

@@ -22,6 +22,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # Kafka's ZooKeeper-era reassignment requests
 ISR_CHANGE = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT = "/log_dir_event_notification"
@@ -189,12 +190,18 @@ class TopicAssignment:
     name: str
     topic_id: bytes
     partitions: dict[int, list[int]]
+    # Reassignments in progress (KIP-455): replicas being added to / removed from each partition.
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
 
-def topic_assignment(topic_id: bytes, partitions: dict[int, list[int]]) -> bytes:
+def topic_assignment(topic_id: bytes, partitions: dict[int, list[int]], adding: dict[int, list[int]] | None = None,
+                     removing: dict[int, list[int]] | None = None) -> bytes:
+    """Version 3 (KIP-455): ``adding_replicas``/``removing_replicas`` of partitions being reassigned."""
     return _dumps({"version": 3, "topic_id": topic_id_to_str(topic_id),
                    "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
-                   "adding_replicas": {}, "removing_replicas": {}})
+                   "adding_replicas": {str(p): list(r) for p, r in sorted((adding or {}).items()) if r},
+                   "removing_replicas": {str(p): list(r) for p, r in sorted((removing or {}).items()) if r}})
 
 
 def parse_topic_assignment(topic: str, raw: bytes | None) -> TopicAssignment:
@@ -217,7 +224,33 @@ def parse_topic_assignment(topic: str, raw: bytes | None) -> TopicAssignment:
                                                                                     topic).bytes
     except ValueError:
         raise MalformedZnode(path, f"bad topic_id {text!r}") from None
-    return TopicAssignment(topic, topic_id, partitions)
+    moving: list[dict[int, list[int]]] = [{}, {}]
+    for key, out in (("adding_replicas", moving[0]), ("removing_replicas", moving[1])):
+        found = data.get(key) or {}
+        if isinstance(found, dict):
+            for p, replicas in found.items():
+                if str(p).isdigit() and int(p) in partitions:
+                    out[int(p)] = _int_list(path, replicas, f"{key} of partition {p}")
+    return TopicAssignment(topic, topic_id, partitions, moving[0], moving[1])
+
+
+def reassign_partitions(partitions: dict[tuple[str, int], list[int]]) -> bytes:
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                for (t, p), r in sorted(partitions.items())]})
+
+
+def parse_reassign_partitions(raw: bytes | None) -> dict[tuple[str, int], list[int]]:
+    """/admin/reassign_partitions: ``{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}``."""
+    data = _loads(REASSIGN_PARTITIONS, raw)
+    out: dict[tuple[str, int], list[int]] = {}
+    entries = data.get("partitions")
+    if not isinstance(entries, list):
+        raise MalformedZnode(REASSIGN_PARTITIONS, "partitions must be a list")
+    for e in entries:
+        if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or not isinstance(e.get("partition"), int):
+            raise MalformedZnode(REASSIGN_PARTITIONS, f"bad entry {e!r}")
+        out[(e["topic"], e["partition"])] = _int_list(REASSIGN_PARTITIONS, e.get("replicas"), "replicas")
+    return out
 
 
 # --- /brokers/topics/<t>/partitions/<p>/state -------------------------------------------------------------------

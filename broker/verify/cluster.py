@@ -40,7 +40,7 @@ class LaunchedCluster(launcher.Cluster):
         workdir.mkdir(parents=True, exist_ok=True)
         config.write_text("".join(f"{k}={v}\n" for k, v in BROKER_SETTINGS.items()))
         args = argparse.Namespace(brokers=brokers, data=str(workdir), config=str(config), chroot="", first_id=1,
-                                  override=overrides)
+                                  override=overrides, security="plaintext")
         super().__init__(args, launcher.plan_ports(brokers, 0, 0, 0), _Quiet())
         self.netfaults = netfaults
         self.paused: set[str] = set()

@@ -1,4 +1,4 @@
-"""``moldau-configs``: Kafka's kafka-configs for topic and broker configs.
+"""``moldau-configs``: Kafka's kafka-configs for topic and broker configs (SCRAM users: configs_users.py).
 
     moldau-configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name t --describe [--all]
     moldau-configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name t --alter \\
@@ -27,7 +27,7 @@ from moldau.tools.common import (
     run_tool,
 )
 
-ENTITY_TYPES = {"topics": "topic", "brokers": "broker"}
+ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user"}
 # The source a config has when it is a dynamic override of this kind of entity (what --describe shows).
 DYNAMIC_SOURCE = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CONFIG",
                   "default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
@@ -36,8 +36,8 @@ DYNAMIC_SOURCE = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CON
 def _parser() -> ToolParser:
     p = ToolParser(prog="moldau-configs", description="Add, delete or describe configs of topics and brokers.")
     add_bootstrap(p)
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="topics or brokers")
-    p.add_argument("--entity-name", help="topic name or broker id")
+    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="topics, brokers or users (SCRAM)")
+    p.add_argument("--entity-name", help="topic name, broker id or user name")
     p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name <topic>")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name <id>")
@@ -154,6 +154,10 @@ def _targets(args: argparse.Namespace, admin: Any) -> list[tuple[str, str]]:
 def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
     from moldau.admin_configs import AlterConfigOp, ConfigResource
 
+    if args.entity_type == "users":
+        from moldau.tools.configs_users import execute_users
+
+        return execute_users(args, admin, out)
     if args.describe:
         for kind, name in _targets(args, admin):
             resource = ConfigResource("broker" if kind == "default" else kind, name)

@@ -1,7 +1,8 @@
-"""``moldau-topics``: Kafka's kafka-topics — create, delete, list and describe topics.
+"""``moldau-topics``: Kafka's kafka-topics — create, delete, list, describe topics and add partitions.
 
     moldau-topics --bootstrap-server 127.0.0.1:9092 --create --topic t --partitions 2 --replication-factor 1
     moldau-topics --bootstrap-server 127.0.0.1:9092 --describe --topic t
+    moldau-topics --bootstrap-server 127.0.0.1:9092 --alter --topic t --partitions 4
 
 Describe prints Kafka's lines: a topic line, then one tab-indented line per partition
 (``Topic: t<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2,3``).
@@ -85,8 +86,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args.action = chosen[0]
     if args.action in ("create", "alter", "delete") and not args.topic:
         raise ToolError(f"Missing required argument \"[topic]\" for --{args.action}")
+    if args.action == "alter" and args.partitions is None:
+        raise ToolError("Missing required argument \"[partitions]\" for --alter (moldau-configs changes configs)")
     if args.replica_assignment is not None:
-        if args.partitions is not None or args.replication_factor is not None:
+        if args.replication_factor is not None or (args.partitions is not None and args.action != "alter"):
             raise ToolError("--replica-assignment cannot be used with --partitions or --replication-factor")
         args.assignment = parse_replica_assignment(args.replica_assignment)
     else:
@@ -165,8 +168,7 @@ def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
     elif args.action == "delete":
         admin.delete_topics(matched)
     elif args.action == "alter":
-        raise ToolError("Error while executing topic command : --alter needs CreatePartitions, "
-                        "which the broker does not serve yet")
+        alter_partitions(args, admin, matched, out)
     else:
         descs = admin.describe_topics(matched)
         for desc in descs:
@@ -175,6 +177,25 @@ def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
                                        args.unavailable_partitions):
                 print(line, file=out)
     return 0
+
+
+def alter_partitions(args: argparse.Namespace, admin: Any, names: list[str], out: Any) -> None:
+    """--alter --partitions N [--replica-assignment ...]: the assignment lists every partition, as Kafka's tool
+    takes it; the entries past the current count place the new partitions."""
+    from moldau.admin import NewPartitions
+
+    for name in names:
+        current = len(admin.describe_topics([name])[0].partitions)
+        assignment = None
+        if args.assignment is not None:
+            assignment = [args.assignment[p] for p in sorted(args.assignment) if p >= current]
+        errors = admin.create_partitions({name: NewPartitions(args.partitions, assignment)}, raise_errors=False)
+        err = errors.get(name)
+        if err is not None:
+            raise ToolError(f"Error while executing topic command : {err.detail or err}")
+    print("WARNING: If partitions are increased for a topic that has a key, the partition logic or ordering of "
+          "the messages will be affected", file=out)
+    print("Adding partitions succeeded!", file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -106,6 +106,22 @@ def test_a_full_log_dir_goes_offline_and_its_partitions_move_while_the_other_dir
     states = cluster.states(topic)
     assert all(1 in states[p]["isr"] for p in on_big), states
     assert broker1.is_running()
+    # DescribeLogDirs (kafka-python): the failed dir is reported with KAFKA_STORAGE_ERROR, the other with its
+    # partitions.
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=cluster.bootstrap(), request_timeout_ms=15000)
+    try:
+        [described] = kp.describe_log_dirs(brokers=[1])
+    finally:
+        kp.close()
+    by_dir = {d["log_dir"]: d for d in described["log_dirs"]}
+    assert by_dir[str(small_disk.resolve())]["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+    assert by_dir[str(small_disk.resolve())]["topics"] == []
+    healthy = by_dir[str(big.resolve())]
+    assert healthy["error_code"] == 0
+    assert sorted(p["partition_index"] for t in healthy["topics"] if t["name"] == topic
+                  for p in t["partitions"]) == on_big
     for p in on_small:
         # Broker 1 no longer serves these partitions: a client that still asks it is told so.
         body_error = produce_to(broker1, topic, p)

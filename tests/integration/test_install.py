@@ -18,6 +18,7 @@ TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", 
          "moldau-consumer-groups", "moldau-dump-log", "moldau-producer-perf-test", "moldau-consumer-perf-test",
          "moldau-verify"]
 TOOLS.append("moldau-configs")  # topic and broker configs (docs/admin.md)
+TOOLS += ["moldau-leader-election", "moldau-delete-records", "moldau-log-dirs", "moldau-reassign-partitions"]
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

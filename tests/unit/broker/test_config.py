@@ -273,13 +273,6 @@ def test_inter_broker_listener_name() -> None:
         make({"inter.broker.listener.name": "NOPE"})
 
 
-@pytest.mark.parametrize("listeners", ["SSL://:9093", "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"])
-def test_secure_listeners_stop_start_up(listeners: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        make({"listeners": listeners})
-    assert "listeners" in str(info.value) and "only PLAINTEXT" in str(info.value)
-
-
 def test_listener_without_protocol_mapping() -> None:
     with pytest.raises(ConfigError, match="listener.security.protocol.map"):
         make({"listeners": "CLIENT://:9092"})

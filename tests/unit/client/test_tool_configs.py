@@ -47,7 +47,7 @@ def test_bad_flags_name_the_problem(argv: list[str], message: str) -> None:
 
 def test_unknown_entity_type_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        parse_args(BS + ["--entity-type", "users", "--describe"])
+        parse_args(BS + ["--entity-type", "clients", "--describe"])
     assert exc.value.code == 1 and "entity-type" in capsys.readouterr().err
 
 

@@ -20,6 +20,7 @@ from moldau.broker.apis.context import (
     ConfigDeps,
     ControlDeps,
     GroupDeps,
+    PartitionAdminDeps,
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
@@ -88,6 +89,8 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
     metadata.listeners.append(rm.on_topic_change)
     metadata.load()
     fetch, produce = Purgatory("Fetch", timer), Purgatory("Produce", timer)
+    delete_records = Purgatory("DeleteRecords", timer)
+    rm.low_watermark_listeners.append(delete_records.check_and_complete)
     rm.append_listeners.append(fetch.check_and_complete)
     rm.hw_listeners.append(fetch.check_and_complete)
     rm.hw_listeners.append(produce.check_and_complete)
@@ -100,5 +103,6 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
         groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, cluster),
         producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS,
-        configs=ConfigDeps(0, dynamic, metadata, cluster))
+        configs=ConfigDeps(0, dynamic, metadata, cluster),
+        partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records))
     return Env(ctx, clock, timer, metadata, rm, coordinator, lm)

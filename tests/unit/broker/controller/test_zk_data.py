@@ -99,6 +99,17 @@ def test_stop_replica_body_reads_back(version: int) -> None:
     assert sorted(R.stop_replica_partitions(decoded)) == [("t", 0, True), ("t", 1, True)]
 
 
+def test_reassignment_znodes_round_trip() -> None:
+    raw = Z.topic_assignment(bytes(16), {0: [2, 3, 4, 1], 1: [1, 2]}, {0: [4]}, {0: [1]})
+    parsed = Z.parse_topic_assignment("t", raw)
+    assert parsed.partitions == {0: [2, 3, 4, 1], 1: [1, 2]}
+    assert (parsed.adding, parsed.removing) == ({0: [4]}, {0: [1]})
+    request = Z.reassign_partitions({("t", 0): [2, 3]})
+    assert Z.parse_reassign_partitions(request) == {("t", 0): [2, 3]}
+    with pytest.raises(Z.MalformedZnode):
+        Z.parse_reassign_partitions(b'{"version": 1, "partitions": [{"topic": 5}]}')
+
+
 @pytest.mark.parametrize("version", [1, 2, 3, 7])
 def test_update_metadata_carries_every_listener(version: int) -> None:
     """v3+ names each endpoint's listener; v1-v2 only its security protocol (the listener is named after it)."""

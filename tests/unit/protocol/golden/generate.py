@@ -40,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import config_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
+import partition_admin_cases  # noqa: E402
+import security_cases  # noqa: E402
 from hand_built import BATCH, HAND_BUILT, MIN_INT32, TOPIC_ID, ZERO_ID, Value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -241,12 +243,25 @@ HAND_BUILT = HAND_BUILT + group_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in group_cases.API_SPECS.items()})
 RENAMED.update(group_cases.RENAMED)
 
+# The partition and record admin APIs (see partition_admin_cases.py).
+SAMPLES.update(partition_admin_cases.SAMPLES)
+VARIANTS += partition_admin_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + partition_admin_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in partition_admin_cases.API_SPECS.items()})
+RENAMED.update(partition_admin_cases.RENAMED)
+
 # The config APIs (see config_cases.py).
 SAMPLES.update(config_cases.SAMPLES)
 VARIANTS += config_cases.VARIANTS
 HAND_BUILT = HAND_BUILT + config_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in config_cases.API_SPECS.items()})
 RENAMED.update(config_cases.RENAMED)
+# The SASL and SCRAM-user APIs (see security_cases.py).
+SAMPLES.update(security_cases.SAMPLES)
+VARIANTS += security_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + security_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in security_cases.API_SPECS.items()})
+RENAMED.update(security_cases.RENAMED)
 
 
 def bit_set(v: int) -> set[int]:
