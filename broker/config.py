@@ -488,6 +488,16 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "next request closes the connection. 0 = sessions do not expire.", AT_LEAST_0),
     _s("connection.failed.authentication.delay.ms", "int", 100, "A failed authentication is answered (and "
        "its connection closed) after this delay, to slow down password guessing.", AT_LEAST_0, L),
+    # --- ACLs (docs/security.md "ACLs")
+    _s("authorizer.class.name", "string", "", "Authorizer checked on every request: "
+       "kafka.security.authorizer.AclAuthorizer (Kafka's name) or moldau.acl (the same); ACLs live in "
+       "ZooKeeper (standalone: acls.json in the first log dir). Empty = no authorization.",
+       OneOf(("", "kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer",
+              "moldau.acl"))),
+    _s("super.users", "string", "", "Principals allowed everything, separated by ';' (User:admin;User:broker).",
+       importance=L),
+    _s("allow.everyone.if.no.acl.found", "boolean", False, "A resource no ACL matches is open to everyone "
+       "(else only super users may use it).", importance=L),
     # --- Moldau's own
     _s("metrics.port", "int", -1, "Port of the Prometheus /metrics endpoint; -1 = disabled, 0 = a free port "
        "(logged at start-up).", PORT),

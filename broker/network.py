@@ -25,7 +25,7 @@ from moldau.broker.request_channel import Request, RequestChannel
 from moldau.broker.security.credentials import CredentialStore
 from moldau.broker.security.listener_config import ListenerSecurity
 from moldau.broker.security.sasl import SaslAuthenticator, Step
-from moldau.broker.security.tls import ReloadingContext, TlsIO
+from moldau.broker.security.tls import ReloadingContext, TlsIO, certificate_principal
 from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
@@ -141,6 +141,8 @@ class Connection:
         try:
             if tls is not None:
                 await tls.handshake()
+                if self.auth is None:  # an SSL listener: a client certificate names the principal (as Kafka)
+                    self.principal = certificate_principal(tls.peer_certificate()) or self.principal
             while True:
                 if tls is not None:
                     # recv_into fills `view` with decrypted bytes and returns without awaiting after that,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
 from moldau.broker.apis.context import (
+    AclDeps,
     BrokerContext,
     ClusterControl,
     ConfigDeps,
@@ -34,6 +35,8 @@ from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import RequestChannel
+from moldau.broker.security.acl_store import ACLS_FILE, AclStore, FileAclStore, ZkAclStore
+from moldau.broker.security.authorizer import Authorizer
 from moldau.broker.security.credentials import (
     USERS_FILE,
     CredentialStore,
@@ -89,6 +92,8 @@ class BrokerServer:
         self.channel: RequestChannel | None = None
         self.socket_server: SocketServer | None = None
         self.scram_store: CredentialStore | None = None
+        self.acl_store: AclStore | None = None  # when authorizer.class.name is set
+        self.authorizer = Authorizer()
         self.handler_pool: HandlerPool | None = None
         self.group_coordinator: GroupCoordinator | None = None
         self.metrics_port: int | None = None
@@ -186,6 +191,7 @@ class BrokerServer:
         # --- end group coordinator -------------------------------------------------------------------------
         if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
             await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
+        await self._start_authorizer()
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
         self.handler_pool.start()
@@ -222,14 +228,29 @@ class BrokerServer:
         if self.zk_mode is not None:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster
-        topics = TopicDeps(self.broker_id, self.config, metadata)
+        auth = self.authorizer
+        topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
-            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
-            groups=GroupDeps(topics, coordinator, self.clock), control=ControlDeps(self.broker_id, rm, cluster),
+            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+            groups=GroupDeps(topics, coordinator, self.clock),
+            control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
-            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster),
+            configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster, auth),
             partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory),
-            scram=self.scram_store)
+            scram=self.scram_store, acls=AclDeps(auth, self.acl_store))
+
+    async def _start_authorizer(self) -> None:
+        """authorizer.class.name set: load the ACLs (and, in ZooKeeper mode, follow their changes) before the
+        first request is handled."""
+        cfg = self.config
+        if not cfg.get("authorizer.class.name"):
+            return
+        store: AclStore = (ZkAclStore(self.zk_mode.client) if self.zk_mode is not None
+                           else FileAclStore(self.log_dirs[0] / ACLS_FILE))
+        await store.start()
+        self.acl_store = store
+        self.authorizer = Authorizer(store.cache, cfg.get("super.users"),
+                                     bool(cfg.get("allow.everyone.if.no.acl.found")))
 
     def _credential_store(self) -> CredentialStore:
         if self.zk_mode is not None:
@@ -356,6 +377,8 @@ class BrokerServer:
             await _bounded("client connections", self.socket_server.close_all(), deadline)
         if self.handler_pool is not None:
             await _bounded("request handlers", self.handler_pool.stop(), deadline)
+        if self.acl_store is not None:
+            await self.acl_store.stop()
         if self.zk_mode is not None:
             await _bounded("ZooKeeper session", self.zk_mode.close(), deadline)
         if self.log_manager is not None:

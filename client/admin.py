@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.admin_acls import AclsAdmin
 from moldau.admin_configs import ConfigsAdmin
 from moldau.admin_scram import ScramAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
@@ -66,7 +67,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from moldau.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from moldau.protocol.messages.create_topics import CREATE_TOPICS
@@ -73,6 +74,9 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
@@ -99,6 +103,8 @@ REGISTRY: dict[int, Api] = {
 # The partition and record admin APIs (protocol/messages/partition_admin.py).
 REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELECT_LEADERS, DESCRIBE_LOG_DIRS,
                                           ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)})
+# ACLs (protocol/messages/acls.py).
+REGISTRY.update({api.key: api for api in (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)})
 # Topic and broker configs (issue 10).
 REGISTRY.update({api.key: api for api in (DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)})
 

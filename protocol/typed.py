@@ -1125,6 +1125,124 @@ class OffsetForLeaderEpochResponse(TypedDict):
     topics: list[OffsetForLeaderEpochResponseTopics]
 
 
+class DescribeAclsRequest(TypedDict):
+    """DescribeAcls request (key 29), v0-v3."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseResourcesAcls(TypedDict):
+    """One ``acls`` entry."""
+
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseResources(TypedDict):
+    """One ``resources`` entry."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: NotRequired[int]
+    acls: list[DescribeAclsResponseResourcesAcls]
+
+
+class DescribeAclsResponse(TypedDict):
+    """DescribeAcls response (key 29), v0-v3."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponseResources]
+
+
+class CreateAclsRequestCreations(TypedDict):
+    """One ``creations`` entry."""
+
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequest(TypedDict):
+    """CreateAcls request (key 30), v0-v3."""
+
+    creations: list[CreateAclsRequestCreations]
+
+
+class CreateAclsResponseResults(TypedDict):
+    """One ``results`` entry."""
+
+    error_code: int
+    error_message: str | None
+
+
+class CreateAclsResponse(TypedDict):
+    """CreateAcls response (key 30), v0-v3."""
+
+    throttle_time_ms: int
+    results: list[CreateAclsResponseResults]
+
+
+class DeleteAclsRequestFilters(TypedDict):
+    """One ``filters`` entry."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsRequest(TypedDict):
+    """DeleteAcls request (key 31), v0-v3."""
+
+    filters: list[DeleteAclsRequestFilters]
+
+
+class DeleteAclsResponseFilterResultsMatchingAcls(TypedDict):
+    """One ``matching_acls`` entry."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsResponseFilterResults(TypedDict):
+    """One ``filter_results`` entry."""
+
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsResponseFilterResultsMatchingAcls]
+
+
+class DeleteAclsResponse(TypedDict):
+    """DeleteAcls response (key 31), v0-v3."""
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponseFilterResults]
+
+
 class DescribeConfigsRequestResources(TypedDict):
     """One ``resources`` entry."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from moldau.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from moldau.broker.apis.api_versions import api_versions_table, handle_api_versions
 from moldau.broker.apis.configs import (
     handle_alter_configs,
@@ -12,13 +13,15 @@ from moldau.broker.apis.configs import (
     handle_incremental_alter_configs,
 )
 from moldau.broker.apis.context import (
+    AclDeps,
     BrokerContext,
     ConfigDeps,
     ControlDeps,
     GroupDeps,
     PartitionAdminDeps,
-    ProducerIdSource,
+    ProducerIdDeps,
     ReplicaDeps,
+    ScramDeps,
     TopicDeps,
 )
 from moldau.broker.apis.fetch import handle_fetch
@@ -60,7 +63,6 @@ from moldau.broker.apis.sasl import (
 )
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
 from moldau.broker.request_channel import Request
-from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.api import ApiKey
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -98,20 +100,24 @@ def _control(c: BrokerContext) -> ControlDeps:
     return c.control
 
 
-def _producer_ids(c: BrokerContext) -> ProducerIdSource:
-    return c.producer_ids
+def _producer_ids(c: BrokerContext) -> ProducerIdDeps:
+    return ProducerIdDeps(c.producer_ids, c.replicas.auth)
+
+
+def _scram(c: BrokerContext) -> ScramDeps:
+    return ScramDeps(c.scram, c.acls.auth)
+
+
+def _nothing(c: BrokerContext) -> object:
+    return None
 
 
 def _partition_admin(c: BrokerContext) -> PartitionAdminDeps:
     return c.partition_admin
 
 
-def _scram(c: BrokerContext) -> CredentialStore | None:
-    return c.scram
-
-
-def _nothing(c: BrokerContext) -> object:
-    return None
+def _acls(c: BrokerContext) -> AclDeps:
+    return c.acls
 
 
 def _configs(c: BrokerContext) -> ConfigDeps:
@@ -160,6 +166,12 @@ ROUTES.update({
     ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
+})
+# ACLs (broker/apis/acls.py).
+ROUTES.update({
+    ApiKey.DESCRIBE_ACLS: route(_acls, handle_describe_acls),
+    ApiKey.CREATE_ACLS: route(_acls, handle_create_acls),
+    ApiKey.DELETE_ACLS: route(_acls, handle_delete_acls),
 })
 # Topic and broker configs (issue 10).
 ROUTES.update({

@@ -4,7 +4,9 @@ Storage goes through ``ClusterControl`` (ZooKeeper znodes + change notifications
 file); validation uses the declarations in broker/config.py. Errors are Kafka's: INVALID_CONFIG naming the key
 for an unknown key or a bad value, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for a bad resource type, a broker
 id that is not this broker's (describe), duplicate keys or an unknown operation. As in Kafka's ZooKeeper mode,
-any broker accepts an alter (it writes ZooKeeper and every broker applies the notification).
+any broker accepts an alter (it writes ZooKeeper and every broker applies the notification). ACLs: DescribeConfigs
+or AlterConfigs on the topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker configs
+(CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from moldau.broker.dynamic_config import (
 )
 from moldau.broker.metadata import TopicError
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.configs import RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC
 
@@ -53,6 +56,14 @@ class ResourceError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _authorize(ctx: ConfigDeps, request: Request, rtype: int, name: str, operation: Operation) -> None:
+    if rtype == RESOURCE_TOPIC:
+        if not ctx.auth.allowed(request, operation, ResourceType.TOPIC, name):
+            raise ResourceError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"Not authorized for topic {name}")
+    elif not ctx.auth.cluster(request, operation):
+        raise ResourceError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Not authorized for broker configs")
 
 
 def _entity(ctx: ConfigDeps, rtype: int, name: str) -> tuple[str, str]:
@@ -110,6 +121,7 @@ async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: Descr
         entry: DescribeConfigsResponseResults = {**_error_entry(rtype, name), "configs": []}
         results.append(entry)
         try:
+            _authorize(ctx, request, rtype, name, Operation.DESCRIBE_CONFIGS)
             described = await _describe(ctx, rtype, name)
         except ResourceError as exc:
             entry.update({"error_code": exc.code, "error_message": exc.message})
@@ -141,10 +153,11 @@ async def _write(ctx: ConfigDeps, entity_type: str, entity: str, configs: dict[s
         log.info("%s/%s configs set to %s", entity_type, entity, configs)
 
 
-async def _alter_one(ctx: ConfigDeps, rtype: int, name: str,
+async def _alter_one(ctx: ConfigDeps, request: Request, rtype: int, name: str,
                      run: Callable[[str, str], Awaitable[None]]) -> AlterConfigsResponseResponses:
     entry = _error_entry(rtype, name)
     try:
+        _authorize(ctx, request, rtype, name, Operation.ALTER_CONFIGS)
         entity_type, entity = _entity(ctx, rtype, name)
         await run(entity_type, entity)
     except ResourceError as exc:
@@ -182,7 +195,7 @@ async def handle_alter_configs(ctx: ConfigDeps, request: Request, body: AlterCon
             configs = {c["name"]: c["value"] for c in entries if c["value"] is not None}
             await _write(ctx, entity_type, entity, configs, validate_only)
 
-        responses.append(await _alter_one(ctx, r["resource_type"], r["resource_name"], run))
+        responses.append(await _alter_one(ctx, request, r["resource_type"], r["resource_name"], run))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
@@ -218,5 +231,5 @@ async def handle_incremental_alter_configs(ctx: ConfigDeps, request: Request, bo
             updated = apply_incremental(current, ops, lookup, lambda n: _current_text(ctx, entity_type, n))
             await _write(ctx, entity_type, entity, updated, validate_only)
 
-        responses.append(await _alter_one(ctx, r["resource_type"], r["resource_name"], run))
+        responses.append(await _alter_one(ctx, request, r["resource_type"], r["resource_name"], run))
     return {"throttle_time_ms": 0, "responses": responses}

@@ -10,7 +10,7 @@ to ZooKeeper themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.config import BrokerConfig
@@ -19,6 +19,8 @@ from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.security.acl_store import AclStore
+from moldau.broker.security.authorizer import NO_AUTHORIZER, Authorizer
 from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.config import Clock
@@ -166,12 +168,21 @@ class ProducerIdSource(Protocol):
 
 
 @dataclass(slots=True)
+class ProducerIdDeps:
+    """InitProducerId: the id source, and the authorizer (IdempotentWrite on the cluster or Write on a topic)."""
+
+    source: ProducerIdSource
+    auth: Authorizer = NO_AUTHORIZER
+
+
+@dataclass(slots=True)
 class ReplicaDeps:
     """Produce, Fetch, ListOffsets, OffsetForLeaderEpoch."""
 
     replica_manager: ReplicaManager
     produce_purgatory: Purgatory
     fetch_purgatory: Purgatory
+    auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
 
 
 @dataclass(slots=True)
@@ -181,6 +192,7 @@ class TopicDeps:
     broker_id: int
     config: BrokerConfig
     metadata: MetadataStore
+    auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
 
 
 @dataclass(slots=True)
@@ -203,6 +215,7 @@ class ControlDeps:
     broker_id: int
     replica_manager: ReplicaManager
     cluster: ClusterControl
+    auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
 
 
 @dataclass(slots=True)
@@ -223,6 +236,24 @@ class ConfigDeps:
     dynamic: DynamicBrokerConfig
     metadata: MetadataStore
     cluster: ClusterControl
+    auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+
+
+@dataclass(slots=True)
+class ScramDeps:
+    """DescribeUserScramCredentials (Describe on the cluster), AlterUserScramCredentials (Alter on it)."""
+
+    store: CredentialStore | None
+    auth: Authorizer = NO_AUTHORIZER
+
+
+@dataclass(slots=True)
+class AclDeps:
+    """DescribeAcls, CreateAcls, DeleteAcls: the authorizer (its cache answers DescribeAcls) and the store the
+    changes go to (ZooKeeper or the standalone acls.json); store None = no authorizer configured."""
+
+    auth: Authorizer = NO_AUTHORIZER
+    store: AclStore | None = None
 
 
 @dataclass(slots=True)
@@ -238,3 +269,4 @@ class BrokerContext:
     partition_admin: PartitionAdminDeps
     configs: ConfigDeps
     scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)
+    acls: AclDeps = field(default_factory=AclDeps)

@@ -1,5 +1,6 @@
 """Fetch: read each partition (bounded by the HW for consumers, by the log end offset for followers), or wait in
 the fetch purgatory. A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
+A consumer needs Read on each topic, a follower ClusterAction (else TOPIC_AUTHORIZATION_FAILED for the topic).
 
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -63,14 +65,16 @@ def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("ctx", "body", "version", "future")
+    __slots__ = ("ctx", "body", "version", "future", "denied")
 
-    def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any]) -> None:
+    def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any],
+                 denied: list[FetchResponseResponses]) -> None:
         super().__init__(body["max_wait_ms"])
         self.ctx = ctx
         self.body = body
         self.version = version
         self.future = future
+        self.denied = denied  # the unauthorized topics' answers, added to the final response
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
@@ -83,11 +87,31 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if not self.future.done():
             responses, _, _ = _read_all(self.ctx, self.body, self.version)
-            self.future.set_result(_response(responses))
+            self.future.set_result(_response(responses + self.denied))
+
+
+def _unauthorized(ctx: ReplicaDeps, request: Request, body: FetchRequest) -> list[FetchResponseResponses]:
+    """Take the topics the principal may not fetch out of ``body`` and answer them TOPIC_AUTHORIZATION_FAILED:
+    a follower needs ClusterAction on the cluster, a consumer Read on each topic (one decision per topic)."""
+    if not ctx.auth.enabled:
+        return []
+    names = [t["topic"] for t in body["topics"]]
+    if body["replica_id"] >= 0:
+        allowed = set(names) if ctx.auth.cluster(request, Operation.CLUSTER_ACTION) else set()
+    else:
+        allowed = ctx.auth.allowed_names(request, Operation.READ, ResourceType.TOPIC, names)
+    denied = [t for t in body["topics"] if t["topic"] not in allowed]
+    body["topics"] = [t for t in body["topics"] if t["topic"] in allowed]
+    return [{"topic": t["topic"], "partitions": [
+        {"partition_index": p["partition"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+         "preferred_read_replica": -1, "records": b""} for p in t["partitions"]]} for t in denied]
 
 
 def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
                  ) -> FetchResponse | asyncio.Future[FetchResponse]:
+    # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
+    denied = _unauthorized(ctx, request, body)
     replica_id = body["replica_id"]
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
@@ -99,7 +123,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     responses, total, error = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
-        return _response(responses)
+        return _response(responses + denied)
     future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
-    ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future), keys)
+    ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future, denied), keys)
     return future

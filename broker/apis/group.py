@@ -2,6 +2,10 @@
 
 Thin: decode the request's shape, call the group coordinator (``GroupDeps``), shape the answer for
 the version. JoinGroup and SyncGroup may be parked by the coordinator; they then return a future.
+
+ACLs (Kafka's rules): the membership APIs need Read on the group, FindCoordinator Describe on the group (or on
+the transactional id), DescribeGroups Describe, DeleteGroups Delete; ListGroups lists the groups the principal
+may Describe (all of them with Describe on the cluster). Refusals answer GROUP_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from moldau.broker.apis.context import GroupDeps
 from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
 from moldau.protocol.errors import ErrorCode
 
@@ -42,6 +47,11 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
 log = logging.getLogger("moldau.apis.group")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def group_allowed(ctx: GroupDeps, request: Request, operation: Operation, group_id: str) -> bool:
+    return ctx.topics.auth.allowed(request, operation, ResourceType.GROUP, group_id)
 
 
 # ---------------------------------------------------------------------------------------------- FindCoordinator
@@ -109,7 +119,18 @@ async def handle_find_coordinator(ctx: GroupDeps, request: Request, body: FindCo
                                   ) -> FindCoordinatorResponse:
     version = request.version
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
-    results = [await _find_one(ctx, key, body["key_type"], request.listener or None) for key in keys]
+    results: list[FindCoordinatorResponseCoordinators] = []
+    for key in keys:
+        if body["key_type"] == TRANSACTION_KEY:
+            denied = not ctx.topics.auth.allowed(request, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        else:
+            denied, code = not group_allowed(ctx, request, Operation.DESCRIBE, key), DENIED
+        if denied:
+            results.append({"key": key, "node_id": -1, "host": "", "port": -1, "error_code": code,
+                            "error_message": None})
+            continue
+        results.append(await _find_one(ctx, key, body["key_type"], request.listener or None))
     if version >= 4:
         return {"throttle_time_ms": 0, "coordinators": results}
     r = results[0]
@@ -137,8 +158,9 @@ def handle_join_group(ctx: GroupDeps, request: Request, body: JoinGroupRequest
         future.set_result(cast("JoinGroupResponse", response))  # the coordinator's dicts are untyped
 
     coordinator = ctx.active_coordinator()
-    if coordinator is None:
-        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "generation_id": -1, "protocol_name": None,
+    if coordinator is None or not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else DENIED
+        done({"error_code": error, "generation_id": -1, "protocol_name": None,
               "leader": "", "member_id": body["member_id"], "members": []})
     else:
         coordinator.join_group(body["group_id"], body["member_id"], body["group_instance_id"], version >= 4,
@@ -157,8 +179,9 @@ def handle_sync_group(ctx: GroupDeps, request: Request, body: SyncGroupRequest
             future.set_result(cast("SyncGroupResponse", dict(result, throttle_time_ms=0)))
 
     coordinator = ctx.active_coordinator()
-    if coordinator is None:
-        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "assignment": b""})
+    if coordinator is None or not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        done({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else DENIED,
+              "assignment": b""})
     else:
         assignments = {a["member_id"]: a["assignment"] for a in body["assignments"]}
         coordinator.sync_group(body["group_id"], body["generation_id"], body["member_id"],
@@ -171,6 +194,8 @@ def handle_heartbeat(ctx: GroupDeps, request: Request, body: HeartbeatRequest) -
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
+    if not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        return _not_available(DENIED)
     error = coordinator.heartbeat(body["group_id"], body["member_id"], body["group_instance_id"],
                                   body["generation_id"])
     return {"throttle_time_ms": 0, "error_code": error}
@@ -180,6 +205,8 @@ def handle_leave_group(ctx: GroupDeps, request: Request, body: LeaveGroupRequest
     coordinator = ctx.active_coordinator()
     if coordinator is None:
         return _not_available()
+    if not group_allowed(ctx, request, Operation.READ, body["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": DENIED, "members": []}
     if request.version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
     else:
@@ -201,6 +228,10 @@ def handle_list_groups(ctx: GroupDeps, request: Request, body: ListGroupsRequest
     error, groups = coordinator.list_groups(states)
     if types and "classic" not in types:
         groups = []
+    if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
+        visible = ctx.topics.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.GROUP,
+                                                (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in visible]
     return {"throttle_time_ms": 0, "error_code": error,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                         "group_state": g.state.value, "group_type": "classic"} for g in groups]}
@@ -215,6 +246,10 @@ def handle_describe_groups(ctx: GroupDeps, request: Request, body: DescribeGroup
             described.append({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id,
                               "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
             continue
+        if not group_allowed(ctx, request, Operation.DESCRIBE, group_id):
+            described.append({"error_code": DENIED, "group_id": group_id, "group_state": "", "protocol_type": "",
+                              "protocol_data": "", "members": []})
+            continue
         error, summary = coordinator.describe_group(group_id)
         described.append(cast("DescribeGroupsResponseGroups", dict(summary, error_code=error)))
     return {"throttle_time_ms": 0, "groups": described}
@@ -225,6 +260,9 @@ def handle_delete_groups(ctx: GroupDeps, request: Request, body: DeleteGroupsReq
     if coordinator is None:
         results = {g: ErrorCode.COORDINATOR_NOT_AVAILABLE for g in body["groups_names"]}
     else:
-        results = coordinator.delete_groups(list(body["groups_names"]))
+        names = list(body["groups_names"])
+        allowed = ctx.topics.auth.allowed_names(request, Operation.DELETE, ResourceType.GROUP, names)
+        results = coordinator.delete_groups([g for g in names if g in allowed])
+        results.update({g: DENIED for g in names if g not in allowed})
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": results[g]} for g in body["groups_names"]]}

@@ -16,6 +16,7 @@ from moldau.broker.apis.context import ControlDeps
 from moldau.broker.controller import requests as R
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -31,12 +32,14 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
 log = logging.getLogger("moldau.apis.inter_broker")
 
 
-def _fence(ctx: ControlDeps, body: dict[str, Any]) -> ErrorCode:
+def _fence(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> ErrorCode:
+    if not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):  # only brokers (super users) may send these
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return ctx.cluster.fence(body["controller_id"], body["controller_epoch"], body.get("broker_epoch", -1))
 
 
 async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> LeaderAndIsrResponse:
-    error = _fence(ctx, body)
+    error = _fence(ctx, request, body)
     results: list[tuple[str, bytes | None, int, ErrorCode]] = []
     states = list(R.partition_states(body))
     if error == ErrorCode.NONE:
@@ -63,14 +66,14 @@ async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[s
 
 
 def handle_update_metadata(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> UpdateMetadataResponse:
-    error = _fence(ctx, body)
+    error = _fence(ctx, request, body)
     if error == ErrorCode.NONE:
         ctx.cluster.apply_update_metadata(body)
     return {"error_code": error}
 
 
 def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> StopReplicaResponse:
-    error = _fence(ctx, body)
+    error = _fence(ctx, request, body)
     partitions = list(R.stop_replica_partitions(body))
     out: list[StopReplicaResponsePartitionErrors] = []
     for topic, index, delete in partitions:
@@ -84,6 +87,8 @@ def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]
 
 async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: dict[str, Any]
                                      ) -> ControlledShutdownResponse:
+    if not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}
     error, remaining = await ctx.cluster.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1))
     return {"error_code": error,
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -25,6 +26,12 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
 def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: OffsetForLeaderEpochRequest
                                    ) -> OffsetForLeaderEpochResponse:
     topics: list[OffsetForLeaderEpochResponseTopics] = []
+    # Followers (replica_id >= 0, v3+) need ClusterAction; consumers Describe on each topic (Kafka's rules).
+    if body.get("replica_id", -1) >= 0 and not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):
+        described: set[str] = set()
+    else:
+        described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC,
+                                           (t["topic"] for t in body["topics"]))
     for t in body["topics"]:
         partitions: list[OffsetForLeaderEpochResponseTopicsPartitions] = []
         for p in t["partitions"]:
@@ -32,6 +39,9 @@ def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: Off
                                                                    "error_code": ErrorCode.NONE,
                                                                    "leader_epoch": -1, "end_offset": -1}
             partitions.append(entry)
+            if t["topic"] not in described:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition, error = ctx.replica_manager.leader_partition(t["topic"], p["partition"])
             if partition is None:
                 entry["error_code"] = error

@@ -1,4 +1,5 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at/after a timestamp."""
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at/after a timestamp (Describe
+on the topic, else TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -23,6 +25,8 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
     version = request.version
     consumer = body["replica_id"] < 0
     topics: list[ListOffsetsResponseTopics] = []
+    described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC,
+                                       (t["name"] for t in body["topics"]))
     for t in body["topics"]:
         partitions: list[ListOffsetsResponseTopicsPartitions] = []
         for p in t["partitions"]:
@@ -30,6 +34,9 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
                 "partition_index": p["partition_index"], "error_code": ErrorCode.NONE,
                 "timestamp": -1, "offset": -1, "leader_epoch": -1, "old_style_offsets": []}
             partitions.append(entry)
+            if t["name"] not in described:  # Kafka: Describe on the topic
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition, error = ctx.replica_manager.leader_partition(t["name"], p["partition_index"])
             if partition is None:
                 entry["error_code"] = error

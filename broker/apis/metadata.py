@@ -1,4 +1,10 @@
-"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation."""
+"""Metadata: live brokers, the controller, topics with partition leaders/replicas/ISR; topic auto-creation.
+
+With an authorizer, topics the principal may not Describe are left out of an all-topics answer and answered
+TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster or on the topic. Asked for
+(v8+), the authorized-operations bit fields (KIP-430) are filled from the ACLs; without an authorizer they stay
+"unknown".
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
 
@@ -65,13 +72,26 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataReques
                 name = topic.name
             names.append(name)
     auto_create = ctx.config.get("auto.create.topics.enable") and (version < 4 or body["allow_auto_topic_creation"])
+    described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC, names)
+    if requested is None:  # "all topics" means all the principal may describe
+        names = [n for n in names if n in described]
+    may_create: bool | None = None  # Create on the cluster, asked at most once per request
     for name in names:
+        if name not in described:
+            entries.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []})
+            continue
         if ctx.metadata.topic(name) is None and requested is not None:
             error = topic_name_error(name)
             if error is not None:
                 entries.append({"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []})
                 continue
             if auto_create and not name.startswith("__"):
+                if may_create is None:
+                    may_create = ctx.auth.cluster(request, Operation.CREATE)
+                if not (may_create or ctx.auth.allowed(request, Operation.CREATE, ResourceType.TOPIC, name)):
+                    entries.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                    "partitions": []})
+                    continue
                 try:
                     await create_topic_with_defaults(ctx, name)
                 except TopicCreationError as exc:
@@ -81,9 +101,15 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataReques
                     # ZooKeeper mode: written, the controller is electing leaders; the client asks again.
                     entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
                     continue
-        entries.append(_topic_entry(ctx, name, version, {b.broker_id for b in live}))
+        entry = _topic_entry(ctx, name, version, {b.broker_id for b in live})
+        if ctx.auth.enabled and version >= 8 and body["include_topic_authorized_operations"]:
+            entry["topic_authorized_operations"] = ctx.auth.authorized_operations(request, ResourceType.TOPIC, name)
+        entries.append(entry)
     brokers: list[MetadataResponseBrokers] = [{"node_id": b.broker_id, "host": b.host, "port": b.port,
                                                "rack": b.rack} for b in live]
+    cluster_ops = UNKNOWN_AUTHORIZED_OPERATIONS
+    if ctx.auth.enabled and 8 <= version <= 10 and body["include_cluster_authorized_operations"]:
+        cluster_ops = ctx.auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
             "controller_id": ctx.metadata.controller_id, "topics": entries,
-            "cluster_authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS}
+            "cluster_authorized_operations": cluster_ops}

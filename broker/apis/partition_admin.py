@@ -3,7 +3,9 @@
 CreatePartitions and ElectLeaders are controller requests (as in Kafka's ZooKeeper mode: another broker answers
 NOT_CONTROLLER); they reach the cluster only through ``ClusterControl``. DeleteRecords is answered by each
 partition's leader, DescribeLogDirs by every broker for its own log dirs. DeleteRecords waits in its purgatory until the in-sync
-followers have moved their log start offsets too (docs/admin.md).
+followers have moved their log start offsets too (docs/admin.md). ACLs: Alter on the topic (CreatePartitions),
+Delete on the topic (DeleteRecords), Alter on the cluster (ElectLeaders, reassignments), Describe on the cluster
+(DescribeLogDirs, ListPartitionReassignments).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from moldau.broker.partition_plan import plan_new_partitions
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError
 from moldau.protocol.errors import ErrorCode
 from moldau.storage.errors import OffsetOutOfRangeError
@@ -65,6 +68,9 @@ async def handle_create_partitions(ctx: PartitionAdminDeps, request: Request, bo
         results.append(entry)
         if counts[name] > 1:
             entry["error_code"], entry["error_message"] = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+            continue
+        if not ctx.topics.auth.allowed(request, Operation.ALTER, ResourceType.TOPIC, name):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         if not ctx.topics.metadata.is_controller():
             entry["error_code"] = ErrorCode.NOT_CONTROLLER
@@ -136,12 +142,17 @@ def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: Delet
     moved = False
     topics: list[DeleteRecordsResponseTopics] = []
     waiting: list[Waiting] = []
+    deletable = ctx.topics.auth.allowed_names(request, Operation.DELETE, ResourceType.TOPIC,
+                                              (t["name"] for t in body["topics"]))
     for t in body["topics"]:
         partitions: list[DeleteRecordsResponseTopicsPartitions] = []
         for p in t["partitions"]:
             entry: DeleteRecordsResponseTopicsPartitions = {"partition_index": p["partition_index"],
                                                             "low_watermark": -1, "error_code": ErrorCode.NONE}
             partitions.append(entry)
+            if t["name"] not in deletable:
+                entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition, error = rm.leader_partition(t["name"], p["partition_index"])
             if partition is None:
                 entry["error_code"] = error
@@ -174,6 +185,9 @@ def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: Delet
 async def handle_elect_leaders(ctx: PartitionAdminDeps, request: Request, body: ElectLeadersRequest
                                ) -> ElectLeadersResponse:
     election_type = body["election_type"] if request.version >= 1 else 0
+    if not ctx.topics.auth.cluster(request, Operation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": []}
     if election_type not in (0, 1):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST, "replica_election_results": []}
     wanted = None
@@ -190,6 +204,8 @@ async def handle_elect_leaders(ctx: PartitionAdminDeps, request: Request, body: 
 
 def handle_describe_log_dirs(ctx: PartitionAdminDeps, request: Request, body: DescribeLogDirsRequest
                              ) -> DescribeLogDirsResponse:
+    if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     rm = ctx.replica_manager
     lm = rm.log_manager
     wanted: dict[str, set[int]] | None = None
@@ -229,6 +245,9 @@ async def handle_alter_partition_reassignments(ctx: PartitionAdminDeps, request:
                                                ) -> AlterPartitionReassignmentsResponse:
     wanted = {(t["name"], p["partition_index"]): (None if p["replicas"] is None else list(p["replicas"]))
               for t in body["topics"] for p in t["partitions"]}
+    if not ctx.topics.auth.cluster(request, Operation.ALTER):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "responses": []}
     results = await ctx.cluster.alter_reassignments(wanted)
     if results is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,
@@ -245,6 +264,9 @@ async def handle_list_partition_reassignments(ctx: PartitionAdminDeps, request: 
                                               ) -> ListPartitionReassignmentsResponse:
     wanted = None if body["topics"] is None else [(t["name"], p) for t in body["topics"]
                                                   for p in t["partition_indexes"]]
+    if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
+                "topics": []}
     ongoing = await ctx.cluster.list_reassignments(wanted)
     if ongoing is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_CONTROLLER,

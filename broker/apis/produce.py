@@ -1,4 +1,5 @@
-"""Produce: validate acks, append each partition's batches, answer (or stay silent for acks=0).
+"""Produce: check Write on each topic (TOPIC_AUTHORIZATION_FAILED per partition), validate acks, append each
+partition's batches, answer (or stay silent for acks=0).
 
 acks=all (-1) answers once the high watermark has passed every appended partition's last offset: the request
 waits in the produce purgatory (Kafka's DelayedProduce), watched by its partitions, and is re-checked whenever
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -70,6 +72,16 @@ class DelayedProduce(DelayedOperation):
             self.future.set_result(self.response)
 
 
+def _writable(ctx: ReplicaDeps, request: Request, body: ProduceRequest) -> set[str]:
+    """The request's topics the principal may write: Write on each topic (one decision per topic), and for a
+    transactional producer Write on its transactional id too (else no topic is writable)."""
+    names = [t["name"] for t in body["topic_data"]]
+    txn = body.get("transactional_id")
+    if txn is not None and not ctx.auth.allowed(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+        return set()
+    return ctx.auth.allowed_names(request, Operation.WRITE, ResourceType.TOPIC, names)
+
+
 def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
                    ) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
     acks = body["acks"]
@@ -77,10 +89,16 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
     responses: list[ProduceResponseResponses] = []
     waiting: Waiting = []
     failed = False
+    writable = _writable(ctx, request, body)
     for t in body["topic_data"]:
         name = t["name"]
         partitions: list[ProduceResponseResponsesPartitionResponses] = []
         for p in t["partition_data"]:
+            if name not in writable:
+                partitions.append({"index": p["index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
+                failed = True
+                continue
             if not valid_acks:
                 partitions.append({"index": p["index"], "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
                                    "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})

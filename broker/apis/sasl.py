@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from moldau.broker.apis.context import ScramDeps
 from moldau.broker.request_channel import Request
-from moldau.broker.security.credentials import CredentialStore
+from moldau.broker.security.acl import Operation
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.scram import (
     MAX_ITERATIONS,
@@ -44,9 +45,13 @@ def handle_sasl_authenticate(_: object, request: Request, body: SaslAuthenticate
             "connection is already authenticated or its listener does not use SASL", "auth_bytes": b""}
 
 
-async def handle_describe_user_scram_credentials(store: CredentialStore | None, request: Request,
+async def handle_describe_user_scram_credentials(ctx: ScramDeps, request: Request,
                                                  body: DescribeUserScramCredentialsRequest
                                                  ) -> DescribeUserScramCredentialsResponse:
+    store = ctx.store
+    if not ctx.auth.cluster(request, Operation.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "results": []}
     if store is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_VERSION,
                 "error_message": "no SCRAM credential store", "results": []}
@@ -83,8 +88,10 @@ def _check_upsertion(u: dict[str, Any]) -> tuple[ErrorCode, str] | None:
     return None
 
 
-async def handle_alter_user_scram_credentials(store: CredentialStore | None, request: Request,
+async def handle_alter_user_scram_credentials(ctx: ScramDeps, request: Request,
                                               body: dict[str, Any]) -> AlterUserScramCredentialsResponse:
+    store = ctx.store
+    allowed = ctx.auth.cluster(request, Operation.ALTER)
     ops = [("delete", d) for d in body["deletions"]] + [("upsert", u) for u in body["upsertions"]]
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     seen: set[tuple[str, int]] = set()
@@ -96,6 +103,9 @@ async def handle_alter_user_scram_credentials(store: CredentialStore | None, req
     for kind, op in ops:
         name = op["name"]
         if name in errors:
+            continue
+        if not allowed:
+            errors[name] = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
             continue
         if store is None:
             errors[name] = (ErrorCode.UNSUPPORTED_VERSION, "no SCRAM credential store")

@@ -1,4 +1,5 @@
-"""CreateTopics and DeleteTopics."""
+"""CreateTopics (Create on the cluster or on the topic) and DeleteTopics (Delete on the topic); refusals answer
+TOPIC_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.metadata import TopicError
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
 from moldau.protocol.errors import ErrorCode
 
@@ -30,11 +32,16 @@ async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTop
     seen: dict[str, int] = {}
     for t in body["topics"]:
         seen[t["name"]] = seen.get(t["name"], 0) + 1
+    creatable = set(seen) if ctx.auth.cluster(request, Operation.CREATE) else \
+        ctx.auth.allowed_names(request, Operation.CREATE, ResourceType.TOPIC, seen)
     for t in body["topics"]:
         name = t["name"]
         entry: CreateTopicsResponseTopics = {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
                                              "num_partitions": -1, "replication_factor": -1, "configs": None}
         results.append(entry)
+        if name not in creatable:
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            continue
         if not ctx.metadata.is_controller():
             entry["error_code"] = ErrorCode.NOT_CONTROLLER
             continue
@@ -81,6 +88,9 @@ async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTop
             name = entry["name"] = topic.name
         if name is None:  # v6+: neither a name nor an id
             entry["error_code"] = ErrorCode.INVALID_REQUEST
+            continue
+        if not ctx.auth.allowed(request, Operation.DELETE, ResourceType.TOPIC, name):
+            entry["error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             continue
         topic = ctx.metadata.topic(name)
         if topic is not None:

@@ -1,6 +1,7 @@
 """The launcher's ``--security sasl_ssl``: a throwaway CA and broker certificate, SCRAM-SHA-512 users in
 ZooKeeper (``admin`` for clients, ``broker`` for inter-broker traffic, random passwords), the broker settings
-for one SASL_SSL listener per broker, and a librdkafka-style client properties file."""
+for one SASL_SSL listener per broker with ACLs on (both users are super users; others need ACLs, made with
+moldau-acls), and a librdkafka-style client properties file."""
 
 from __future__ import annotations
 
@@ -56,9 +57,13 @@ class SecureSetup:
             "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM",
             "ssl.keystore.location": str(self.certs.broker_pem),
             "ssl.truststore.location": str(self.certs.ca),
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:admin;User:broker",
         }
 
     def usage(self, bootstrap: str) -> str:
         return (f"Security: SASL_SSL with {MECHANISM}; client settings in {self.client_properties}\n"
                 f"  (user admin, password {self.passwords['admin']}, CA {self.certs.ca})\n"
-                f"  kcat -F {self.client_properties} -b {bootstrap} -L\n")
+                f"  kcat -F {self.client_properties} -b {bootstrap} -L\n"
+                f"  ACLs are on (admin and broker are super users): moldau-acls --bootstrap-server {bootstrap} "
+                f"--command-config {self.client_properties} --list\n")

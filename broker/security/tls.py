@@ -163,3 +163,28 @@ class TlsIO:
             await fut
         finally:
             self.loop.remove_reader(fd)
+
+
+# Python's long attribute names -> the RFC 2253 keywords Java's X500Principal.getName() writes.
+_RDN_KEYWORDS = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "localityName": "L",
+                 "stateOrProvinceName": "ST", "countryName": "C", "streetAddress": "STREET",
+                 "domainComponent": "DC", "userId": "UID"}
+
+
+def _rfc2253_value(value: str) -> str:
+    out = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    if out.endswith(" ") and not out.endswith("\\ "):
+        out = out[:-1] + "\\ "
+    return out
+
+
+def certificate_principal(cert: dict[str, Any] | None) -> str | None:
+    """Kafka's default SSL principal: ``User:`` + the client certificate's subject as an RFC 2253 name (most
+    specific RDN first: ``User:CN=alice,OU=eng,O=Example``), or None without a client certificate."""
+    if not cert or not cert.get("subject"):
+        return None
+    rdns = ["+".join(f"{_RDN_KEYWORDS.get(k, k)}={_rfc2253_value(v)}" for k, v in rdn)
+            for rdn in reversed(cert["subject"])]
+    return "User:" + ",".join(rdns)

@@ -1,6 +1,6 @@
 """The launcher's --security sasl_ssl: a two-broker cluster with a throwaway CA and SCRAM users in ZooKeeper;
-kcat with the printed client properties produces and consumes (so the brokers replicate over SASL_SSL), and a
-client without them is refused."""
+kcat with the printed client properties produces and consumes (so the brokers replicate over SASL_SSL), a
+client without them is refused, and the printed moldau-acls command works (ACLs are on)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def test_launcher_starts_a_sasl_ssl_cluster(tmp_path: Path) -> None:
         assert consumed.stdout.decode().splitlines() == lines, consumed.stderr[-2000:]
         plain = kcat("-b", bootstrap.group(1), "-L", "-m", "5")
         assert plain.returncode != 0
+        # ACLs are on: the printed moldau-acls command lists them (SECURITY_DISABLED would exit 1).
+        acls = re.search(r"(moldau-acls .*--list)", text)
+        assert acls, text
+        listed = subprocess.run([sys.executable, "-m", "moldau.tools.acls", *acls.group(1).split()[1:]],
+                                capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert listed.returncode == 0, listed.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

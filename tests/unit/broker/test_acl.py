@@ -69,3 +69,67 @@ def test_zookeeper_layout_round_trip() -> None:
         {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
         {"principal": "User:bob", "permissionType": "Deny", "operation": "Write", "host": "*"}]}
     assert decode_zk(T, "orders", PatternType.LITERAL, data) == bindings
+
+
+def test_filters_as_kafka_matches_them() -> None:
+    from moldau.broker.security.acl import AclFilter
+
+    literal = acl("logs-app", Operation.READ)
+    prefixed = acl("logs-", Operation.READ, pattern=PatternType.PREFIXED)
+    wildcard = acl("*", Operation.READ)
+    everything = [literal, prefixed, wildcard, acl("app", Operation.READ, rtype=G)]
+    match = AclFilter(T, "logs-app", PatternType.MATCH)
+    assert [b for b in everything if match.matches(b)] == [literal, prefixed, wildcard]
+    exact = AclFilter(T, "logs-", PatternType.ANY)
+    assert [b for b in everything if exact.matches(b)] == [prefixed]
+    assert [b for b in everything if AclFilter(pattern=PatternType.LITERAL).matches(b)] == [
+        literal, wildcard, everything[3]]
+    assert not AclFilter(principal=BOB).matches(literal)
+    assert not AclFilter(operation=Operation.WRITE).matches(literal)
+
+
+def test_binding_validation() -> None:
+    from moldau.broker.security.acl import CLUSTER_NAME, binding_error
+
+    assert binding_error(acl("t", Operation.READ)) is None
+    assert binding_error(acl(CLUSTER_NAME, Operation.ALTER, rtype=ResourceType.CLUSTER)) is None
+    assert "cluster" in (binding_error(acl("c", Operation.ALTER, rtype=ResourceType.CLUSTER)) or "")
+    assert binding_error(acl("t", Operation.ANY)) is not None
+    assert binding_error(acl("t", Operation.READ, pattern=PatternType.MATCH)) is not None
+    assert binding_error(acl("t", Operation.READ, principal="alice")) is not None
+
+
+def test_change_notifications_in_kafkas_formats() -> None:
+    from moldau.broker.security.acl_store import (
+        EXTENDED_CHANGES,
+        LITERAL_CHANGES,
+        change_note,
+        parse_change_note,
+    )
+
+    root, data = change_note((T, "orders", PatternType.LITERAL))
+    assert (root, data) == (LITERAL_CHANGES, b"Topic:orders")
+    assert parse_change_note(root, data) == (T, "orders", PatternType.LITERAL)
+    root, data = change_note((G, "app-", PatternType.PREFIXED))
+    assert root == EXTENDED_CHANGES
+    assert json.loads(data) == {"version": 1, "resourceType": "Group", "name": "app-", "patternType": "PREFIXED"}
+    assert parse_change_note(root, data) == (G, "app-", PatternType.PREFIXED)
+
+
+def test_decision_index_agrees_with_a_scan() -> None:
+    bindings = [acl("a", Operation.READ), acl("a", Operation.WRITE, Permission.DENY, principal="User:*"),
+                acl("a-", Operation.DESCRIBE, pattern=PatternType.PREFIXED), acl("*", Operation.CREATE)]
+    d = AclDecision(bindings)
+    for name in ("a", "a-1", "b"):
+        assert sorted(map(str, d.matching(T, name))) == sorted(str(b) for b in bindings if b.covers(T, name))
+    assert d.authorize(ALICE, "h", Operation.READ, T, "a") and not d.authorize(ALICE, "h", Operation.WRITE, T, "a")
+
+
+def test_ssl_principal_is_the_rfc2253_subject() -> None:
+    from moldau.broker.security.tls import certificate_principal
+
+    cert = {"subject": ((("countryName", "US"),), (("organizationName", "Ex, Inc"),),
+                        (("organizationalUnitName", "eng"), ("userId", "7")), (("commonName", "alice"),))}
+    assert certificate_principal(cert) == "User:CN=alice,OU=eng+UID=7,O=Ex\\, Inc,C=US"
+    assert certificate_principal({"subject": ((("commonName", " lead"),),)}) == "User:CN=\\ lead"
+    assert certificate_principal(None) is None and certificate_principal({}) is None

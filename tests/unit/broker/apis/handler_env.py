@@ -16,6 +16,7 @@ from typing import Any
 
 from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
 from moldau.broker.apis.context import (
+    AclDeps,
     BrokerContext,
     ConfigDeps,
     ControlDeps,
@@ -34,6 +35,8 @@ from moldau.broker.producer_ids import FileProducerIdManager
 from moldau.broker.purgatory import ManualTimer, Purgatory
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import Request
+from moldau.broker.security.acl_store import AclStore
+from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
 from moldau.protocol.header import RequestHeader
 from moldau.storage.config import LogConfig
@@ -61,11 +64,13 @@ class Env:
     async def create_topic(self, name: str, partitions: int = 1) -> None:
         await self.metadata.create_topic(name, {p: [0] for p in range(partitions)}, {})
 
-    async def call(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, api_key: int, version: int, body: dict[str, Any],
+                   principal: str = "User:ANONYMOUS") -> dict[str, Any]:
         api = REGISTRY[api_key]
         wire = api.encode_request(version, body)
         decoded, _ = api.request_decoder(version)(wire, 0)
-        request = Request(RequestHeader(api_key, version, 1, "unit-test"), api, wire, 0, "127.0.0.1")
+        request = Request(RequestHeader(api_key, version, 1, "unit-test"), api, wire, 0, "127.0.0.1",
+                          principal=principal)
         result = ROUTES[api_key](self.ctx, request, decoded)
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, 10)
@@ -76,7 +81,9 @@ class Env:
         return answer
 
 
-def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
+def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStore | None = None) -> Env:
+    """``acls``: an authorizer over that (started) store, with the config's super.users and
+    allow.everyone.if.no.acl.found, as the server builds it when authorizer.class.name is set."""
     clock = ManualClock()
     timer = ManualTimer()
     cfg = BrokerConfig({"broker.id": "0", "log.dirs": str(tmp_path / "logs"), **(config or {})})
@@ -97,12 +104,14 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None) -> Env:
     coordinator = GroupCoordinator(OffsetStore(rm, clock, 1, broker_id=0), timer, clock, GroupConfig(), 0)
     coordinator.startup()
     metadata.listeners.append(coordinator.on_topic_change)
-    topics = TopicDeps(0, cfg, metadata)
+    auth = Authorizer() if acls is None else Authorizer(acls.cache, cfg.get("super.users"),
+                                                         bool(cfg.get("allow.everyone.if.no.acl.found")))
+    topics = TopicDeps(0, cfg, metadata, auth)
     cluster = StandaloneCluster(metadata, dynamic)
     ctx = BrokerContext(
-        replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch), topics=topics,
-        groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, cluster),
+        replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+        groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, cluster, auth),
         producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS,
-        configs=ConfigDeps(0, dynamic, metadata, cluster),
-        partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records))
+        configs=ConfigDeps(0, dynamic, metadata, cluster, auth),
+        partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records), acls=AclDeps(auth, acls))
     return Env(ctx, clock, timer, metadata, rm, coordinator, lm)

@@ -37,6 +37,7 @@ import kafka
 from kafka.protocol import admin, consumer, metadata, producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import acl_cases  # noqa: E402
 import config_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
@@ -262,6 +263,12 @@ VARIANTS += security_cases.VARIANTS
 HAND_BUILT = HAND_BUILT + security_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in security_cases.API_SPECS.items()})
 RENAMED.update(security_cases.RENAMED)
+# The ACL APIs (see acl_cases.py).
+SAMPLES.update(acl_cases.SAMPLES)
+VARIANTS += acl_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + acl_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in acl_cases.API_SPECS.items()})
+RENAMED.update(acl_cases.RENAMED)
 
 
 def bit_set(v: int) -> set[int]:
