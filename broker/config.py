@@ -354,6 +354,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's key map.", AT_LEAST_0),
     _s("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308,
        "I/O the cleaner may read plus write per second (all cleaner threads together).", AT_LEAST_0),
+    _s("log.cleaner.nice", "int", 10, "Moldau: niceness added to each cleaner process, so that compaction "
+       "yields the CPU to request handling (0 = the broker's own priority).", Range(0, 19)),
     # --- flushing and checkpoints
     _s("log.flush.interval.messages", "long", LONG_MAX, "fsync a partition's log after this many messages.",
        AT_LEAST_1, H),

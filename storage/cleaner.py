@@ -18,115 +18,32 @@ may run on a worker thread while the log keeps appending and serving fetches.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import struct
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from moldau.protocol.compression import decompress
-from moldau.protocol.records import (
-    BATCH_HEADER_SIZE,
-    COMPRESSION_MASK,
-    BatchHeader,
-    Record,
-    build_batch,
-    decode_varint,
-    iter_records,
-    read_header,
-    update_crc,
-)
 from moldau.storage.checkpoint import CheckpointError, TopicPartition, read_offsets, write_offsets
-from moldau.storage.log import Log
-from moldau.storage.segment import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    INT32_MAX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
+from moldau.storage.cleaner_job import (
+    ENTRY_COST_BYTES,
+    CleanJob,
+    CleanStats,
+    JobResult,
+    OffsetMap,
+    SegmentRef,
+    Throttler,
+    UncleanableError,
+    run_job,
 )
+from moldau.storage.log import Log
+from moldau.storage.segment import SWAP_SUFFIX, LogSegment
+
+__all__ = ["CLEANER_OFFSET_CHECKPOINT", "ENTRY_COST_BYTES", "CleanJob", "CleanStats", "JobResult", "LogCleaner",
+           "OffsetMap", "PreparedClean", "Throttler", "UncleanableError", "run_job"]
 
 logger = logging.getLogger(__name__)
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-# Measured (tests/unit/storage/test_cleaner.py::test_offset_map_entry_cost): a dict entry mapping a 16-byte MD5
-# digest (a 49-byte bytes object) to an int offset costs 110-141 bytes of Python heap (dict growth steps
-# included). Kafka's array costs 24.
-ENTRY_COST_BYTES = 144
-LOAD_FACTOR = 0.9  # Kafka's dedupe buffer load factor
-_WRITE_CHUNK = 1024 * 1024
-_SIZE = struct.Struct(">i")
-
-
-class UncleanableError(Exception):
-    """A log cannot be cleaned (not even one segment fits the offset map, or its data cannot be decoded)."""
-
-
-class OffsetMap:
-    """Key digest (MD5, as Kafka) -> the largest offset seen for that key, bounded by a memory budget."""
-
-    def __init__(self, memory_bytes: int) -> None:
-        self.capacity = int(memory_bytes // ENTRY_COST_BYTES * LOAD_FACTOR)
-        self._map: dict[bytes, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._map)
-
-    def has_room_for(self, entries: int) -> bool:
-        return len(self._map) + entries <= self.capacity
-
-    def put(self, key: bytes, offset: int) -> bool:
-        """Records ``offset`` for ``key``; False (nothing stored) when the key is new and the map is full."""
-        digest = hashlib.md5(key).digest()
-        if len(self._map) >= self.capacity and digest not in self._map:
-            return False
-        self._map[digest] = offset
-        return True
-
-    def get(self, key: bytes) -> int:
-        """The latest offset of ``key``, -1 when it is not in the map."""
-        return self._map.get(hashlib.md5(key).digest(), -1)
-
-    def clear(self) -> None:
-        self._map.clear()
-
-
-class Throttler:
-    """Caps the cleaner's I/O at ``log.cleaner.io.max.bytes.per.second`` (shared by all cleaner threads)."""
-
-    def __init__(self, bytes_per_second: float, sleep: Callable[[float], None] = time.sleep) -> None:
-        self.rate = bytes_per_second
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        self._start = time.monotonic()
-        self._bytes = 0.0
-
-    def maybe_throttle(self, nbytes: int) -> None:
-        if self.rate <= 0 or self.rate == float("inf"):
-            return
-        with self._lock:
-            self._bytes += nbytes
-            elapsed = time.monotonic() - self._start
-            wait = self._bytes / self.rate - elapsed
-            if elapsed > 1.0 and wait <= 0:
-                self._start, self._bytes = time.monotonic(), 0.0
-        if wait > 0:
-            self._sleep(wait)
-
-
-@dataclass
-class CleanStats:
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_removed: int = 0
-    elapsed_s: float = 0.0
 
 
 @dataclass
@@ -137,43 +54,6 @@ class PreparedClean:
     end_offset: int  # the new cleaner checkpoint: everything below is clean
     swaps: list[tuple[list[LogSegment], LogSegment]] = field(default_factory=list)
     stats: CleanStats = field(default_factory=CleanStats)
-
-
-def _empty_batch(h: BatchHeader, header: bytes) -> bytes:
-    """A record-less batch keeping the producer metadata and offsets (Kafka keeps one for the last batch of a
-    producer so its sequence state survives); uncompressed, as Kafka writes it."""
-    b = bytearray(header[:BATCH_HEADER_SIZE])
-    _SIZE.pack_into(b, 8, BATCH_HEADER_SIZE - 12)
-    b[22] &= ~COMPRESSION_MASK & 0xFF  # attributes int16: the codec bits are in its low byte
-    _SIZE.pack_into(b, 57, 0)
-    update_crc(b)
-    return bytes(b)
-
-
-def _varint(body: bytes, p: int) -> tuple[int, int]:
-    b = body[p]
-    if b < 0x80:  # one byte: the common case, decoded inline
-        return (b >> 1) ^ -(b & 1), p + 1
-    return decode_varint(body, p)
-
-
-def _keys_and_offsets(data: bytes, h: BatchHeader) -> list[tuple[bytes, int]]:
-    """(key, offset) of the keyed records of a batch, reading only lengths, the offset delta and the key: the
-    offset map needs nothing else, and skipping values and headers halves the cost of the map-building pass."""
-    payload = memoryview(data)[BATCH_HEADER_SIZE : h.total_size]
-    body = bytes(payload) if h.compression == 0 else decompress(h.compression, payload)
-    out: list[tuple[bytes, int]] = []
-    pos = 0
-    base = h.base_offset
-    for _ in range(h.records_count):
-        length, start = _varint(body, pos)
-        p = _varint(body, start + 1)[1]  # +1: attributes; then the timestamp delta
-        delta, p = _varint(body, p)
-        key_len, p = _varint(body, p)
-        if key_len >= 0:
-            out.append((body[p : p + key_len], base + delta))
-        pos = start + length
-    return out
 
 
 class LogCleaner:
@@ -281,182 +161,45 @@ class LogCleaner:
 
     # --- cleaning --------------------------------------------------------------------------------------------
 
-    def prepare(self, log: Log, now_ms: int, map_bytes: int | None = None) -> PreparedClean | None:
-        """Builds the offset map and writes the replacement segments as ``.swap`` files (thread-safe w.r.t.
-        appends and reads of the log). None when there is nothing dirty to clean."""
-        started = time.monotonic()
-        first_dirty = self.checkpoint_of(log)
+    def plan(self, log: Log, now_ms: int, map_bytes: int | None = None) -> tuple[CleanJob, list[LogSegment]]:
+        """What to clean, as plain values for :func:`run_job` (call on the thread that owns the log, or at least
+        where the segment list is stable); also returns the segments the job refers to."""
+        cfg = log.config
         cleanable = self.cleanable_segments(log, now_ms)
-        dirty = [s for s in cleanable if s.next_offset > first_dirty]
-        if not dirty:
-            return None
-        offset_map = OffsetMap(self.dedupe_buffer_bytes if map_bytes is None else map_bytes)
-        stats = CleanStats()
-        end_offset = self._build_offset_map(log, dirty, first_dirty, offset_map, stats)
-        prepared = PreparedClean(log, end_offset, stats=stats)
-        to_clean = [s for s in cleanable if s.base_offset < end_offset]
-        for group in self._group(to_clean, log.config.segment_bytes):
-            retain = [self._retain_deletes(s, first_dirty, now_ms, log) for s in group]
-            new = self._clean_group(log, group, retain, offset_map, stats, now_ms)
-            prepared.swaps.append((group, new))
-        stats.elapsed_s = time.monotonic() - started
+        refs = [SegmentRef(s.base_offset, str(s.log_path), s.size, s.next_offset, s.largest_timestamp())
+                for s in cleanable]
+        producers = dict(log.producer_state.producers)  # a C-level copy: safe against concurrent appends
+        job = CleanJob(
+            name=f"{log.topic}-{log.partition}", dir=str(log.dir), first_dirty=self.checkpoint_of(log),
+            now_ms=now_ms, map_bytes=self.dedupe_buffer_bytes if map_bytes is None else map_bytes,
+            cleanable=refs, producer_last_offsets={pid: e.last_offset for pid, e in producers.items()},
+            segment_bytes=cfg.segment_bytes, index_interval_bytes=cfg.index_interval_bytes,
+            segment_index_bytes=cfg.segment_index_bytes, delete_retention_ms=cfg.delete_retention_ms,
+            io_max_bytes_per_second=self.throttler.rate,
+        )
+        return job, cleanable
+
+    @staticmethod
+    def adopt(log: Log, segments: list[LogSegment], result: JobResult) -> PreparedClean:
+        """Opens the ``.swap`` segments a job wrote and pairs them with the segments they replace."""
+        by_base = {s.base_offset: s for s in segments}
+        prepared = PreparedClean(log, result.end_offset, stats=result.stats)
+        for old_bases, new_base in result.swaps:
+            new = LogSegment(log.dir, new_base, index_interval_bytes=log.config.index_interval_bytes,
+                             segment_index_bytes=log.config.segment_index_bytes, created_ms=result.now_ms,
+                             suffix=SWAP_SUFFIX)
+            if not new.load():
+                new.recover()
+            prepared.swaps.append(([by_base[b] for b in old_bases], new))
         return prepared
 
-    @staticmethod
-    def _retain_deletes(seg: LogSegment, first_dirty: int, now_ms: int, log: Log) -> bool:
-        """Tombstones survive the cleaning that first sees them (their segment is dirty); afterwards they go
-        once the segment's largest timestamp is older than delete.retention.ms."""
-        if seg.next_offset > first_dirty:
-            return True
-        return seg.largest_timestamp() > now_ms - log.config.delete_retention_ms
-
-    def _build_offset_map(
-        self, log: Log, dirty: list[LogSegment], first_dirty: int, offset_map: OffsetMap, stats: CleanStats
-    ) -> int:
-        """Fills the map from the dirty segments until it is full (Kafka's rule); returns the offset where the
-        map ends: the end of the last segment read completely. Keys of a partly read segment may stay in the
-        map: their offsets are later than anything cleaned, so they only (rightly) drop older versions."""
-        end = dirty[0].base_offset
-        for seg in dirty:
-            for pos, h in seg.iter_batches():
-                if h.is_control or h.last_offset < first_dirty:
-                    continue
-                data = seg.read_batch(pos, h)
-                self.throttler.maybe_throttle(len(data))
-                for key, offset in _keys_and_offsets(data, h):
-                    if offset >= first_dirty and not offset_map.put(key, offset):
-                        if seg is dirty[0]:
-                            raise UncleanableError(
-                                f"{log}: segment {seg.base_offset} holds more keys than the {offset_map.capacity} "
-                                "that log.cleaner.dedupe.buffer.size allows"
-                            )
-                        return end
-            end = seg.next_offset
-        return end
-
-    @staticmethod
-    def _group(segments: list[LogSegment], max_bytes: int) -> list[list[LogSegment]]:
-        """Consecutive segments whose total size fits ``segment.bytes`` (and whose offsets fit one index)."""
-        groups: list[list[LogSegment]] = []
-        for seg in segments:
-            if groups:
-                g = groups[-1]
-                size = sum(s.size for s in g) + seg.size
-                if size <= max_bytes and seg.next_offset - 1 - g[0].base_offset <= INT32_MAX:
-                    g.append(seg)
-                    continue
-            groups.append([seg])
-        return groups
-
-    def _clean_group(
-        self,
-        log: Log,
-        group: list[LogSegment],
-        retain: list[bool],
-        offset_map: OffsetMap,
-        stats: CleanStats,
-        now_ms: int,
-    ) -> LogSegment:
-        cfg = log.config
-        prefix = filename_prefix(group[0].base_offset)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # leftovers of an abandoned attempt
-            (log.dir / (prefix + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
-        new = LogSegment(
-            log.dir,
-            group[0].base_offset,
-            index_interval_bytes=cfg.index_interval_bytes,
-            segment_index_bytes=cfg.segment_index_bytes,
-            created_ms=now_ms,
-            suffix=CLEANED_SUFFIX,
-        )
-        try:
-            for seg, retain_deletes in zip(group, retain):
-                self._clean_segment(log, seg, new, retain_deletes, offset_map, stats)
-            new.on_become_inactive()
-            new.flush()
-            new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-        except BaseException:
-            new.delete()
-            raise
-        return new
-
-    def _clean_segment(
-        self,
-        log: Log,
-        seg: LogSegment,
-        new: LogSegment,
-        retain_deletes: bool,
-        offset_map: OffsetMap,
-        stats: CleanStats,
-    ) -> None:
-        buf = bytearray()
-        headers: list[tuple[int, BatchHeader]] = []
-        for pos, h in seg.iter_batches():
-            data = seg.read_batch(pos, h)
-            self.throttler.maybe_throttle(len(data))
-            stats.bytes_read += len(data)
-            out = self._filter_batch(log, data, h, retain_deletes, offset_map, stats)
-            if out is None:
-                continue
-            out_h = h if out is data else read_header(out)
-            headers.append((len(buf), out_h))
-            buf += out
-            if len(buf) >= _WRITE_CHUNK:
-                self._flush_chunk(new, buf, headers)
-                buf, headers = bytearray(), []
-        if buf:
-            self._flush_chunk(new, buf, headers)
-
-    def _flush_chunk(self, new: LogSegment, buf: bytearray, headers: list[tuple[int, BatchHeader]]) -> None:
-        max_ts, offset_of_max = -1, headers[0][1].last_offset
-        for _, h in headers:
-            if h.max_timestamp > max_ts:
-                max_ts, offset_of_max = h.max_timestamp, h.last_offset
-        new.append(buf, headers[-1][1].last_offset, max_ts, offset_of_max, headers)
-        self.throttler.maybe_throttle(len(buf))
-
-    @staticmethod
-    def _filter_batch(
-        log: Log, data: bytes, h: BatchHeader, retain_deletes: bool, offset_map: OffsetMap, stats: CleanStats
-    ) -> bytes | None:
-        """The batch with its obsolete records removed: ``data`` itself when all stay, None when it goes."""
-        if h.is_control:
-            return data  # transaction markers: kept (Moldau has no transactions to resolve them against)
-        records = list(iter_records(data, h, check_crc=False))
-        stats.records_read += len(records)
-        kept: list[Record] = []
-        for r in records:
-            if r.key is not None and offset_map.get(r.key) > r.offset:
-                continue  # a later record of this key exists
-            if r.value is None and not retain_deletes:
-                continue  # tombstone past its horizon
-            kept.append(r)
-        stats.records_removed += len(records) - len(kept)
-        if len(kept) == len(records):
-            stats.bytes_written += len(data)
-            return data
-        if not kept:
-            entry = log.producer_state.last_entry(h.producer_id) if h.producer_id >= 0 else None
-            if entry is not None and entry.last_offset == h.last_offset:
-                out = _empty_batch(h, data)
-                stats.bytes_written += len(out)
-                return out
-            return None
-        out = build_batch(
-            [(r.key, r.value, r.headers, r.timestamp) for r in kept],
-            base_offset=h.base_offset,
-            compression=h.compression,
-            producer_id=h.producer_id,
-            producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence,
-            partition_leader_epoch=h.partition_leader_epoch,
-            timestamp_type=h.timestamp_type,
-            is_transactional=h.is_transactional,
-            offset_deltas=[r.offset - h.base_offset for r in kept],
-            last_offset_delta=h.last_offset_delta,
-        )
-        stats.bytes_written += len(out)
-        return out
+    def prepare(self, log: Log, now_ms: int, map_bytes: int | None = None) -> PreparedClean | None:
+        """plan + run_job + adopt on the calling thread, with this cleaner's shared throttle: builds the offset
+        map and writes the replacement segments as ``.swap`` files (thread-safe w.r.t. appends and reads of the
+        log). None when there is nothing dirty to clean."""
+        job, segments = self.plan(log, now_ms, map_bytes)
+        result = run_job(job, self.throttler)
+        return None if result is None else self.adopt(log, segments, result)
 
     def finish(self, prepared: PreparedClean) -> bool:
         """Swaps the prepared segments into the log (call on the thread that owns the log) and advances the

@@ -17,7 +17,7 @@ def _setup(tmp_path: Path, **props: str) -> tuple[CleanerService, LogManager, Br
     lm = LogManager([tmp_path], cfg.log_config({"cleanup.policy": "compact", "segment.bytes": "2048"}), clock)
     lm.load()
     metrics = BrokerMetrics()
-    return CleanerService(lambda: lm, cfg, metrics, clock), lm, metrics, clock
+    return CleanerService(lambda: lm, cfg, metrics, clock, isolate=False), lm, metrics, clock
 
 
 def _fill(lm: LogManager, clock: FakeClock) -> None:
