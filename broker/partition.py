@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.broker.metadata import PartitionState
-from moldau.storage.log import Log
+from moldau.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, Log
 
 UNKNOWN_OFFSET = -1
 
@@ -107,6 +107,33 @@ class Partition:
         with. Until it reaches it, the latest offset it would report could be lower than one its predecessor
         already reported, so clients asking for offsets are told OFFSET_NOT_AVAILABLE (retriable) instead."""
         return self.is_leader and self.high_watermark < self.leader_epoch_start_offset
+
+    # ------------------------------------------------------------------ leader: offset queries and DeleteRecords
+    def offset_for_timestamp(self, timestamp: int, committed_only: bool) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)`` or None. ``committed_only`` (a consumer, not a replica) answers
+        latest (-1) with the high watermark instead of the log end offset and hides a timestamp match at or
+        above the high watermark as ``(-1, -1)``; earliest (-2) carries no timestamp."""
+        if timestamp == LATEST_TIMESTAMP:
+            return (self.high_watermark if committed_only else self.log.log_end_offset), NO_TIMESTAMP
+        found = self.log.offset_for_timestamp(timestamp)
+        if found is None:
+            return None
+        if timestamp == EARLIEST_TIMESTAMP:
+            return found[0], NO_TIMESTAMP
+        if committed_only and timestamp >= 0 and found[0] >= self.high_watermark:
+            return -1, -1
+        return found
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest known epoch <= ``leader_epoch``, its end offset); (-1, -1) if unknown."""
+        return self.log.end_offset_for_epoch(leader_epoch)
+
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords: moves the log start offset up to ``offset`` (raises the log's OffsetOutOfRangeError past
+        its high watermark) and keeps the high watermark >= it; True if it moved."""
+        moved = self.log.maybe_increment_log_start_offset(offset)
+        self.clamp_high_watermark()
+        return moved
 
     # ------------------------------------------------------------------ leader: followers and the ISR
     def update_follower(self, replica_id: int, fetch_offset: int, now_ms: int,

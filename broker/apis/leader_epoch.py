@@ -51,6 +51,6 @@ def handle_offset_for_leader_epoch(ctx: ReplicaDeps, request: Request, body: Off
                 entry["error_code"] = (ErrorCode.FENCED_LEADER_EPOCH if current < partition.leader_epoch
                                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
                 continue
-            entry["leader_epoch"], entry["end_offset"] = partition.log.end_offset_for_epoch(p["leader_epoch"])
+            entry["leader_epoch"], entry["end_offset"] = partition.end_offset_for_epoch(p["leader_epoch"])
         topics.append({"topic": t["topic"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

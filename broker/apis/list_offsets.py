@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
         ListOffsetsResponseTopicsPartitions,
     )
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+EARLIEST, MAX_TIMESTAMP = -2, -3
 
 
 def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -48,18 +48,10 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
             if consumer and ts != EARLIEST and partition.offsets_settling:
                 entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
                 continue
-            log_ = partition.log
-            if ts == LATEST:
-                found: tuple[int, int] | None = (partition.high_watermark if consumer else log_.log_end_offset, -1)
-            else:
-                found = log_.offset_for_timestamp(ts)
-                if found is not None and ts == EARLIEST:
-                    found = (found[0], -1)
+            found = partition.offset_for_timestamp(ts, committed_only=consumer)
             if found is not None:
-                offset, timestamp = found
-                if consumer and ts >= 0 and offset >= partition.high_watermark:
-                    offset, timestamp = -1, -1
-                entry["offset"], entry["timestamp"] = offset, timestamp
+                offset, entry["timestamp"] = found
+                entry["offset"] = offset
                 entry["leader_epoch"] = partition.leader_epoch if offset >= 0 else -1
             if version == 0:
                 entry["old_style_offsets"] = [entry["offset"]] if entry["offset"] >= 0 else []

@@ -162,11 +162,10 @@ def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: Delet
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
             try:
-                moved |= partition.log.maybe_increment_log_start_offset(offset)
+                moved |= partition.advance_log_start_offset(offset)
             except OffsetOutOfRangeError:
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
-            partition.clamp_high_watermark()
             waiting.append((t["name"], p["partition_index"], entry, offset))
         topics.append({"name": t["name"], "partitions": partitions})
     if moved:
