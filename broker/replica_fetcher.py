@@ -22,13 +22,13 @@ from moldau.broker.partition import Partition
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
 from moldau.storage.errors import StorageError
 from moldau.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 log = logging.getLogger("moldau.replica_fetcher")
 
-TP = tuple[str, int]
 # Our leader epoch is older than the leader's: a LeaderAndIsr is on its way. (NOT_LEADER_OR_FOLLOWER and
 # UNKNOWN_LEADER_EPOCH mean the leader has not heard of its leadership yet: retried after the backoff.)
 PARK = (ErrorCode.FENCED_LEADER_EPOCH,)
@@ -90,8 +90,8 @@ class Fetcher:
         self.source = source
         self.settings = settings
         self.endpoint_for = endpoint_for
-        self.partitions: dict[TP, FollowState] = {}
-        self.lag: dict[TP, int] = {}
+        self.partitions: dict[TopicPartition, FollowState] = {}
+        self.lag: dict[TopicPartition, int] = {}
         self._wakeup = asyncio.Event()
         self._conn: BrokerConnection | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
@@ -105,7 +105,7 @@ class Fetcher:
             self.partitions[tp] = FollowState(partition, partition.leader_epoch)
         self._wakeup.set()
 
-    def remove(self, tp: TP) -> None:
+    def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self.lag.pop(tp, None)
 
@@ -159,7 +159,7 @@ class Fetcher:
 
     # ------------------------------------------------------------------ truncation
     async def _truncate(self, conn: BrokerConnection) -> bool:
-        ask: dict[TP, FollowState] = {}
+        ask: dict[TopicPartition, FollowState] = {}
         for tp, st in self.partitions.items():
             if not st.truncating or st.parked:
                 continue
@@ -213,7 +213,7 @@ class Fetcher:
 
     # ------------------------------------------------------------------ fetching
     async def _fetch(self, conn: BrokerConnection) -> bool:
-        sent: dict[TP, FollowState] = {}
+        sent: dict[TopicPartition, FollowState] = {}
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp, st in self.partitions.items():
             if st.parked or st.truncating:
@@ -244,7 +244,7 @@ class Fetcher:
                     progressed = self._on_partition(tp, fs, p) or progressed
         return progressed
 
-    def _on_partition(self, tp: TP, st: FollowState, p: dict[str, Any]) -> bool:
+    def _on_partition(self, tp: TopicPartition, st: FollowState, p: dict[str, Any]) -> bool:
         error = ErrorCode.for_code(int(p["error_code"]))
         partition = st.partition
         log_ = partition.log

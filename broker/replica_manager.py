@@ -21,6 +21,7 @@ from typing import Any
 from moldau.broker.metadata import PartitionState, TopicMetadata
 from moldau.broker.partition import Partition
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 from moldau.storage.config import SystemClock
 from moldau.storage.errors import DuplicateSequence, OffsetOutOfRangeError, StorageError
 from moldau.storage.log_manager import LogManager
@@ -28,7 +29,6 @@ from moldau.storage.segment import FileRegion
 
 log = logging.getLogger("moldau.replica_manager")
 
-TopicPartition = tuple[str, int]
 # (partition, new ISR) -> (the state znode's new version, the ISR it holds), or None when the controller moved on.
 IsrWriter = Callable[[Partition, list[int]], Awaitable[tuple[int, list[int]] | None]]
 

@@ -31,6 +31,7 @@ from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.zk_mode")
 
@@ -78,7 +79,7 @@ class ZkCluster:
     def apply_update_metadata(self, body: dict[str, Any]) -> None:
         self.cache.update(body)
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         if not self.controller.active:
             return ErrorCode.NOT_CONTROLLER, []
         return await self.controller.controlled_shutdown(broker_id, broker_epoch)
@@ -115,22 +116,22 @@ class ZkCluster:
             raise TopicError(ErrorCode.REQUEST_TIMED_OUT, f"The partitions of topic '{topic}' were added, but not "
                                                           f"all had leaders within {timeout_ms} ms")
 
-    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
-                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         if not self.controller.active:
             wanted = partitions if partitions is not None else [
                 (t.name, p) for t in self.cache.topics().values() for p in t.partitions]
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
         return await self.controller.admin.elect_leaders(election_type, partitions)
 
-    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
-                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+    async def alter_reassignments(self, wanted: dict[TopicPartition, list[int] | None]
+                                  ) -> dict[TopicPartition, tuple[ErrorCode, str | None]] | None:
         if not self.controller.active:
             return None
         return await self.controller.admin.reassign(wanted)
 
-    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
-                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+    async def list_reassignments(self, wanted: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]] | None:
         if not self.controller.active:
             return None
         return await self.controller.admin.list_reassignments(wanted)
@@ -273,7 +274,7 @@ class ZkMode:
         log.warning("controlled shutdown did not complete; shutting down anyway")
         return False
 
-    async def _ask_controller(self, broker_id: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+    async def _ask_controller(self, broker_id: int) -> tuple[ErrorCode, list[TopicPartition]]:
         controller_id = await self.zk.controller_id()
         if controller_id == -1:
             return ErrorCode.NOT_CONTROLLER, []

@@ -26,8 +26,8 @@ from moldau.protocol.messages.partition_admin import (
     LIST_PARTITION_REASSIGNMENTS,
 )
 from moldau.protocol.schema import Api
+from moldau.protocol.types import TopicPartition
 
-TP = tuple[str, int]
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 _RETRIES = 5
 
@@ -51,7 +51,7 @@ class ReplicaInfo:
 class LogDirDescription:
     path: str
     error: KafkaError | None
-    replicas: dict[TP, ReplicaInfo] = field(default_factory=dict)
+    replicas: dict[TopicPartition, ReplicaInfo] = field(default_factory=dict)
     total_bytes: int = -1
     usable_bytes: int = -1
 
@@ -88,11 +88,11 @@ class PartitionAdmin:
             await self._cluster.refresh_metadata([n for n, e in results.items() if e is None])
         return _raise_first(results, raise_errors)
 
-    async def delete_records(self, offsets: Mapping[TP, int], *, timeout_ms: int = 60000,
-                             raise_errors: bool = True) -> dict[TP, int | KafkaError]:
+    async def delete_records(self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int = 60000,
+                             raise_errors: bool = True) -> dict[TopicPartition, int | KafkaError]:
         """Deletes the records below each offset (-1: below the high watermark) on each partition's leader;
         a dict (topic, partition) -> the new low watermark, or the error."""
-        results: dict[TP, int | KafkaError] = {}
+        results: dict[TopicPartition, int | KafkaError] = {}
         pending = dict(offsets)
         delay = self.config["retry.backoff.ms"] / 1000
         for attempt in range(_RETRIES):
@@ -115,7 +115,7 @@ class PartitionAdmin:
                 self._cluster.send(node, DELETE_RECORDS, {"timeout_ms": timeout_ms, "topics": [
                     {"name": t, "partitions": ps} for t, ps in by_topic.items()]})
                 for node, by_topic in per_leader.items()))
-            retry: dict[TP, int] = {}
+            retry: dict[TopicPartition, int] = {}
             for response in responses:
                 for t in response["topics"]:
                     for p in t["partitions"]:
@@ -135,8 +135,8 @@ class PartitionAdmin:
                     raise value
         return results
 
-    async def elect_leaders(self, election_type: str | int = "preferred", partitions: Iterable[TP] | None = None,
-                            *, timeout_ms: int = 60000, raise_errors: bool = True) -> dict[TP, KafkaError | None]:
+    async def elect_leaders(self, election_type: str | int = "preferred", partitions: Iterable[TopicPartition] | None = None,
+                            *, timeout_ms: int = 60000, raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
         """Preferred or unclean election on the controller; ``partitions`` None means every partition.
         ELECTION_NOT_NEEDED is reported in the dict but never raised (the partition already has the leader
         asked for)."""
@@ -202,9 +202,9 @@ class PartitionAdmin:
 
 
     # ------------------------------------------------------------------ reassignment
-    async def alter_partition_reassignments(self, reassignments: Mapping[TP, list[int] | None], *,
+    async def alter_partition_reassignments(self, reassignments: Mapping[TopicPartition, list[int] | None], *,
                                             timeout_ms: int = 60000,
-                                            raise_errors: bool = True) -> dict[TP, KafkaError | None]:
+                                            raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
         """Moves each partition to the given replicas (None: cancels its reassignment in progress); the move
         itself runs on after the answer (``list_partition_reassignments`` shows it)."""
         grouped: dict[str, list[dict[str, Any]]] = {}
@@ -221,8 +221,8 @@ class PartitionAdmin:
                     raise err
         return results
 
-    async def list_partition_reassignments(self, partitions: Iterable[TP] | None = None, *,
-                                           timeout_ms: int = 60000) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+    async def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None, *,
+                                           timeout_ms: int = 60000) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
         """Reassignments in progress: (topic, partition) -> (replicas, adding, removing)."""
         topics = None
         if partitions is not None:

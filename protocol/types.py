@@ -8,6 +8,7 @@ the one offending connection.
 from __future__ import annotations
 
 import struct
+from typing import TypeAlias
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
@@ -20,6 +21,10 @@ FLOAT64 = struct.Struct(">d")
 ZERO_UUID = bytes(16)
 
 Buffer = bytes | bytearray | memoryview
+
+# The one topic-partition key of broker, storage and tools: a plain ``(topic, index)`` tuple at run time. The
+# client's public ``moldau.TopicPartition`` NamedTuple has the same shape, so it fits wherever this is expected.
+TopicPartition: TypeAlias = tuple[str, int]
 
 
 class DecodeError(ValueError):

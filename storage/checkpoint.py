@@ -13,13 +13,13 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from moldau.protocol.types import TopicPartition
+
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CHECKPOINT_VERSION = 0
-
-TopicPartition = tuple[str, int]
 
 
 class CheckpointError(ValueError):

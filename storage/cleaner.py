@@ -23,7 +23,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from moldau.storage.checkpoint import CheckpointError, TopicPartition, read_offsets, write_offsets
+from moldau.protocol.types import TopicPartition
+from moldau.storage.checkpoint import CheckpointError, read_offsets, write_offsets
 from moldau.storage.cleaner_job import (
     ENTRY_COST_BYTES,
     CleanJob,

@@ -24,6 +24,7 @@ from moldau.protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from moldau.protocol.types import TopicPartition
 from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import OffsetOutOfRangeError
@@ -82,7 +83,7 @@ class FetchData:
         return b"".join(r.read() for r in self.regions)
 
 
-def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+def parse_topic_partition(dir_name: str) -> TopicPartition:
     """``"my-topic.v2-3"`` -> ``("my-topic.v2", 3)``: the partition follows the last '-'."""
     topic, sep, partition = dir_name.rpartition("-")
     if not sep or not topic or not partition.isdigit():

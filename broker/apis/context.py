@@ -23,6 +23,7 @@ from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import NO_AUTHORIZER, Authorizer
 from moldau.broker.security.credentials import CredentialStore
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 from moldau.storage.config import Clock
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -42,7 +43,7 @@ class ClusterControl(Protocol):
 
     def apply_update_metadata(self, body: dict[str, Any]) -> None: ...
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         """Run by the active controller: move the broker's leaderships away; (error, partitions still led)."""
         ...
 
@@ -56,18 +57,18 @@ class ClusterControl(Protocol):
         TopicError."""
         ...
 
-    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
-                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         """Run by the active controller: preferred (0) or unclean (1) election; None: every partition."""
         ...
 
-    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
-                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+    async def alter_reassignments(self, wanted: dict[TopicPartition, list[int] | None]
+                                  ) -> dict[TopicPartition, tuple[ErrorCode, str | None]] | None:
         """Run by the active controller: start (replicas) or cancel (None); None when not the controller."""
         ...
 
-    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
-                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+    async def list_reassignments(self, wanted: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]] | None:
         """(replicas, adding, removing) of the reassignments in progress; None when not the controller."""
         ...
 
@@ -101,7 +102,7 @@ class StandaloneCluster:
     def apply_update_metadata(self, body: dict[str, Any]) -> None:
         raise RuntimeError("a standalone broker takes no UpdateMetadata (fence() refuses it)")
 
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         return ErrorCode.NOT_CONTROLLER, []
 
     async def partition_assignment(self, topic: str) -> dict[int, list[int]] | None:
@@ -113,19 +114,19 @@ class StandaloneCluster:
             raise RuntimeError("StandaloneCluster was built without its metadata")
         await self.metadata.add_partitions(topic, additions)
 
-    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
-                            ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None
+                            ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
         topics = self.metadata.topics() if self.metadata is not None else {}
         wanted = [(t, p) for t in topics for p in topics[t].partitions] if partitions is None else partitions
         return {tp: (ErrorCode.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
                 if tp[0] in topics and tp[1] in topics[tp[0]].partitions
                 else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.") for tp in wanted}
 
-    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
-                                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]] | None:
+    async def alter_reassignments(self, wanted: dict[TopicPartition, list[int] | None]
+                                  ) -> dict[TopicPartition, tuple[ErrorCode, str | None]] | None:
         """One broker: its replicas can only stay where they are."""
         topics = self.metadata.topics() if self.metadata is not None else {}
-        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        out: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
         for (t, p), target in wanted.items():
             if t not in topics or p not in topics[t].partitions:
                 out[(t, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
@@ -139,8 +140,8 @@ class StandaloneCluster:
                 out[(t, p)] = (ErrorCode.NONE, None)
         return out
 
-    async def list_reassignments(self, wanted: list[tuple[str, int]] | None
-                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]] | None:
+    async def list_reassignments(self, wanted: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]] | None:
         return {}
 
     async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from moldau.broker.coordinator.group import OffsetAndMetadata
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
@@ -52,8 +53,8 @@ async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCom
                                ) -> OffsetCommitResponse:
     coordinator = ctx.active_coordinator()
     now = ctx.clock.time_ms()
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     group_ok = _group_allowed(ctx, request, Operation.READ, body["group_id"])
     readable = _topics_allowed(ctx, request, Operation.READ, (t["name"] for t in body["topics"]))
     for t in body["topics"]:
@@ -94,7 +95,7 @@ def _fetch_group(ctx: GroupDeps, request: Request, group_id: str, topics: list[O
     """One group's answer: (group-level error, topics with partitions)."""
     coordinator = ctx.active_coordinator()
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
-    found: dict[tuple[str, int], OffsetAndMetadata | None] = {}
+    found: dict[TopicPartition, OffsetAndMetadata | None] = {}
     if not _group_allowed(ctx, request, Operation.DESCRIBE, group_id):
         error = ErrorCode.GROUP_AUTHORIZATION_FAILED
     elif coordinator is None:

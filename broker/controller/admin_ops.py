@@ -17,17 +17,17 @@ from moldau.broker.controller import election as E
 from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
 
 log = logging.getLogger("moldau.controller")
 
-TP = tuple[str, int]
 T = TypeVar("T")
 PREFERRED = 0
 UNCLEAN = 1
-ElectionResult = dict[TP, tuple[ErrorCode, str | None]]
+ElectionResult = dict[TopicPartition, tuple[ErrorCode, str | None]]
 
 
 class ControllerAdmin:
@@ -68,7 +68,7 @@ class ControllerAdmin:
         created = [(topic, p) for p in added]
         log.info("topic %s: %d new partitions %s", topic, len(added), added)
         await c._initialize_new_partitions(created)
-        per_broker: dict[int, list[TP]] = {}
+        per_broker: dict[int, list[TopicPartition]] = {}
         for tp in created:
             for r in ctx.replicas(tp):
                 per_broker.setdefault(r, []).append(tp)
@@ -94,7 +94,7 @@ class ControllerAdmin:
         self.c.enqueue(name, event)
         return await fut
 
-    async def reassign(self, wanted: dict[TP, list[int] | None]) -> ElectionResult:
+    async def reassign(self, wanted: dict[TopicPartition, list[int] | None]) -> ElectionResult:
         """AlterPartitionReassignments (reassignment.py); NOT_CONTROLLER per partition when not active."""
         async def work() -> ElectionResult:
             if not self.c.active:
@@ -102,18 +102,18 @@ class ControllerAdmin:
             return await self.c.reassignments.alter(wanted)
         return await self._as_event("alter-reassignments", work)
 
-    async def list_reassignments(self, wanted: list[TP] | None) -> dict[TP, tuple[list[int], list[int], list[int]]]:
-        async def work() -> dict[TP, tuple[list[int], list[int], list[int]]]:
+    async def list_reassignments(self, wanted: list[TopicPartition] | None) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        async def work() -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
             return {tp: (o.replicas, o.adding, o.removing)
                     for tp, o in self.c.reassignments.listing(wanted).items()}
         return await self._as_event("list-reassignments", work)
 
     # ------------------------------------------------------------------ ElectLeaders
-    async def elect_leaders(self, election_type: int, partitions: list[TP] | None) -> ElectionResult:
+    async def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None) -> ElectionResult:
         """Runs as a controller event; answers once the new states are written and sent to the brokers."""
         return await self._as_event("elect-leaders", lambda: self._elect(election_type, partitions))
 
-    async def _elect(self, election_type: int, partitions: list[TP] | None) -> ElectionResult:
+    async def _elect(self, election_type: int, partitions: list[TopicPartition] | None) -> ElectionResult:
         c = self.c
         ctx = c.ctx
         wanted = ctx.all_partitions() if partitions is None else partitions
@@ -121,7 +121,7 @@ class ControllerAdmin:
             return {tp: (ErrorCode.NOT_CONTROLLER, None) for tp in wanted}
         results: ElectionResult = {}
         live = [b for b in ctx.live if b not in ctx.shutting_down]
-        candidates: list[TP] = []
+        candidates: list[TopicPartition] = []
         for tp in wanted:
             state = ctx.states.get(tp)
             if state is None or tp[1] not in ctx.assignments.get(tp[0], {}):
@@ -140,7 +140,7 @@ class ControllerAdmin:
             if fresh is not None:
                 ctx.states[tp] = fresh
 
-        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        def decide(tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
             online = [b for b in live if ctx.replica_online(b, tp)]
             if election_type == PREFERRED:
                 result = E.preferred_replica_election(ctx.replicas(tp), state.isr, online, ctx.shutting_down)
@@ -168,7 +168,7 @@ class ControllerAdmin:
             c._propagate(sorted(changes))
         return results
 
-    def _not_needed(self, election_type: int, tp: TP, state: Z.LeaderIsr, live: list[int]) -> bool:
+    def _not_needed(self, election_type: int, tp: TopicPartition, state: Z.LeaderIsr, live: list[int]) -> bool:
         """Preferred: the preferred replica leads already. Unclean: the partition has a live leader."""
         ctx = self.c.ctx
         if election_type == PREFERRED:

@@ -27,11 +27,11 @@ from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.controller")
 
-TP = tuple[str, int]
 
 # A leader's ISR change can land in ZooKeeper between the controller reading a state and writing it; the
 # controller's write (conditional on the znode version) then fails, and it re-reads and decides again.
@@ -59,20 +59,20 @@ class ControllerContext:
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     topic_ids: dict[str, bytes] = field(default_factory=dict)
     topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    states: dict[TP, Z.LeaderIsr] = field(default_factory=dict)
+    states: dict[TopicPartition, Z.LeaderIsr] = field(default_factory=dict)
     # Replicas on a failed log dir of a live broker (KIP-112): they may neither lead nor stay in the ISR.
-    offline_replicas: dict[int, set[TP]] = field(default_factory=dict)
+    offline_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
-    def replica_online(self, broker_id: int, tp: TP) -> bool:
+    def replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
         return broker_id in self.live and tp not in self.offline_replicas.get(broker_id, ())
 
-    def replicas(self, tp: TP) -> list[int]:
+    def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
 
-    def partitions_of(self, topic: str) -> list[TP]:
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
         return [(topic, p) for p in sorted(self.assignments.get(topic, {}))]
 
-    def all_partitions(self) -> list[TP]:
+    def all_partitions(self) -> list[TopicPartition]:
         return [(t, p) for t in sorted(self.assignments) for p in sorted(self.assignments[t])]
 
 
@@ -236,15 +236,15 @@ class Controller:
         value = self.ctx.topic_configs.get(topic, {}).get("unclean.leader.election.enable")
         return self.settings.unclean_leader_election if value is None else value.strip().lower() == "true"
 
-    def _new_state(self, tp: TP, leader: int, isr: list[int], bump_epoch: bool = True) -> Z.LeaderIsr:
+    def _new_state(self, tp: TopicPartition, leader: int, isr: list[int], bump_epoch: bool = True) -> Z.LeaderIsr:
         old = self.ctx.states.get(tp)
         epoch = (old.leader_epoch + 1 if bump_epoch else old.leader_epoch) if old is not None else 0
         return Z.LeaderIsr(leader, epoch, isr, self.ctx.epoch, old.zk_version if old is not None else -1)
 
-    async def _initialize_new_partitions(self, tps: list[TP]) -> None:
+    async def _initialize_new_partitions(self, tps: list[TopicPartition]) -> None:
         """First state of partitions without one: the first live replica leads; the live replicas are the ISR."""
         ctx = self.ctx
-        created: dict[TP, Z.LeaderIsr] = {}
+        created: dict[TopicPartition, Z.LeaderIsr] = {}
         ops: list[Op] = []
         for tp in tps:
             if tp in ctx.states:
@@ -263,7 +263,7 @@ class Controller:
             await self.zk.controller_multi(self.ctx.epoch_zk_version, ops[i:i + MULTI_CHUNK])
         ctx.states.update(created)
 
-    def _elect_one(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+    def _elect_one(self, tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
         """A new leader from the live ISR if the current one is gone (None: nothing to change)."""
         ctx = self.ctx
         live = [b for b in ctx.live if b not in ctx.shutting_down and ctx.replica_online(b, tp)]
@@ -277,7 +277,7 @@ class Controller:
                         ctx.replicas(tp), state.isr)
         return self._new_state(tp, result.leader, result.isr)
 
-    def _elect_or_shrink(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+    def _elect_or_shrink(self, tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
         """Kafka's OfflineReplica transition: a partition whose leader is gone gets a new one from the live ISR;
         one whose leader lives loses its dead replicas from the ISR at once (new leader epoch), so acks=all with
         min.insync.replicas need not wait replica.lag.time.max.ms for the leader to shrink the ISR itself."""
@@ -289,13 +289,13 @@ class Controller:
             return None
         return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
 
-    async def _decide_and_write(self, tps: list[TP],
-                                decide: Callable[[TP, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TP, Z.LeaderIsr]:
+    async def _decide_and_write(self, tps: list[TopicPartition],
+                                decide: Callable[[TopicPartition, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TopicPartition, Z.LeaderIsr]:
         """Decides the new state of each partition from its current one and writes the changes; when a leader
         changed a state meanwhile (version conflict), re-reads those states and decides again."""
-        written: dict[TP, Z.LeaderIsr] = {}
+        written: dict[TopicPartition, Z.LeaderIsr] = {}
         for attempt in range(1, STATE_WRITE_ATTEMPTS + 1):
-            changes: dict[TP, Z.LeaderIsr] = {}
+            changes: dict[TopicPartition, Z.LeaderIsr] = {}
             for tp in tps:
                 state = self.ctx.states.get(tp)
                 new = decide(tp, state) if state is not None else None
@@ -321,7 +321,7 @@ class Controller:
             return 0
         return sum(1 for s in list(self.ctx.states.values()) if s.leader == E.NO_LEADER)
 
-    async def _write_states(self, changes: dict[TP, Z.LeaderIsr]) -> None:
+    async def _write_states(self, changes: dict[TopicPartition, Z.LeaderIsr]) -> None:
         """Conditional writes (controller epoch check + each state's znode version) of changed states."""
         items = sorted(changes.items())
         for i in range(0, len(items), MULTI_CHUNK):
@@ -335,13 +335,13 @@ class Controller:
             log.info("partition %s-%d: leader %d, leader epoch %d, ISR %s", *tp, state.leader, state.leader_epoch,
                      state.isr)
 
-    def _partition_info(self, tp: TP, is_new: bool = False) -> R.PartitionInfo:
+    def _partition_info(self, tp: TopicPartition, is_new: bool = False) -> R.PartitionInfo:
         ctx = self.ctx
         return R.PartitionInfo(tp[0], ctx.topic_ids.get(tp[0], bytes(16)), tp[1], ctx.states[tp], ctx.replicas(tp),
                                is_new)
 
     # ------------------------------------------------------------------ sending
-    def _send_leader_and_isr(self, broker_id: int, tps: list[TP], is_new: bool = False) -> None:
+    def _send_leader_and_isr(self, broker_id: int, tps: list[TopicPartition], is_new: bool = False) -> None:
         ctx = self.ctx
         broker = ctx.live.get(broker_id)
         tps = [tp for tp in tps if tp in ctx.states]
@@ -353,7 +353,7 @@ class Controller:
         body = R.leader_and_isr(self.broker_id, ctx.epoch, broker.epoch, infos, unique)
         self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, body, self._on_leader_and_isr_response)
 
-    def _send_update_metadata(self, broker_ids: list[int], tps: list[TP]) -> None:
+    def _send_update_metadata(self, broker_ids: list[int], tps: list[TopicPartition]) -> None:
         ctx = self.ctx
         if self.channel is None:
             return
@@ -365,16 +365,16 @@ class Controller:
                 body = R.update_metadata(self.broker_id, ctx.epoch, broker.epoch, infos, live)
                 self.channel.send(broker_id, ApiKey.UPDATE_METADATA, body, self._on_simple_response)
 
-    def _send_stop_replica(self, broker_id: int, tps: list[TP], delete: bool) -> None:
+    def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool) -> None:
         broker = self.ctx.live.get(broker_id)
         if broker is None or not tps or self.channel is None:
             return
         body = R.stop_replica(self.broker_id, self.ctx.epoch, broker.epoch, tps, delete)
         self.channel.send(broker_id, ApiKey.STOP_REPLICA, body, self._on_simple_response)
 
-    def _propagate(self, changed: list[TP], extra_leader_and_isr: dict[int, list[TP]] | None = None) -> None:
+    def _propagate(self, changed: list[TopicPartition], extra_leader_and_isr: dict[int, list[TopicPartition]] | None = None) -> None:
         """LeaderAndIsr to the live replicas of changed partitions, then UpdateMetadata to every live broker."""
-        per_broker: dict[int, list[TP]] = {b: list(v) for b, v in (extra_leader_and_isr or {}).items()}
+        per_broker: dict[int, list[TopicPartition]] = {b: list(v) for b, v in (extra_leader_and_isr or {}).items()}
         for tp in changed:
             for r in self.ctx.replicas(tp):
                 if r in self.ctx.live and tp not in per_broker.setdefault(r, []):
@@ -450,7 +450,7 @@ class Controller:
     async def _on_topic_change(self) -> None:
         ctx = self.ctx
         new = [t for t in await self.zk.topics() if t not in ctx.assignments]
-        created: list[TP] = []
+        created: list[TopicPartition] = []
         for topic in new:
             if await self._load_topic(topic):
                 created += ctx.partitions_of(topic)
@@ -458,7 +458,7 @@ class Controller:
             return
         log.info("new topics %s", sorted({t for t, _ in created}))
         await self._initialize_new_partitions(created)
-        per_broker: dict[int, list[TP]] = {}
+        per_broker: dict[int, list[TopicPartition]] = {}
         for tp in created:
             for r in ctx.replicas(tp):
                 per_broker.setdefault(r, []).append(tp)
@@ -510,7 +510,7 @@ class Controller:
             self._send_leader_and_isr(broker_id, [tp for tp in self.ctx.all_partitions()
                                                   if broker_id in self.ctx.replicas(tp)])
 
-    async def _on_offline_replicas(self, broker_id: int, tps: set[TP]) -> None:
+    async def _on_offline_replicas(self, broker_id: int, tps: set[TopicPartition]) -> None:
         """Replicas on a failed log dir leave the ISR; partitions they led get a new leader (OfflineReplica)."""
         if broker_id not in self.ctx.live:
             return
@@ -525,7 +525,7 @@ class Controller:
 
     async def _on_isr_change(self) -> None:
         """Leaders report ISR changes they wrote: refresh those states, tell everyone."""
-        changed: set[TP] = set()
+        changed: set[TopicPartition] = set()
         for path, tps in await self.zk.isr_changes():
             for tp in tps:
                 state = await self.zk.partition_state(*tp)
@@ -543,7 +543,7 @@ class Controller:
                 self._propagate(sorted(shrunk))
             await self.reassignments.check(sorted(changed))  # new replicas in sync: finish their moves
 
-    def _drop_gone_followers(self, tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+    def _drop_gone_followers(self, tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
         if state.leader == E.NO_LEADER or state.leader == R.LEADER_DURING_DELETE:
             return None
         gone = [r for r in state.isr if r != state.leader
@@ -555,9 +555,9 @@ class Controller:
         return self._new_state(tp, state.leader, E.shrink_isr(state.isr, gone))
 
     # ------------------------------------------------------------------ controlled shutdown
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         """Runs as an event; answers once the leaderships have moved (in ZooKeeper and in the queues)."""
-        fut: asyncio.Future[tuple[ErrorCode, list[TP]]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[tuple[ErrorCode, list[TopicPartition]]] = asyncio.get_running_loop().create_future()
 
         async def event() -> None:
             try:
@@ -572,7 +572,7 @@ class Controller:
         self.enqueue("controlled-shutdown", event)
         return await fut
 
-    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TP]]:
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         ctx = self.ctx
         if not self.active:
             return ErrorCode.NOT_CONTROLLER, []
@@ -584,9 +584,9 @@ class Controller:
         log.info("controlled shutdown of broker %d", broker_id)
         ctx.shutting_down.add(broker_id)
         live = [b for b in ctx.live if b not in ctx.shutting_down]
-        shrunk: set[TP] = set()
+        shrunk: set[TopicPartition] = set()
 
-        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        def decide(tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
             replicas = ctx.replicas(tp)
             if broker_id not in replicas or state.leader == R.LEADER_DURING_DELETE:
                 return None
@@ -619,7 +619,7 @@ class Controller:
         leaders = {tp: (ctx.replicas(tp), s.leader) for tp, s in ctx.states.items()
                    if s.leader != R.LEADER_DURING_DELETE}
 
-        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        def decide(tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
             # Only to a preferred replica that is in sync (the ISR as ZooKeeper has it: a conflict re-reads it).
             result = E.preferred_replica_election(ctx.replicas(tp), state.isr, live, ctx.shutting_down)
             if result.elected and result.leader != state.leader:

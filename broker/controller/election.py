@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from moldau.protocol.types import TopicPartition
+
 NO_LEADER = -1
 
 
@@ -62,16 +64,16 @@ def shrink_isr(isr: list[int], gone: Collection[int]) -> list[int]:
     return remaining or list(isr[:1])
 
 
-def imbalanced_partitions(leaders: Mapping[tuple[str, int], tuple[list[int], int]], live: Collection[int],
-                          percentage: int) -> list[tuple[str, int]]:
+def imbalanced_partitions(leaders: Mapping[TopicPartition, tuple[list[int], int]], live: Collection[int],
+                          percentage: int) -> list[TopicPartition]:
     """Partitions to hand back to their preferred leader: for each live broker whose share of partitions it
     prefers but does not lead exceeds ``leader.imbalance.per.broker.percentage``, all such partitions.
     ``leaders`` maps a partition to (replicas, current leader)."""
-    preferred_of: dict[int, list[tuple[str, int]]] = {}
+    preferred_of: dict[int, list[TopicPartition]] = {}
     for tp, (replicas, _) in leaders.items():
         if replicas:
             preferred_of.setdefault(replicas[0], []).append(tp)
-    out: list[tuple[str, int]] = []
+    out: list[TopicPartition] = []
     for broker, tps in sorted(preferred_of.items()):
         if broker not in live:
             continue
@@ -81,7 +83,7 @@ def imbalanced_partitions(leaders: Mapping[tuple[str, int], tuple[list[int], int
     return out
 
 
-def partitions_led_by(states: Mapping[tuple[str, int], int], broker: int) -> list[tuple[str, int]]:
+def partitions_led_by(states: Mapping[TopicPartition, int], broker: int) -> list[TopicPartition]:
     return sorted(tp for tp, leader in states.items() if leader == broker)
 
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 
 from moldau.broker.controller import zk_data as Z
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
 
 log = logging.getLogger("moldau.controller")
 
-TP = tuple[str, int]
-Result = dict[TP, tuple[ErrorCode, str | None]]
+Result = dict[TopicPartition, tuple[ErrorCode, str | None]]
 
 
 @dataclass(slots=True)
@@ -55,8 +55,8 @@ class Ongoing:
 class Reassignments:
     def __init__(self, controller: Controller) -> None:
         self.c = controller
-        self.ongoing: dict[TP, Ongoing] = {}
-        self.from_zk: set[TP] = set()  # started through /admin/reassign_partitions
+        self.ongoing: dict[TopicPartition, Ongoing] = {}
+        self.from_zk: set[TopicPartition] = set()  # started through /admin/reassign_partitions
 
     def reset(self) -> None:
         self.ongoing.clear()
@@ -105,7 +105,7 @@ class Reassignments:
             log.error("%s; deleting it", exc)
             await c.zk.client.delete(Z.REASSIGN_PARTITIONS)
             return
-        new: dict[TP, list[int] | None] = {tp: r for tp, r in wanted.items()
+        new: dict[TopicPartition, list[int] | None] = {tp: r for tp, r in wanted.items()
                                           if not (tp in self.ongoing and self.ongoing[tp].target == r)}
         results = await self.alter(new) if new else {}
         refused = {tp for tp, (code, _) in results.items() if code != ErrorCode.NONE}
@@ -114,7 +114,7 @@ class Reassignments:
         self.from_zk |= set(wanted) - refused
         await self._drop_from_zk_request(refused | {tp for tp in wanted if tp not in self.ongoing})
 
-    async def _drop_from_zk_request(self, done: set[TP]) -> None:
+    async def _drop_from_zk_request(self, done: set[TopicPartition]) -> None:
         """Kafka's maybeRemoveFromZkReassignment: completed or refused partitions leave the znode."""
         if not done:
             return
@@ -132,12 +132,12 @@ class Reassignments:
         else:
             await zk.delete(Z.REASSIGN_PARTITIONS, int(found[1].version))
 
-    async def alter(self, wanted: dict[TP, list[int] | None]) -> Result:
+    async def alter(self, wanted: dict[TopicPartition, list[int] | None]) -> Result:
         """Starts (target list) or cancels (None) reassignments; per partition (error, message)."""
         c = self.c
         ctx = c.ctx
         results: Result = {}
-        started: list[TP] = []
+        started: list[TopicPartition] = []
         for tp, target in wanted.items():
             if tp[1] not in ctx.assignments.get(tp[0], {}) or tp not in ctx.states:
                 results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
@@ -173,7 +173,7 @@ class Reassignments:
             return f"Replica assignment has brokers that are not alive: {dead}"
         return None
 
-    async def _start(self, tps: list[TP]) -> None:
+    async def _start(self, tps: list[TopicPartition]) -> None:
         c = self.c
         ctx = c.ctx
         for tp in tps:
@@ -187,7 +187,7 @@ class Reassignments:
         c._propagate(sorted(changes))
         await self.check(tps)
 
-    async def check(self, tps: list[TP] | None = None) -> None:
+    async def check(self, tps: list[TopicPartition] | None = None) -> None:
         """Completes the reassignments whose target replicas are all in the ISR (ZooKeeper's current state)."""
         c = self.c
         ctx = c.ctx
@@ -195,7 +195,7 @@ class Reassignments:
             log.info("reassignment of %s-%d dropped: the topic was deleted", *tp)
             del self.ongoing[tp]  # its topic was deleted meanwhile
         candidates = [tp for tp in (tps if tps is not None else list(self.ongoing)) if tp in self.ongoing]
-        done: list[TP] = []
+        done: list[TopicPartition] = []
         for tp in candidates:
             fresh = await c.zk.partition_state(*tp)
             if fresh is not None:
@@ -206,12 +206,12 @@ class Reassignments:
         if done:
             await self._complete(done)
 
-    async def _complete(self, tps: list[TP]) -> None:
+    async def _complete(self, tps: list[TopicPartition]) -> None:
         c = self.c
         ctx = c.ctx
         finished = {tp: self.ongoing.pop(tp) for tp in tps}
 
-        def decide(tp: TP, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
+        def decide(tp: TopicPartition, state: Z.LeaderIsr) -> Z.LeaderIsr | None:
             target = finished[tp].target
             isr = [r for r in state.isr if r in target]
             if state.leader in target and ctx.replica_online(state.leader, tp):
@@ -239,5 +239,5 @@ class Reassignments:
                                       {p: o.adding for p, o in ours.items()}, {p: o.removing for p, o in ours.items()})
             await c.zk.controller_multi(ctx.epoch_zk_version, [("set", Z.topic_path(topic), data, -1)])
 
-    def listing(self, wanted: list[TP] | None) -> dict[TP, Ongoing]:
+    def listing(self, wanted: list[TopicPartition] | None) -> dict[TopicPartition, Ongoing]:
         return {tp: o for tp, o in self.ongoing.items() if wanted is None or tp in wanted}

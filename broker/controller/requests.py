@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.broker.controller.zk_data import SECURITY_PROTOCOL_IDS, BrokerInfo, LeaderIsr
+from moldau.protocol.types import TopicPartition
 
 _PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
 LEADER_DURING_DELETE = -2  # UpdateMetadata: the partition is being deleted
@@ -65,7 +66,7 @@ def update_metadata(controller_id: int, controller_epoch: int, broker_epoch: int
             "topic_states": _group(states, {p.topic: p.topic_id for p in partitions}), "live_brokers": brokers}
 
 
-def stop_replica(controller_id: int, controller_epoch: int, broker_epoch: int, partitions: list[tuple[str, int]],
+def stop_replica(controller_id: int, controller_epoch: int, broker_epoch: int, partitions: list[TopicPartition],
                  delete: bool) -> dict[str, Any]:
     by_topic: dict[str, list[int]] = {}
     for t, p in partitions:
@@ -83,7 +84,7 @@ def stop_replica(controller_id: int, controller_epoch: int, broker_epoch: int, p
 def partition_states(body: dict[str, Any]) -> Iterator[tuple[str, bytes | None, dict[str, Any]]]:
     """(topic, topic id or None, partition state) from a LeaderAndIsr or UpdateMetadata body of any version
     (a body that carries both shapes, as built here before encoding, yields each partition once)."""
-    seen: set[tuple[str, int]] = set()
+    seen: set[TopicPartition] = set()
     for t in body.get("topic_states") or []:
         topic_id = t.get("topic_id")
         for s in t.get("partition_states") or []:
@@ -97,7 +98,7 @@ def partition_states(body: dict[str, Any]) -> Iterator[tuple[str, bytes | None, 
 def stop_replica_partitions(body: dict[str, Any]) -> Iterator[tuple[str, int, bool]]:
     """(topic, partition, delete) from a StopReplica body of any version (each partition once)."""
     delete = bool(body.get("delete_partitions", False))
-    found: dict[tuple[str, int], bool] = {}
+    found: dict[TopicPartition, bool] = {}
     for t in body.get("topic_states") or []:
         for s in t.get("partition_states") or []:
             found.setdefault((t["topic_name"], s["partition_index"]), bool(s.get("delete_partition", False)))

@@ -31,6 +31,7 @@ from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from moldau.broker.controller import zk_data as Z
+from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.zk")
 
@@ -568,7 +569,7 @@ class KafkaZk:
                 out.append((path, None))
         return out
 
-    async def isr_changes(self) -> list[tuple[str, list[tuple[str, int]]]]:
+    async def isr_changes(self) -> list[tuple[str, list[TopicPartition]]]:
         out = []
         for child in await self.client.get_children(Z.ISR_CHANGE):
             path = f"{Z.ISR_CHANGE}/{child}"

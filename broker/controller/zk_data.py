@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.protocol.types import TopicPartition
+
 # --- paths ------------------------------------------------------------------------------------------------
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -234,15 +236,15 @@ def parse_topic_assignment(topic: str, raw: bytes | None) -> TopicAssignment:
     return TopicAssignment(topic, topic_id, partitions, moving[0], moving[1])
 
 
-def reassign_partitions(partitions: dict[tuple[str, int], list[int]]) -> bytes:
+def reassign_partitions(partitions: dict[TopicPartition, list[int]]) -> bytes:
     return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
                                                 for (t, p), r in sorted(partitions.items())]})
 
 
-def parse_reassign_partitions(raw: bytes | None) -> dict[tuple[str, int], list[int]]:
+def parse_reassign_partitions(raw: bytes | None) -> dict[TopicPartition, list[int]]:
     """/admin/reassign_partitions: ``{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}``."""
     data = _loads(REASSIGN_PARTITIONS, raw)
-    out: dict[tuple[str, int], list[int]] = {}
+    out: dict[TopicPartition, list[int]] = {}
     entries = data.get("partitions")
     if not isinstance(entries, list):
         raise MalformedZnode(REASSIGN_PARTITIONS, "partitions must be a list")
@@ -306,11 +308,11 @@ def parse_log_dir_event(path: str, raw: bytes | None) -> int:
 
 
 # --- /isr_change_notification/isr_change_<seq> ------------------------------------------------------------------
-def isr_change(partitions: list[tuple[str, int]]) -> bytes:
+def isr_change(partitions: list[TopicPartition]) -> bytes:
     return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
-def parse_isr_change(path: str, raw: bytes | None) -> list[tuple[str, int]]:
+def parse_isr_change(path: str, raw: bytes | None) -> list[TopicPartition]:
     data = _loads(path, raw)
     parts = data.get("partitions")
     if not isinstance(parts, list):

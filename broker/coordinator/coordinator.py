@@ -22,9 +22,10 @@ from typing import Any
 from moldau.broker.coordinator.config import GroupConfig
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from moldau.broker.coordinator.membership import Membership
-from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, Clock, OffsetStore, TopicPartition
+from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, Clock, OffsetStore
 from moldau.broker.purgatory import Purgatory, Timer, TimerHandle
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.coordinator")
 

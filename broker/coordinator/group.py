@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.protocol.types import TopicPartition
+
 log = logging.getLogger("moldau.coordinator.group")
 
 
@@ -124,7 +126,7 @@ class GroupMetadata:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     # Members that were handed a member id (MEMBER_ID_REQUIRED) and have not joined with it yet.
     pending_members: set[str] = field(default_factory=set)
-    offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     current_state_timestamp: int | None = None
     new_member_added: bool = False
     num_awaiting_join: int = 0

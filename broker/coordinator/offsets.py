@@ -20,11 +20,11 @@ from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMet
 from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import RecordBatchError, build_batch, iter_headers, iter_records
+from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.coordinator.offsets")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-TopicPartition = tuple[str, int]
 
 
 class Clock(Protocol):

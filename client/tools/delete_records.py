@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from moldau.protocol.types import TopicPartition
 from moldau.tools.common import (
     ToolError,
     ToolParser,
@@ -24,8 +25,6 @@ from moldau.tools.common import (
     read_properties_file,
     run_tool,
 )
-
-TP = tuple[str, int]
 
 
 def _parser() -> ToolParser:
@@ -36,7 +35,7 @@ def _parser() -> ToolParser:
     return p
 
 
-def parse_offsets_json(text: str, source: str) -> dict[TP, int]:
+def parse_offsets_json(text: str, source: str) -> dict[TopicPartition, int]:
     try:
         data = json.loads(text)
         version = data.get("version", 1)
@@ -67,7 +66,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def report(results: dict[TP, Any], out: Any) -> int:
+def report(results: dict[TopicPartition, Any], out: Any) -> int:
     failed = 0
     print("Records delete operation completed:", file=out)
     for (topic, partition), value in sorted(results.items()):

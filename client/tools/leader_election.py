@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from moldau.protocol.types import TopicPartition
 from moldau.tools.common import (
     ToolError,
     ToolParser,
@@ -26,8 +27,6 @@ from moldau.tools.common import (
     read_properties_file,
     run_tool,
 )
-
-TP = tuple[str, int]
 
 
 def _parser() -> ToolParser:
@@ -42,7 +41,7 @@ def _parser() -> ToolParser:
     return p
 
 
-def parse_partitions_json(text: str, source: str) -> list[TP]:
+def parse_partitions_json(text: str, source: str) -> list[TopicPartition]:
     """Kafka's ``{"partitions": [{"topic": ..., "partition": ...}]}``; duplicates are refused as Kafka does."""
     try:
         data = json.loads(text)
@@ -84,7 +83,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def report(kind: str, results: dict[TP, Any], out: Any) -> int:
+def report(kind: str, results: dict[TopicPartition, Any], out: Any) -> int:
     """Kafka's LeaderElectionCommand lines; 1 when any partition failed."""
     from moldau.protocol.errors import ErrorCode
 

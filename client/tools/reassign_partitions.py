@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from moldau.protocol.types import TopicPartition
 from moldau.tools.common import (
     ToolError,
     ToolParser,
@@ -29,7 +30,6 @@ from moldau.tools.common import (
     run_tool,
 )
 
-TP = tuple[str, int]
 ACTIONS = ("generate", "execute", "verify")
 
 
@@ -54,7 +54,7 @@ def _read_json(path: str, flag: str) -> Any:
         raise ToolError(f"{flag}: {path} is not JSON: {exc}") from None
 
 
-def parse_plan(data: Any, source: str) -> dict[TP, list[int]]:
+def parse_plan(data: Any, source: str) -> dict[TopicPartition, list[int]]:
     try:
         plan = {(str(p["topic"]), int(p["partition"])): [int(r) for r in p["replicas"]] for p in data["partitions"]}
         for p in data["partitions"]:
@@ -98,17 +98,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def plan_json(plan: dict[TP, list[int]]) -> str:
+def plan_json(plan: dict[TopicPartition, list[int]]) -> str:
     return json.dumps({"version": 1, "partitions": [
         {"topic": t, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)} for (t, p), r in sorted(plan.items())]},
         separators=(",", ":"))
 
 
-def propose(current: dict[TP, list[int]], brokers: list[int], rng: random.Random | None = None) -> dict[TP, list[int]]:
+def propose(current: dict[TopicPartition, list[int]], brokers: list[int], rng: random.Random | None = None) -> dict[TopicPartition, list[int]]:
     """Kafka's rack-unaware proposal per topic: leaders round-robin from a random broker, followers at a shift
     that grows each time the partitions wrap around the broker list (the broker's own algorithm)."""
     r = rng or random.Random()
-    out: dict[TP, list[int]] = {}
+    out: dict[TopicPartition, list[int]] = {}
     n = len(brokers)
     for topic in sorted({t for t, _ in current}):
         parts = sorted(p for t, p in current if t == topic)
@@ -135,7 +135,7 @@ def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
         print("Proposed partition reassignment configuration", file=out)
         print(plan_json(propose(current, args.brokers)), file=out)
         return 0
-    plan: dict[TP, list[int]] = args.plan
+    plan: dict[TopicPartition, list[int]] = args.plan
     topics = sorted({t for t, _ in plan})
     descs = admin.describe_topics(topics)
     current = {(d.name, p.partition): list(p.replicas) for d in descs for p in d.partitions}

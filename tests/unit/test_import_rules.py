@@ -47,3 +47,21 @@ def _violations(folder: str) -> list[str]:
 def test_layering(folder: str) -> None:
     bad = _violations(folder)
     assert not bad, "\n".join(bad)
+
+
+def _type_aliases_of(path: Path, shape: str) -> list[str]:
+    """Module-level names bound to the type expression ``shape`` (e.g. ``TP = tuple[str, int]``)."""
+    found = []
+    for node in ast.parse(path.read_text(), str(path)).body:
+        target, value = (node.targets[0], node.value) if isinstance(node, ast.Assign) else \
+            (node.target, node.value) if isinstance(node, ast.AnnAssign) else (None, None)
+        if isinstance(target, ast.Name) and value is not None and ast.unparse(value) == shape:
+            found.append(f"{path.relative_to(ROOT)}: {target.id}")
+    return found
+
+
+def test_one_topic_partition_type() -> None:
+    """(topic, partition) is moldau.protocol.types.TopicPartition everywhere, not a local alias per module."""
+    found = [a for folder in ("protocol", "storage", "broker", "client")
+             for path in sorted((ROOT / folder).rglob("*.py")) for a in _type_aliases_of(path, "tuple[str, int]")]
+    assert found == ["protocol/types.py: TopicPartition"]
