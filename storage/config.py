@@ -10,6 +10,8 @@ LONG_MAX = (1 << 63) - 1
 
 
 class Clock(Protocol):
+    """Where the broker and storage read wall-clock time (epoch milliseconds); the one clock type of both."""
+
     def time_ms(self) -> int: ...
 
 
@@ -18,6 +20,19 @@ class SystemClock:
 
     def time_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+
+class ManualClock:
+    """A clock moved by hand (tests, offline tools): set ``now`` or ``advance(ms)``."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now = now_ms
+
+    def time_ms(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
 
 
 @dataclass(slots=True)

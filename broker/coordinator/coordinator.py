@@ -22,10 +22,11 @@ from typing import Any
 from moldau.broker.coordinator.config import GroupConfig
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from moldau.broker.coordinator.membership import Membership
-from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, Clock, OffsetStore
+from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore
 from moldau.broker.purgatory import Purgatory, Timer, TimerHandle
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
+from moldau.storage.config import Clock
 
 log = logging.getLogger("moldau.coordinator")
 

@@ -14,21 +14,18 @@ import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from moldau.protocol import consumer_offsets as fmt
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import RecordBatchError, build_batch, iter_headers, iter_records
 from moldau.protocol.types import TopicPartition
+from moldau.storage.config import Clock
 
 log = logging.getLogger("moldau.coordinator.offsets")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-
-
-class Clock(Protocol):
-    def time_ms(self) -> int: ...
 
 
 def java_string_hashcode(s: str) -> int:

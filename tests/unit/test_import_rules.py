@@ -65,3 +65,15 @@ def test_one_topic_partition_type() -> None:
     found = [a for folder in ("protocol", "storage", "broker", "client")
              for path in sorted((ROOT / folder).rglob("*.py")) for a in _type_aliases_of(path, "tuple[str, int]")]
     assert found == ["protocol/types.py: TopicPartition"]
+
+
+def test_one_clock_protocol() -> None:
+    """Wall-clock time is read through moldau.storage.config.Clock alone (no second Protocol with time_ms)."""
+    found = []
+    for folder in ("protocol", "storage", "broker", "client"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "Protocol" for b in node.bases) and \
+                        any(isinstance(f, ast.FunctionDef) and f.name == "time_ms" for f in node.body):
+                    found.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert found == ["storage/config.py: Clock"]

@@ -7,20 +7,20 @@ from moldau.broker.config import BrokerConfig
 from moldau.broker.log_cleaner import CleanerService
 from moldau.broker.metrics import BrokerMetrics
 from moldau.protocol.records import build_batch, iter_headers, iter_records
+from moldau.storage.config import ManualClock
 from moldau.storage.log_manager import LogManager
-from tests.unit.storage.conftest import FakeClock
 
 
-def _setup(tmp_path: Path, **props: str) -> tuple[CleanerService, LogManager, BrokerMetrics, FakeClock]:
+def _setup(tmp_path: Path, **props: str) -> tuple[CleanerService, LogManager, BrokerMetrics, ManualClock]:
     cfg = BrokerConfig({"log.dirs": str(tmp_path), **props})
-    clock = FakeClock()
+    clock = ManualClock()
     lm = LogManager([tmp_path], cfg.log_config({"cleanup.policy": "compact", "segment.bytes": "2048"}), clock)
     lm.load()
     metrics = BrokerMetrics()
     return CleanerService(lambda: lm, cfg, metrics, clock, isolate=False), lm, metrics, clock
 
 
-def _fill(lm: LogManager, clock: FakeClock) -> None:
+def _fill(lm: LogManager, clock: ManualClock) -> None:
     log = lm.get_or_create_log("t", 0)
     for i in range(200):
         log.append_as_leader(build_batch([(b"k%d" % (i % 7), b"v%d" % i, None, clock.now)]), 0)

@@ -9,7 +9,7 @@ from moldau.broker.metadata import PartitionState
 from moldau.broker.partition import Partition
 from moldau.broker.replica_fetcher import divergence_offset
 from moldau.protocol.records import build_batch
-from moldau.storage.config import LogConfig
+from moldau.storage.config import LogConfig, ManualClock
 from moldau.storage.log import Log
 
 LAG_MS = 3000
@@ -165,19 +165,11 @@ def test_divergence_point_falls_back_to_the_high_watermark_and_never_goes_below_
     assert divergence_offset(5, 30, follower, 50, 42) == (42, True)  # committed data stays
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def time_ms(self) -> int:
-        return self.now
-
-
 def test_high_watermarks_survive_a_restart_through_the_checkpoint(tmp_path: Path) -> None:
     from moldau.broker.replica_manager import ReplicaManager
     from moldau.storage.log_manager import LogManager
 
-    clock = FakeClock()
+    clock = ManualClock(1_000)
 
     def manager() -> tuple[LogManager, ReplicaManager]:
         lm = LogManager([tmp_path], LogConfig(), clock)
@@ -211,9 +203,9 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     from moldau.broker.replica_manager import ReplicaManager
     from moldau.storage.log_manager import LogManager
 
-    lm = LogManager([tmp_path], LogConfig(), FakeClock())
+    lm = LogManager([tmp_path], LogConfig(), ManualClock(1_000))
     lm.load()
-    rm = ReplicaManager(1, lm, lambda _: LogConfig(), clock=FakeClock())
+    rm = ReplicaManager(1, lm, lambda _: LogConfig(), clock=ManualClock(1_000))
     rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2, 3], [1, 2, 3], zk_version=0),
                                  {"min.insync.replicas": "2"})
     timer = ManualTimer()

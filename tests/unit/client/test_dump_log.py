@@ -8,18 +8,13 @@ import pytest
 
 from moldau.protocol.consumer_offsets import group_key, offset_key, offset_value
 from moldau.protocol.records import build_batch
-from moldau.storage import Log, LogConfig
+from moldau.storage import Log, LogConfig, ManualClock
 from moldau.tools.dump_log import main
-
-
-class Clock:
-    def time_ms(self) -> int:
-        return 1_700_000_000_000
 
 
 def write_log(directory: Path, batches: list[bytes]) -> Path:
     log = Log(directory, LogConfig(segment_bytes=1 << 20, index_interval_bytes=1, file_delete_delay_ms=0),
-              Clock())  # type: ignore[arg-type]
+              ManualClock())
     for b in batches:
         log.append_as_leader(b, leader_epoch=3)
     log.close(take_snapshot=False, flush=True)

@@ -6,18 +6,7 @@ from pathlib import Path
 import pytest
 
 from moldau.protocol.records import build_batch, iter_headers
-from moldau.storage import Log, LogConfig
-
-
-class FakeClock:
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now = now_ms
-
-    def time_ms(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
+from moldau.storage import Log, LogConfig, ManualClock
 
 
 def batch(
@@ -54,8 +43,8 @@ def small_config(**overrides: int | str) -> LogConfig:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
@@ -64,7 +53,7 @@ def log_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_log(log_dir: Path, clock: FakeClock) -> Iterator:
+def make_log(log_dir: Path, clock: ManualClock) -> Iterator:
     opened: list[Log] = []
 
     def _make(config: LogConfig | None = None, **kwargs: object) -> Log:

@@ -18,8 +18,9 @@ from moldau.storage.cleaner import (
     OffsetMap,
     UncleanableError,
 )
+from moldau.storage.config import ManualClock
 from moldau.storage.segment import SWAP_SUFFIX
-from tests.unit.storage.conftest import FakeClock, small_config
+from tests.unit.storage.conftest import small_config
 
 MakeLog = Callable[..., Log]
 KV = tuple[bytes, bytes | None]
@@ -97,7 +98,7 @@ def test_offset_map_entry_cost() -> None:
     assert per_entry <= ENTRY_COST_BYTES
 
 
-def test_keeps_latest_value_per_key_with_offsets(make_log: MakeLog, clock: FakeClock) -> None:
+def test_keeps_latest_value_per_key_with_offsets(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config(segment_bytes=600))
     written = fill(log, rounds=6, keys=20, ts=clock.now)
     log.roll()
@@ -128,7 +129,7 @@ def test_keeps_latest_value_per_key_with_offsets(make_log: MakeLog, clock: FakeC
     check_compacted(again, latest(written, False), again.log_end_offset)
 
 
-def test_never_touches_active_segment_nor_young_records(make_log: MakeLog, clock: FakeClock) -> None:
+def test_never_touches_active_segment_nor_young_records(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config(min_compaction_lag_ms=10_000))
     fill(log, rounds=4, keys=5, ts=clock.now - 20_000)
     log.roll()
@@ -144,7 +145,7 @@ def test_never_touches_active_segment_nor_young_records(make_log: MakeLog, clock
     assert old_end >= 0
 
 
-def test_tombstones_survive_one_cleaning_then_expire(make_log: MakeLog, clock: FakeClock) -> None:
+def test_tombstones_survive_one_cleaning_then_expire(make_log: MakeLog, clock: ManualClock) -> None:
     cfg = compact_config(delete_retention_ms=1000)
     log = make_log(cfg)
     log.append_as_leader(kv_batch([(b"a", b"1"), (b"b", b"1")], clock.now), leader_epoch=0)
@@ -167,7 +168,7 @@ def test_tombstones_survive_one_cleaning_then_expire(make_log: MakeLog, clock: F
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
-def test_compressed_batches_keep_their_codec(make_log: MakeLog, clock: FakeClock, codec: int) -> None:
+def test_compressed_batches_keep_their_codec(make_log: MakeLog, clock: ManualClock, codec: int) -> None:
     log = make_log(compact_config())
     log.append_as_leader(
         kv_batch([(b"a", b"1"), (b"b", b"1"), (b"a", b"2")], clock.now, compression=codec), leader_epoch=0
@@ -182,7 +183,7 @@ def test_compressed_batches_keep_their_codec(make_log: MakeLog, clock: FakeClock
     assert [(r.offset, r.key, r.value) for r in read_all(log)] == [(1, b"b", b"1"), (2, b"a", b"2")]
 
 
-def test_idempotent_batches_keep_producer_metadata(make_log: MakeLog, clock: FakeClock) -> None:
+def test_idempotent_batches_keep_producer_metadata(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config())
     pid = dict(producer_id=42, producer_epoch=3)
     log.append_as_leader(kv_batch([(b"a", b"1"), (b"b", b"1")], clock.now, base_sequence=0, **pid), 5)
@@ -201,7 +202,7 @@ def test_idempotent_batches_keep_producer_metadata(make_log: MakeLog, clock: Fak
     assert {h.partition_leader_epoch for h in headers} == {5}
 
 
-def test_empty_last_batch_of_a_producer_is_kept(make_log: MakeLog, clock: FakeClock) -> None:
+def test_empty_last_batch_of_a_producer_is_kept(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config())
     log.append_as_leader(kv_batch([(b"a", b"1")], clock.now, producer_id=7, producer_epoch=0,
                                   base_sequence=0), 0)
@@ -221,7 +222,7 @@ def test_empty_last_batch_of_a_producer_is_kept(make_log: MakeLog, clock: FakeCl
     assert entry is not None and entry.last_seq == 0
 
 
-def test_map_too_small_cleans_the_prefix_that_fits(make_log: MakeLog, clock: FakeClock) -> None:
+def test_map_too_small_cleans_the_prefix_that_fits(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config())
     written = fill(log, rounds=1, keys=400, ts=clock.now)  # every key distinct
     written += fill(log, rounds=1, keys=400, ts=clock.now)
@@ -242,7 +243,7 @@ def test_map_too_small_cleans_the_prefix_that_fits(make_log: MakeLog, clock: Fak
 # --- crash points of the swap (files left as kill -9 would leave them, then the log is reloaded) -------------
 
 
-def _crash_setup(make_log: MakeLog, clock: FakeClock) -> tuple[Log, LogCleaner, list, list[Record]]:
+def _crash_setup(make_log: MakeLog, clock: ManualClock) -> tuple[Log, LogCleaner, list, list[Record]]:
     log = make_log(compact_config())
     written = fill(log, rounds=5, keys=15, ts=clock.now)
     log.roll()
@@ -258,7 +259,7 @@ def _reload(log: Log, make_log: MakeLog) -> Log:
     return again
 
 
-def test_crash_before_swap_rolls_back(make_log: MakeLog, clock: FakeClock) -> None:
+def test_crash_before_swap_rolls_back(make_log: MakeLog, clock: ManualClock) -> None:
     log, cleaner, _, before = _crash_setup(make_log, clock)
     prepared = cleaner.prepare(log, clock.now)
     assert prepared is not None
@@ -270,7 +271,7 @@ def test_crash_before_swap_rolls_back(make_log: MakeLog, clock: FakeClock) -> No
 
 
 @pytest.mark.parametrize("step", ["swap_written", "old_deleted", "indexes_live", "one_swapped"])
-def test_crash_after_swap_commit_completes(make_log: MakeLog, clock: FakeClock, step: str) -> None:
+def test_crash_after_swap_commit_completes(make_log: MakeLog, clock: ManualClock, step: str) -> None:
     log, cleaner, written, _ = _crash_setup(make_log, clock)
     end = log.log_end_offset
     prepared = cleaner.prepare(log, clock.now)
@@ -295,7 +296,7 @@ def test_crash_after_swap_commit_completes(make_log: MakeLog, clock: FakeClock, 
     assert again.log_end_offset == end
 
 
-def test_swap_skipped_when_segments_were_deleted_meanwhile(make_log: MakeLog, clock: FakeClock) -> None:
+def test_swap_skipped_when_segments_were_deleted_meanwhile(make_log: MakeLog, clock: ManualClock) -> None:
     log, cleaner, _, before = _crash_setup(make_log, clock)
     prepared = cleaner.prepare(log, clock.now)
     assert prepared is not None
@@ -307,7 +308,7 @@ def test_swap_skipped_when_segments_were_deleted_meanwhile(make_log: MakeLog, cl
 # --- LogCompactionTester-style ---------------------------------------------------------------------------
 
 
-def compaction_tester(log: Log, clock: FakeClock, records: int, keys: int, seed: int = 1) -> None:
+def compaction_tester(log: Log, clock: ManualClock, records: int, keys: int, seed: int = 1) -> None:
     rng = random.Random(seed)
     written: list[tuple[int, bytes, bytes | None]] = []
     pairs: list[KV] = []
@@ -332,18 +333,18 @@ def compaction_tester(log: Log, clock: FakeClock, records: int, keys: int, seed:
     assert log.log_start_offset == 0 and read_all(log)[0].offset >= 0
 
 
-def test_log_compaction_tester_100k(make_log: MakeLog, clock: FakeClock) -> None:
+def test_log_compaction_tester_100k(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config(segment_bytes=512 * 1024, delete_retention_ms=1000))
     compaction_tester(log, clock, records=100_000, keys=1_000)
 
 
 @pytest.mark.slow
-def test_log_compaction_tester_1m(make_log: MakeLog, clock: FakeClock) -> None:
+def test_log_compaction_tester_1m(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config(segment_bytes=4 << 20, delete_retention_ms=1000))
     compaction_tester(log, clock, records=1_000_000, keys=10_000)
 
 
-def test_grab_filthiest_picks_the_dirtiest_compacted_log(tmp_path: Path, clock: FakeClock) -> None:
+def test_grab_filthiest_picks_the_dirtiest_compacted_log(tmp_path: Path, clock: ManualClock) -> None:
     cleaner = LogCleaner(1 << 20)
     logs = []
     for name in ("a-0", "b-0"):
@@ -371,7 +372,7 @@ def test_grab_filthiest_picks_the_dirtiest_compacted_log(tmp_path: Path, clock: 
         lg.close()
 
 
-def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: FakeClock) -> None:
+def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: ManualClock) -> None:
     from moldau.protocol.errors import ErrorCode
     from moldau.storage.errors import InvalidRecordError
 
@@ -392,7 +393,7 @@ def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: FakeClock) 
     plain.close()
 
 
-def test_appends_and_reads_continue_while_a_thread_cleans(make_log: MakeLog, clock: FakeClock) -> None:
+def test_appends_and_reads_continue_while_a_thread_cleans(make_log: MakeLog, clock: ManualClock) -> None:
     import threading
 
     log = make_log(compact_config(segment_bytes=2048))
@@ -417,7 +418,7 @@ def test_appends_and_reads_continue_while_a_thread_cleans(make_log: MakeLog, clo
     assert [r.key for r in records if r.offset >= end] == [b"new-%d" % i for i in range(appended)]
 
 
-def test_max_compaction_lag_forces_a_cleaning_below_the_ratio(make_log: MakeLog, clock: FakeClock) -> None:
+def test_max_compaction_lag_forces_a_cleaning_below_the_ratio(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config(min_cleanable_dirty_ratio=0.99))
     fill(log, rounds=4, keys=10, ts=clock.now)
     log.roll()
@@ -432,7 +433,7 @@ def test_max_compaction_lag_forces_a_cleaning_below_the_ratio(make_log: MakeLog,
     assert picked is not None and picked[0] is log and picked[1] < 0.99
 
 
-def test_never_cleans_above_the_high_watermark(make_log: MakeLog, clock: FakeClock) -> None:
+def test_never_cleans_above_the_high_watermark(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(compact_config(segment_bytes=1024))
     fill(log, rounds=10, keys=10, ts=clock.now)
     log.roll()
@@ -456,7 +457,7 @@ def test_throttler_sleeps_to_hold_the_rate() -> None:
     assert len(slept) == 1
 
 
-def test_swap_dropped_when_the_log_was_closed_meanwhile(make_log: MakeLog, clock: FakeClock) -> None:
+def test_swap_dropped_when_the_log_was_closed_meanwhile(make_log: MakeLog, clock: ManualClock) -> None:
     log, cleaner, _, _ = _crash_setup(make_log, clock)
     prepared = cleaner.prepare(log, clock.now)
     assert prepared is not None

@@ -14,7 +14,8 @@ from moldau.protocol.records import Record, build_batch, iter_headers, iter_reco
 from moldau.storage import Log
 from moldau.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, OffsetMap
 from moldau.storage.cleaner_scan import map_key, map_keys, rebuild, scan_keys, select_dense, select_general
-from tests.unit.storage.conftest import FakeClock, small_config
+from moldau.storage.config import ManualClock
+from tests.unit.storage.conftest import small_config
 
 MakeLog = Callable[..., Log]
 RecordTuple = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None, int]
@@ -83,7 +84,7 @@ def test_map_fills_part_way_through_a_batch() -> None:
 
 
 @pytest.mark.parametrize("codec", [0, 2])
-def test_mixed_key_lengths_headers_and_compression(make_log: MakeLog, clock: FakeClock, codec: int) -> None:
+def test_mixed_key_lengths_headers_and_compression(make_log: MakeLog, clock: ManualClock, codec: int) -> None:
     log = make_log(small_config(cleanup_policy="compact", segment_bytes=8192))
     expected: dict[bytes, tuple[int, bytes, list[tuple[str, bytes | None]]]] = {}
     rng = random.Random(5)
@@ -103,7 +104,7 @@ def test_mixed_key_lengths_headers_and_compression(make_log: MakeLog, clock: Fak
     assert got == expected and len(read_all(log)) == len(expected)
 
 
-def test_keyless_records_of_a_former_delete_topic_are_kept(make_log: MakeLog, clock: FakeClock) -> None:
+def test_keyless_records_of_a_former_delete_topic_are_kept(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config())
     log.append_as_leader(build_batch([(b"a", b"1", None, 1), (None, b"n1", None, 1), (b"a", b"2", None, 1)]), 0)
     log.append_as_leader(build_batch([(b"a", b"3", None, 1)]), 0)
@@ -114,7 +115,7 @@ def test_keyless_records_of_a_former_delete_topic_are_kept(make_log: MakeLog, cl
     assert [(r.offset, r.key, r.value) for r in read_all(log)] == [(1, None, b"n1"), (3, b"a", b"3")]
 
 
-def test_a_log_dirty_again_after_losing_its_checkpoint(make_log: MakeLog, clock: FakeClock) -> None:
+def test_a_log_dirty_again_after_losing_its_checkpoint(make_log: MakeLog, clock: ManualClock) -> None:
     """Batches with offset gaps (cleaned before) in the dirty section take the general path."""
     log = make_log(small_config(cleanup_policy="compact"))
     latest: dict[bytes, int] = {}
@@ -135,7 +136,7 @@ def test_a_log_dirty_again_after_losing_its_checkpoint(make_log: MakeLog, clock:
     assert {r.key: r.offset for r in records} == latest and len(records) == len(latest)
 
 
-def test_log_append_time_batches_keep_their_timestamp(make_log: MakeLog, clock: FakeClock) -> None:
+def test_log_append_time_batches_keep_their_timestamp(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(cleanup_policy="compact", message_timestamp_type="LogAppendTime"))
     log.append_as_leader(build_batch([(b"a", b"1", None, 5), (b"b", b"1", None, 6)]), 0)
     before = read_all(log)

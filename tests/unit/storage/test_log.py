@@ -10,6 +10,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from moldau.protocol.records import build_batch, iter_headers, iter_records, read_header
 from moldau.storage import Log
+from moldau.storage.config import ManualClock
 from moldau.storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -18,7 +19,7 @@ from moldau.storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from moldau.storage.log import parse_topic_partition
-from tests.unit.storage.conftest import FakeClock, batch, batch_offsets, small_config
+from tests.unit.storage.conftest import batch, batch_offsets, small_config
 
 MakeLog = Callable[..., Log]
 
@@ -52,7 +53,7 @@ def test_append_assigns_offsets_and_epoch(make_log: MakeLog) -> None:
     assert log.leader_epoch_cache.entries == [(7, 0), (9, 9)]
 
 
-def test_log_append_time(make_log: MakeLog, clock: FakeClock) -> None:
+def test_log_append_time(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(message_timestamp_type="LogAppendTime"))
     info = log.append_as_leader(batch(2, ts=5), leader_epoch=0)
     assert info.log_append_time == clock.now
@@ -144,7 +145,7 @@ def test_max_offset_stops_across_segments(make_log: MakeLog) -> None:
     assert batch_offsets(log.read(1, 1 << 20, max_offset=7).read()) == [(i, i) for i in range(1, 7)]
 
 
-def test_time_based_roll(make_log: MakeLog, clock: FakeClock) -> None:
+def test_time_based_roll(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(segment_bytes=1 << 20, segment_ms=1000))
     log.append_as_leader(batch(1, ts=10_000), 0)
     log.append_as_leader(batch(1, ts=11_000), 0)  # exactly segment.ms later: no roll
@@ -187,7 +188,7 @@ def test_offset_for_timestamp_non_monotonic(make_log: MakeLog) -> None:
     assert log.offset_for_timestamp(-3) == (3, 600)
 
 
-def test_follower_append_keeps_offsets(make_log: MakeLog, tmp_path: Path, clock: FakeClock) -> None:
+def test_follower_append_keeps_offsets(make_log: MakeLog, tmp_path: Path, clock: ManualClock) -> None:
     leader = Log(tmp_path / "t-0", small_config(), clock)
     for epoch in (1, 1, 2):
         leader.append_as_leader(batch(3), epoch)
@@ -242,7 +243,7 @@ def test_read_matches_brute_force(
     log = Log(
         tmp_path_factory.mktemp("log") / "t-0",
         small_config(segment_bytes=segment_bytes, index_interval_bytes=interval),
-        FakeClock(),
+        ManualClock(),
     )
     for n, value_size in sizes:
         log.append_as_leader(batch(n, value_size=value_size), 0)

@@ -6,11 +6,12 @@ import pytest
 
 from moldau.storage import LogManager
 from moldau.storage.checkpoint import read_offsets
+from moldau.storage.config import ManualClock
 from moldau.storage.errors import LogDirLockedError, StorageError
-from tests.unit.storage.conftest import FakeClock, batch, small_config
+from tests.unit.storage.conftest import batch, small_config
 
 
-def test_placement_goes_to_dir_with_fewest_partitions(tmp_path: Path, clock: FakeClock) -> None:
+def test_placement_goes_to_dir_with_fewest_partitions(tmp_path: Path, clock: ManualClock) -> None:
     dirs = [tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"]
     manager = LogManager(dirs, small_config(), clock)
     manager.load()
@@ -23,7 +24,7 @@ def test_placement_goes_to_dir_with_fewest_partitions(tmp_path: Path, clock: Fak
     manager.shutdown()
 
 
-def test_load_finds_logs_and_removes_deleted_dirs(tmp_path: Path, clock: FakeClock) -> None:
+def test_load_finds_logs_and_removes_deleted_dirs(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(), clock)
     manager.load()
     for topic, partition in [("a-b.c", 0), ("a-b.c", 11), ("x", 3)]:
@@ -45,7 +46,7 @@ def test_load_finds_logs_and_removes_deleted_dirs(tmp_path: Path, clock: FakeClo
     manager.close()
 
 
-def test_delete_log_removes_directory(tmp_path: Path, clock: FakeClock) -> None:
+def test_delete_log_removes_directory(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(), clock)
     manager.load()
     manager.get_or_create_log("t", 0).append_as_leader(batch(1), 0)
@@ -58,7 +59,7 @@ def test_delete_log_removes_directory(tmp_path: Path, clock: FakeClock) -> None:
     manager.close()
 
 
-def test_checkpoints_and_recovery_point(tmp_path: Path, clock: FakeClock) -> None:
+def test_checkpoints_and_recovery_point(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(segment_bytes=300), clock)
     manager.load()
     log = manager.get_or_create_log("t", 0)
@@ -76,7 +77,7 @@ def test_checkpoints_and_recovery_point(tmp_path: Path, clock: FakeClock) -> Non
     assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 10}
 
 
-def test_flush_interval_policies(tmp_path: Path, clock: FakeClock) -> None:
+def test_flush_interval_policies(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(flush_interval_messages=3, flush_interval_ms=1000), clock)
     manager.load()
     log = manager.get_or_create_log("t", 0)
@@ -91,7 +92,7 @@ def test_flush_interval_policies(tmp_path: Path, clock: FakeClock) -> None:
     manager.shutdown()
 
 
-def test_cleanup_runs_retention(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleanup_runs_retention(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(segment_bytes=300, retention_ms=1000), clock)
     manager.load()
     log = manager.get_or_create_log("t", 0)
@@ -111,7 +112,7 @@ def test_cleanup_runs_retention(tmp_path: Path, clock: FakeClock) -> None:
     manager.close()
 
 
-def test_log_dir_lock(tmp_path: Path, clock: FakeClock) -> None:
+def test_log_dir_lock(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(), clock)
     with pytest.raises(LogDirLockedError):
         LogManager([tmp_path], small_config(), clock)
@@ -119,7 +120,7 @@ def test_log_dir_lock(tmp_path: Path, clock: FakeClock) -> None:
     LogManager([tmp_path], small_config(), clock).close()
 
 
-def test_illegal_names(tmp_path: Path, clock: FakeClock) -> None:
+def test_illegal_names(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(), clock)
     for topic in ("", "a/b", "..", "sp ace"):
         with pytest.raises(ValueError):
@@ -129,7 +130,7 @@ def test_illegal_names(tmp_path: Path, clock: FakeClock) -> None:
     manager.close()
 
 
-def test_an_offline_log_dir_gets_no_new_logs_and_no_checkpoints(tmp_path: Path, clock: FakeClock) -> None:
+def test_an_offline_log_dir_gets_no_new_logs_and_no_checkpoints(tmp_path: Path, clock: ManualClock) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     manager = LogManager(dirs, small_config(), clock)
     manager.load()
@@ -148,7 +149,7 @@ def test_an_offline_log_dir_gets_no_new_logs_and_no_checkpoints(tmp_path: Path, 
     assert (dirs[0] / ".kafka_cleanshutdown").exists()
 
 
-def test_with_every_log_dir_offline_no_log_can_be_created(tmp_path: Path, clock: FakeClock) -> None:
+def test_with_every_log_dir_offline_no_log_can_be_created(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path / "a"], small_config(), clock)
     manager.load()
     manager.mark_dir_offline(tmp_path / "a")

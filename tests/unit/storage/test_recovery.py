@@ -8,7 +8,8 @@ import pytest
 
 from moldau.protocol.records import iter_headers
 from moldau.storage import Log, LogConfig, LogManager
-from tests.unit.storage.conftest import FakeClock, batch, batch_offsets, small_config
+from moldau.storage.config import ManualClock
+from tests.unit.storage.conftest import batch, batch_offsets, small_config
 
 MakeLog = Callable[..., Log]
 
@@ -147,7 +148,7 @@ def test_missing_or_corrupt_index_is_rebuilt(make_log: MakeLog, log_dir: Path, d
         assert batch_offsets(log.read(offset, 1).read())[0][0] == offset
 
 
-def test_clean_shutdown_marker_skips_recovery(tmp_path: Path, clock: FakeClock) -> None:
+def test_clean_shutdown_marker_skips_recovery(tmp_path: Path, clock: ManualClock) -> None:
     cfg = small_config(segment_bytes=1 << 20)
     manager = LogManager([tmp_path], cfg, clock)
     manager.load()

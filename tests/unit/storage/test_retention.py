@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from moldau.storage import Log
+from moldau.storage.config import ManualClock
 from moldau.storage.errors import OffsetOutOfRangeError
-from tests.unit.storage.conftest import FakeClock, batch, small_config
+from tests.unit.storage.conftest import batch, small_config
 
 MakeLog = Callable[..., Log]
 HOUR = 3_600_000
@@ -18,7 +19,7 @@ def fill(log: Log, n: int, ts: int, value_size: int = 100) -> None:
         log.append_as_leader(batch(1, ts=ts, value_size=value_size), 0)
 
 
-def test_retention_by_time_keeps_active_segment(make_log: MakeLog, clock: FakeClock, log_dir: Path) -> None:
+def test_retention_by_time_keeps_active_segment(make_log: MakeLog, clock: ManualClock, log_dir: Path) -> None:
     log = make_log(small_config(segment_bytes=600, retention_ms=HOUR))
     old = clock.now - 2 * HOUR
     fill(log, 12, ts=old)
@@ -38,7 +39,7 @@ def test_retention_by_time_keeps_active_segment(make_log: MakeLog, clock: FakeCl
     assert log.delete_expired_segments(clock.now) == 0
 
 
-def test_retention_by_time_stops_at_first_young_segment(make_log: MakeLog, clock: FakeClock) -> None:
+def test_retention_by_time_stops_at_first_young_segment(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(segment_bytes=600, retention_ms=HOUR))
     fill(log, 5, ts=clock.now - 2 * HOUR)
     log.roll()
@@ -52,7 +53,7 @@ def test_retention_by_time_stops_at_first_young_segment(make_log: MakeLog, clock
     assert log.log_start_offset == young_base
 
 
-def test_retention_by_size(make_log: MakeLog, clock: FakeClock) -> None:
+def test_retention_by_size(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(segment_bytes=600, retention_ms=-1, retention_bytes=1500))
     fill(log, 20, ts=clock.now)
     sizes = [s.size for s in log.segments]
@@ -65,7 +66,7 @@ def test_retention_by_size(make_log: MakeLog, clock: FakeClock) -> None:
     assert len(log.segments) == 1 and log.active_segment.size > 0
 
 
-def test_retention_respects_high_watermark(make_log: MakeLog, clock: FakeClock) -> None:
+def test_retention_respects_high_watermark(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(segment_bytes=600, retention_ms=0))
     fill(log, 12, ts=0)
     log.high_watermark = log.segments[1].base_offset
@@ -74,7 +75,7 @@ def test_retention_respects_high_watermark(make_log: MakeLog, clock: FakeClock) 
     assert log.segments[0].base_offset == log.high_watermark
 
 
-def test_delete_records_then_segments(make_log: MakeLog, clock: FakeClock) -> None:
+def test_delete_records_then_segments(make_log: MakeLog, clock: ManualClock) -> None:
     log = make_log(small_config(segment_bytes=600, retention_ms=-1))
     fill(log, 12, ts=clock.now)
     second = log.segments[1].base_offset
@@ -88,7 +89,7 @@ def test_delete_records_then_segments(make_log: MakeLog, clock: FakeClock) -> No
         log.maybe_increment_log_start_offset(log.log_end_offset + 1)
 
 
-def test_file_delete_delay(make_log: MakeLog, clock: FakeClock, log_dir: Path) -> None:
+def test_file_delete_delay(make_log: MakeLog, clock: ManualClock, log_dir: Path) -> None:
     log = make_log(small_config(segment_bytes=600, retention_ms=0, file_delete_delay_ms=60_000))
     fill(log, 12, ts=0)
     region = log.read(0, 100)

@@ -39,16 +39,8 @@ from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
 from moldau.protocol.header import RequestHeader
-from moldau.storage.config import LogConfig
+from moldau.storage.config import LogConfig, ManualClock
 from moldau.storage.log_manager import LogManager
-
-
-class ManualClock:
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def time_ms(self) -> int:
-        return self.now_ms
 
 
 @dataclass
