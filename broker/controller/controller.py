@@ -189,10 +189,10 @@ class Controller:
             self.channel = None
         self.ctx = ControllerContext()
         self.reassignments.reset()
-        log.info("broker %d resigned as controller", self.broker_id)
+        log.info("resigned as controller")
 
     async def _on_become_controller(self, epoch: int, epoch_zk_version: int) -> None:
-        log.info("broker %d is the controller now (controller epoch %d)", self.broker_id, epoch)
+        log.info("this broker is the controller now (controller epoch %d)", epoch)
         self.ctx = ctx = ControllerContext(epoch, epoch_zk_version)
         self.active = True
         self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name,

@@ -101,7 +101,7 @@ class GroupCoordinator(Membership):
         try:
             groups = await self.store.load_partition(partition, epoch)
         except Exception:
-            log.exception("[broker %d] loading %s-%d failed", self.broker_id, OFFSETS_TOPIC, partition)
+            log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
             return
         finally:
             if self._load_tasks.get(partition) is asyncio.current_task():
@@ -286,7 +286,7 @@ class GroupCoordinator(Membership):
         try:
             self.cleanup_group_metadata()
         except Exception:
-            log.exception("[broker %d] offset expiry failed", self.broker_id)
+            log.exception("offset expiry failed")
         self._schedule_cleanup()
 
     def cleanup_group_metadata(self) -> int:
@@ -299,7 +299,7 @@ class GroupCoordinator(Membership):
             expired = self.store.expired_offsets(group, now, self.config.offsets_retention_ms)
             if expired and self.store.delete_offsets(group, expired) == ErrorCode.NONE:
                 removed += len(expired)
-                log.info("[broker %d] expired %d offsets of group %s", self.broker_id, len(expired),
+                log.info("expired %d offsets of group %s", len(expired),
                          group.group_id)
             if group.is_(S.EMPTY) and not group.has_offsets():
                 with_metadata = group.generation_id > 0

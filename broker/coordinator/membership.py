@@ -116,7 +116,6 @@ class Membership:
     # Provided by GroupCoordinator.
     store: OffsetStore
     config: GroupConfig
-    broker_id: int
     heartbeat_purgatory: Purgatory
     rebalance_purgatory: Purgatory
 
@@ -252,8 +251,8 @@ class Membership:
         member = group.replace_static_member(instance_id, old_id, new_id, ErrorCode.FENCED_INSTANCE_ID)
         self.heartbeat_purgatory.check_and_complete((group.group_id, old_id))  # the old id's session ends
         self.complete_and_schedule_heartbeat(group, member)
-        log.info("[broker %d] static member %s of group %s replaced member id %s with %s", self.broker_id,
-                 instance_id, group.group_id, old_id, new_id)
+        log.info("static member %s of group %s replaced member id %s with %s", instance_id, group.group_id,
+                 old_id, new_id)
         if group.is_(S.STABLE):
             old_protocols = member.protocols
             group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
@@ -292,8 +291,8 @@ class Membership:
         else:
             op = DelayedJoin(self, group, group.max_rebalance_timeout_ms())
         group.transition_to(S.PREPARING_REBALANCE, self.now())
-        log.info("[broker %d] preparing to rebalance group %s in generation %d (%s)", self.broker_id,
-                 group.group_id, group.generation_id, reason)
+        log.info("preparing to rebalance group %s in generation %d (%s)", group.group_id, group.generation_id,
+                 reason)
         self.rebalance_purgatory.try_complete_else_watch(op, [group.group_id])
 
     def on_complete_join(self, group: GroupMetadata) -> None:
@@ -301,11 +300,11 @@ class Membership:
             return
         for member in group.not_yet_rejoined():
             if not member.is_static:
-                log.info("[broker %d] member %s of group %s did not rejoin in time; removing it", self.broker_id,
-                         member.member_id, group.group_id)
+                log.info("member %s of group %s did not rejoin in time; removing it", member.member_id,
+                         group.group_id)
                 self._remove_member(group, member)
         if not group.maybe_elect_new_joined_leader() and group.members:
-            log.warning("[broker %d] group %s: no member rejoined; waiting again", self.broker_id, group.group_id)
+            log.warning("group %s: no member rejoined; waiting again", group.group_id)
             self.rebalance_purgatory.try_complete_else_watch(
                 DelayedJoin(self, group, group.max_rebalance_timeout_ms()), [group.group_id])
             return
@@ -313,11 +312,11 @@ class Membership:
         if group.is_(S.EMPTY):
             error = self.store.store_group(group, {})
             if error != ErrorCode.NONE:
-                log.warning("[broker %d] could not store empty group %s: %s", self.broker_id, group.group_id,
+                log.warning("could not store empty group %s: %s", group.group_id,
                             error.name)
         else:
-            log.info("[broker %d] group %s: generation %d with %d members, protocol %s", self.broker_id,
-                     group.group_id, group.generation_id, len(group.members), group.protocol_name)
+            log.info("group %s: generation %d with %d members, protocol %s", group.group_id,
+                     group.generation_id, len(group.members), group.protocol_name)
         for member in list(group.members.values()):
             members = group.current_member_metadata() if group.is_leader(member.member_id) else []
             group.invoke_join_callback(member, self.join_result(group, member.member_id, members))
@@ -443,14 +442,14 @@ class Membership:
             return
         if pending:
             if member_id in group.pending_members:
-                log.info("[broker %d] pending member %s of group %s expired", self.broker_id, member_id,
+                log.info("pending member %s of group %s expired", member_id,
                          group.group_id)
                 self._remove_pending_member(group, member_id)
             return
         member = group.members.get(member_id)
         if member is not None and not member.has_satisfied_heartbeat():
-            log.info("[broker %d] member %s of group %s has failed (session timeout %d ms); removing it",
-                     self.broker_id, member_id, group.group_id, member.session_timeout_ms)
+            log.info("member %s of group %s has failed (session timeout %d ms); removing it",
+                     member_id, group.group_id, member.session_timeout_ms)
             self._remove_member_and_update_group(group, member, "session timeout")
 
     # ----------------------------------------------------------------------------------------- LeaveGroup
@@ -484,7 +483,7 @@ class Membership:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        log.info("[broker %d] member %s is leaving group %s", self.broker_id, member_id, group.group_id)
+        log.info("member %s is leaving group %s", member_id, group.group_id)
         self._remove_member_and_update_group(group, member, "member left")
         return ErrorCode.NONE
 

@@ -131,8 +131,8 @@ class OffsetStore:
         try:
             await self._read_log(partition, epoch, loaded)
         except (RecordBatchError, fmt.FormatError) as exc:
-            log.error("[broker %d] %s-%d holds a record that cannot be read (%s); loaded what came before it",
-                      self.broker_id, OFFSETS_TOPIC, partition, exc)
+            log.error("%s-%d holds a record that cannot be read (%s); loaded what came before it",
+                      OFFSETS_TOPIC, partition, exc)
         if self._epochs.get(partition) != epoch:
             return None
         groups = [self._build_group(group_id, partition, lg) for group_id, lg in loaded.items()
@@ -141,7 +141,7 @@ class OffsetStore:
             self.groups[group.group_id] = group
         self.loading.discard(partition)
         self.owned.add(partition)
-        (log.info if groups else log.debug)("[broker %d] loaded %d groups from %s-%d", self.broker_id, len(groups),
+        (log.info if groups else log.debug)("loaded %d groups from %s-%d", len(groups),
                                             OFFSETS_TOPIC, partition)
         return groups
 
@@ -214,7 +214,7 @@ class OffsetStore:
         if result.error == ErrorCode.NONE:
             self.written_end[partition] = result.last_offset + 1
             return ErrorCode.NONE
-        log.warning("[broker %d] write to %s-%d failed: %s", self.broker_id, OFFSETS_TOPIC, partition,
+        log.warning("write to %s-%d failed: %s", OFFSETS_TOPIC, partition,
                     ErrorCode(result.error).name)
         return _APPEND_ERRORS.get(ErrorCode(result.error), ErrorCode.UNKNOWN_SERVER_ERROR)
 
