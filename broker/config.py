@@ -252,8 +252,10 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "max.message.bytes per topic.", AT_LEAST_0, H),
     _s("num.network.threads", "int", 3, "Accepted for compatibility: network I/O runs as coroutines on the "
        "event loop, so this does not change concurrency.", AT_LEAST_1, H),
-    _s("num.io.threads", "int", 8, "How many requests may be inside their handlers at once (worker "
-       "coroutines).", AT_LEAST_1, H),
+    _s("num.io.threads", "int", 8, "Worker coroutines taking requests off the request queue. Each runs a "
+       "handler's synchronous part to the end on the one event loop and a waiting handler holds none, so this "
+       "bounds no concurrency (queued.max.requests and one request in flight per connection do).",
+       AT_LEAST_1, H),
     _s("background.threads", "int", 10, "Accepted for compatibility; background tasks are event-loop tasks.",
        AT_LEAST_1, H),
     _s("queued.max.requests", "int", 500, "Capacity of the request queue; a full queue stops reading from "

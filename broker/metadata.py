@@ -1,4 +1,4 @@
-"""The cluster view handlers read, behind one interface for standalone and (later) ZooKeeper mode.
+"""The cluster view handlers read, behind one interface for standalone and ZooKeeper mode (metadata_cache.py).
 
 ``MetadataStore`` is what handlers and the replica manager see: live brokers, the controller, topics with their
 partition states, and topic creation/deletion. ``StandaloneMetadata`` is a single broker that is its own controller
