@@ -11,6 +11,7 @@ be in the ISR. Everything here is pure state: time is passed in, I/O is the repl
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,15 @@ from moldau.broker.metadata import PartitionState
 from moldau.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, Log
 
 UNKNOWN_OFFSET = -1
+
+
+class IsrOutcome(enum.Enum):
+    """How an ISR write the leader started ended (:meth:`Partition.finish_isr_change`)."""
+
+    SUPERSEDED = "superseded"  # a LeaderAndIsr came in meanwhile: it has the final word
+    CONFLICT = "conflict"  # the znode changed under us: wait for the controller
+    DIVERGED = "diverged"  # ZooKeeper holds another ISR than the one proposed: build on that one
+    APPLIED = "applied"
 
 
 @dataclass(slots=True)
@@ -188,6 +198,46 @@ class Partition:
             if f is not None and f.log_end_offset >= max(self.high_watermark, self.leader_epoch_start_offset):
                 out.append(r)
         return out
+
+    # ISR changes. The rules live here; the replica manager only writes the proposals to ZooKeeper. A change is
+    # proposed, written (conditional on zk_version), then applied: isr is always what ZooKeeper holds.
+
+    def isr_with(self, replica_id: int) -> list[int] | None:
+        """The ISR to propose now that ``replica_id`` caught up (None: it is in already, or not eligible)."""
+        if not self.is_leader or replica_id in self.isr or replica_id not in self.replicas_to_add():
+            return None
+        return [r for r in self.replicas if r in self.isr or r == replica_id]
+
+    def isr_without_lagging(self, now_ms: int, max_lag_ms: int) -> tuple[list[int], list[int]] | None:
+        """``(lagging, new ISR)`` when followers fell behind (None: nothing to shrink, or a change in flight)."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = self.out_of_sync_replicas(now_ms, max_lag_ms)
+        if not lagging:
+            return None
+        return lagging, [r for r in self.isr if r not in lagging]
+
+    def begin_isr_change(self, new_isr: list[int]) -> bool:
+        """Marks ``new_isr`` as being written; False when another change is in flight or nothing changes."""
+        if self.pending_isr is not None or new_isr == self.isr:
+            return False
+        self.pending_isr = new_isr
+        return True
+
+    def finish_isr_change(self, new_isr: list[int], leader_epoch: int,
+                          written: tuple[int, list[int]] | None) -> IsrOutcome:
+        """Applies the result of writing ``new_isr`` (begun under ``leader_epoch``): ``written`` is ZooKeeper's
+        ``(zk version, ISR)``, or None when the conditional write lost to a newer state."""
+        if self.pending_isr is not new_isr or self.leader_epoch != leader_epoch or not self.is_leader:
+            return IsrOutcome.SUPERSEDED
+        self.pending_isr = None
+        if written is None:
+            return IsrOutcome.CONFLICT
+        self.zk_version, self.isr = written
+        if self.isr != new_isr:
+            self.maybe_advance_high_watermark()
+            return IsrOutcome.DIVERGED
+        return IsrOutcome.APPLIED
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = the smallest log end offset among the in-sync replicas; it only moves forward."""

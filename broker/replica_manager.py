@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.broker.metadata import PartitionState, TopicMetadata
-from moldau.broker.partition import Partition
+from moldau.broker.partition import IsrOutcome, Partition
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 from moldau.storage.config import SystemClock
@@ -372,25 +372,24 @@ class ReplicaManager:
         if log_start_offset > old_start and self.low_watermark_listeners:
             for listener in self.low_watermark_listeners:
                 listener((topic, index))
-        if replica_id not in partition.isr and replica_id in partition.replicas_to_add():
-            self._change_isr(partition, [r for r in partition.replicas if r in partition.isr or r == replica_id])
+        expanded = partition.isr_with(replica_id)
+        if expanded is not None:
+            self._change_isr(partition, expanded)
 
     def maybe_shrink_isrs(self) -> None:
         """Leaves out of the ISR the followers that fell behind (run every replica.lag.time.max.ms / 2)."""
         now = self.clock.time_ms()
         for partition in list(self.partitions.values()):
-            if not partition.is_leader or partition.pending_isr is not None:
-                continue
-            lagging = partition.out_of_sync_replicas(now, self.replica_lag_time_max_ms)
-            if lagging:
+            shrink = partition.isr_without_lagging(now, self.replica_lag_time_max_ms)
+            if shrink is not None:
+                lagging, new_isr = shrink
                 log.info("%s-%d: replicas %s are out of sync (lag > %d ms); shrinking the ISR %s", partition.topic,
                          partition.index, lagging, self.replica_lag_time_max_ms, partition.isr)
-                self._change_isr(partition, [r for r in partition.isr if r not in lagging])
+                self._change_isr(partition, new_isr)
 
     def _change_isr(self, partition: Partition, new_isr: list[int]) -> None:
-        if self.isr_writer is None or partition.pending_isr is not None or new_isr == partition.isr:
+        if self.isr_writer is None or not partition.begin_isr_change(new_isr):
             return
-        partition.pending_isr = new_isr
         task = asyncio.get_running_loop().create_task(self._write_isr(partition, new_isr),
                                                       name=f"isr-{partition.topic}-{partition.index}")
         self._isr_tasks.add(task)
@@ -404,26 +403,22 @@ class ReplicaManager:
         except Exception as exc:
             log.warning("%s-%d: writing the ISR %s failed: %r", partition.topic, partition.index, new_isr, exc)
             written = None
-        if partition.pending_isr is not new_isr or partition.leader_epoch != epoch or not partition.is_leader:
-            return  # a LeaderAndIsr came in meanwhile; it has the final word
-        partition.pending_isr = None
-        if written is None:
+        outcome = partition.finish_isr_change(new_isr, epoch, written)
+        if outcome is IsrOutcome.SUPERSEDED:
+            return
+        if outcome is IsrOutcome.CONFLICT:
             log.info("%s-%d: the partition state changed under us (zk version %d); waiting for the controller",
                      partition.topic, partition.index, partition.zk_version)
             return
-        version, isr = written
-        partition.isr = isr
-        partition.zk_version = version
-        if isr != new_isr:
+        if outcome is IsrOutcome.DIVERGED:
             log.info("%s-%d: ZooKeeper holds ISR %s (zk version %d); building on it", partition.topic,
-                     partition.index, isr, version)
-            partition.maybe_advance_high_watermark()
+                     partition.index, partition.isr, partition.zk_version)
             self._hw_changed((partition.topic, partition.index))
             return
         for listener in self.isr_change_listeners:
             listener(len(new_isr) < len(old_isr))
         log.info("%s-%d: ISR %s -> %s (zk version %d)", partition.topic, partition.index, old_isr, new_isr,
-                 version)
+                 partition.zk_version)
         partition.maybe_advance_high_watermark()
         self._hw_changed((partition.topic, partition.index))
 
