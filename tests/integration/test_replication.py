@@ -165,6 +165,12 @@ def segment_bytes(broker: BrokerProcess, topic: str) -> bytes:
 
 
 @pytest.mark.slow
+def fetch_purgatory_size(broker: BrokerProcess) -> float:
+    found = re.search(r'^moldau_purgatory_size\{purgatory="Fetch"\} (\S+)$', broker.fetch_metrics(), re.M)
+    assert found, "moldau_purgatory_size{purgatory=\"Fetch\"} not exported"
+    return float(found.group(1))
+
+
 def test_an_old_leader_truncates_its_unreplicated_tail_and_matches_the_new_leader(cluster: Cluster) -> None:  # noqa: F811
     start(cluster)
     topic = "diverge"
@@ -176,10 +182,11 @@ def test_an_old_leader_truncates_its_unreplicated_tail_and_matches_the_new_leade
     for f in followers:
         f.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
     try:
-        # Accepted by the leader alone (acks=1), then the leader dies before anyone copied it. The pause outlasts
-        # the followers' fetches parked at the leader (replica.fetch.wait.max.ms), whose answers would otherwise
-        # carry the batch into their sockets; it stays well below replica.lag.time.max.ms, so they stay in the ISR.
-        time.sleep(1.2)
+        # Accepted by the leader alone (acks=1), then the leader dies before anyone copied it. First the
+        # followers' fetches parked at the leader (replica.fetch.wait.max.ms) must have been answered (empty):
+        # one still parked would carry the batch into a stopped follower's socket. All this stays well below
+        # replica.lag.time.max.ms, so they stay in the ISR.
+        wait_until(lambda: fetch_purgatory_size(old) == 0, LAG_MS / 2000, "no follower fetch parked at the leader")
         assert produce(old, topic, [b"lost-1", b"lost-2"], acks=1) == ErrorCode.NONE
         old.kill()
     finally:
