@@ -78,6 +78,7 @@ class HandlerPool:
             request.fail()
             return
         if inspect.isawaitable(result):
+            request.local_done_at = time.perf_counter()  # from here on the request waits: remote time
             fut = asyncio.ensure_future(result)
             self._pending.add(fut)
             fut.add_done_callback(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]

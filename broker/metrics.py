@@ -8,6 +8,11 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_network_processor_avg_idle_ratio   SocketServer NetworkProcessorAvgIdlePercent (0-1)
     moldau_requests_total{api}                RequestMetrics RequestsPerSec{request}
     moldau_request_latency_seconds{api}       RequestMetrics TotalTimeMs{request} (histogram, 0.1 ms..10 s)
+    moldau_request_queue_time_seconds{api}    RequestMetrics RequestQueueTimeMs{request} (histogram)
+    moldau_request_local_time_seconds{api}    RequestMetrics LocalTimeMs{request} (histogram)
+    moldau_request_remote_time_seconds{api}   RequestMetrics RemoteTimeMs{request} (histogram)
+    moldau_response_queue_time_seconds{api}   RequestMetrics ResponseQueueTimeMs{request} (histogram)
+    moldau_response_send_time_seconds{api}    RequestMetrics ResponseSendTimeMs{request} (histogram)
     moldau_bytes_in_total                     socket-server-metrics incoming-byte-total
     moldau_bytes_out_total                    socket-server-metrics outgoing-byte-total
     moldau_fetch_sendfile_bytes_total         (none) fetch record bytes sent with sendfile
@@ -25,6 +30,9 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_partitions                         ReplicaManager PartitionCount
     moldau_leader_partitions                  ReplicaManager LeaderCount
     moldau_connections                        socket-server-metrics connection-count
+    moldau_log_size_bytes{topic,partition}    kafka.log Log Size{topic,partition}
+    moldau_consumer_group_lag{group,topic,partition}  (none; what kafka-consumer-groups.sh shows as LAG), for
+                                              groups coordinated here and partitions led here
     moldau_log_cleaner_runs_total             (none) cleanings finished
     moldau_log_cleaner_bytes_removed_total    (none) bytes read minus bytes written by cleanings
     moldau_log_cleaner_records_removed_total  (none) records dropped by cleanings
@@ -55,12 +63,15 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import start_wsgi_server
+from prometheus_client.metrics_core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +180,28 @@ class IdleMeter:
                 del self._buckets[idx]
 
 
+class _LabelledGauges(Collector):
+    """A gauge family whose labelled samples come from a callback on each scrape (`fn()` yields tuples of
+    label values followed by the value), for series whose label sets come and go with partitions or groups.
+    A failing callback is logged and yields no samples instead of breaking the scrape."""
+
+    def __init__(self, name: str, doc: str, labels: list[str]) -> None:
+        self.name, self.doc, self.labels = name, doc, labels
+        self.fn: Callable[[], Iterable[tuple[Any, ...]]] | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.name, self.doc, labels=self.labels)
+        fn = self.fn
+        if fn is not None:
+            try:
+                for row in fn():
+                    family.add_metric([str(v) for v in row[:-1]], float(row[-1]))
+            except Exception:
+                log.exception("metrics callback for %s failed", self.name)
+                family = GaugeMetricFamily(self.name, self.doc, labels=self.labels)
+        yield family
+
+
 def _safe(fn: Callable[[], float], what: str) -> Callable[[], float]:
     def call() -> float:
         try:
@@ -204,6 +237,23 @@ class BrokerMetrics:
         self.request_latency = Histogram(
             "moldau_request_latency_seconds", "Time from reading a request to writing its response, by API",
             ["api"], registry=r, buckets=LATENCY_BUCKETS)
+        self.request_queue_time = Histogram(
+            "moldau_request_queue_time_seconds", "Time a request waited in the request queue for a worker, by API",
+            ["api"], registry=r, buckets=LATENCY_BUCKETS)
+        self.request_local_time = Histogram(
+            "moldau_request_local_time_seconds", "Time a worker spent decoding a request and running its handler "
+            "up to its answer or the point it parked the request, by API", ["api"], registry=r,
+            buckets=LATENCY_BUCKETS)
+        self.request_remote_time = Histogram(
+            "moldau_request_remote_time_seconds", "Time a request waited after its handler returned (purgatory: "
+            "acks=all produce, long-poll fetch; or another awaited step such as ZooKeeper), by API", ["api"],
+            registry=r, buckets=LATENCY_BUCKETS)
+        self.response_queue_time = Histogram(
+            "moldau_response_queue_time_seconds", "Time from a response being ready to its connection resuming "
+            "to write it, by API", ["api"], registry=r, buckets=LATENCY_BUCKETS)
+        self.response_send_time = Histogram(
+            "moldau_response_send_time_seconds", "Time to encode a response and write it to the socket "
+            "(sendfile included), by API", ["api"], registry=r, buckets=LATENCY_BUCKETS)
         self.bytes_in_total = Counter("moldau_bytes_in_total", "Bytes read from client sockets", registry=r)
         self.bytes_out_total = Counter("moldau_bytes_out_total",
                                        "Bytes written to client sockets, sendfile included", registry=r)
@@ -265,15 +315,29 @@ class BrokerMetrics:
         self.successful_authentication_total = Counter(
             "moldau_successful_authentication_total", "SASL logins that succeeded, by listener", ["listener"],
             registry=r)
+        self.log_size = _LabelledGauges("moldau_log_size_bytes", "Size of a partition's log on this broker "
+                                        "(sum of its segments)", ["topic", "partition"])
+        self.consumer_group_lag = _LabelledGauges(
+            "moldau_consumer_group_lag", "High watermark minus committed offset, for groups coordinated here and "
+            "partitions led here", ["group", "topic", "partition"])
+        r.register(self.log_size)
+        r.register(self.consumer_group_lag)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
     # --- recording (these methods satisfy network.NetworkMetrics and handler_pool.HandlerMetrics)
 
-    def request_done(self, api: str, seconds: float) -> None:
-        """Count one request of `api` (e.g. "Produce") that took `seconds` from read to response written."""
+    def request_done(self, api: str, seconds: float, queue: float = 0.0, local: float = 0.0,
+                     remote: float = 0.0, response_queue: float = 0.0, send: float = 0.0) -> None:
+        """Count one request of `api` (e.g. "Produce") that took `seconds` from read to response written, split
+        as Kafka's RequestMetrics (queue + local + remote + response_queue + send = seconds)."""
         self.requests_total.labels(api).inc()
         self.request_latency.labels(api).observe(seconds)
+        self.request_queue_time.labels(api).observe(queue)
+        self.request_local_time.labels(api).observe(local)
+        self.request_remote_time.labels(api).observe(remote)
+        self.response_queue_time.labels(api).observe(response_queue)
+        self.response_send_time.labels(api).observe(send)
 
     def handler_busy(self, seconds: float) -> None:
         """A request-handler worker was busy for `seconds`, ending now."""
@@ -337,6 +401,14 @@ class BrokerMetrics:
     def set_partition_callbacks(self, partitions: Callable[[], float], leaders: Callable[[], float]) -> None:
         self.partitions.set_function(_safe(partitions, "moldau_partitions"))
         self.leader_partitions.set_function(_safe(leaders, "moldau_leader_partitions"))
+
+    def set_log_size_callback(self, fn: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
+        """`fn()` yields (topic, partition, size in bytes) per hosted partition, read on the scrape thread."""
+        self.log_size.fn = fn
+
+    def set_consumer_lag_callback(self, fn: Callable[[], Iterable[tuple[str, str, int, int]]]) -> None:
+        """`fn()` yields (group, topic, partition, lag in records), read on the scrape thread."""
+        self.consumer_group_lag.fn = fn
 
     def cleaner_run(self, bytes_removed: int, records_removed: int, seconds: float) -> None:
         """One log cleaning finished."""

@@ -54,7 +54,8 @@ class NetworkMetrics(Protocol):
     def network_busy(self, seconds: float) -> None: ...
     def bytes_in(self, n: int) -> None: ...
     def bytes_out(self, n: int, sendfile: int) -> None: ...
-    def request_done(self, api: str, seconds: float) -> None: ...
+    def request_done(self, api: str, seconds: float, queue: float = ..., local: float = ...,
+                     remote: float = ..., response_queue: float = ..., send: float = ...) -> None: ...
     def connections(self, delta: int) -> None: ...
     def connection_refused(self, reason: str) -> None: ...
     def connection_evicted(self, reason: str) -> None: ...
@@ -254,10 +255,16 @@ class Connection:
         await request.done
         if request.close_connection:
             return False
+        resumed = time.perf_counter()
         if request.response is not None:
             await self._write_response(request)
-        self.metrics.request_done(api_name(api_key), time.perf_counter() - request.received_at)
+        self._observe(api_name(api_key), request, resumed, time.perf_counter())
         return True
+
+    def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
+        queue, local, remote, response_queue, send = r.split(resumed, end)
+        self.metrics.request_done(api, end - r.received_at, queue=queue, local=local, remote=remote,
+                                  response_queue=response_queue, send=send)
 
     async def _write_response(self, request: Request) -> None:
         t0 = time.perf_counter()

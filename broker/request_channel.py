@@ -22,8 +22,13 @@ class Request:
     client_host: str
     # The listener the request arrived on: Metadata and FindCoordinator answer with that listener's endpoints.
     listener: str = ""
+    # Timestamps (time.perf_counter) for Kafka's RequestMetrics split, observed once when the response is
+    # written: queue = dequeued - received, local = local_done - dequeued, remote (purgatory or another awaited
+    # step) = responded - local_done, response queue = until the connection resumes after `respond`.
     received_at: float = field(default_factory=time.perf_counter)
     dequeued_at: float = 0.0
+    local_done_at: float = 0.0  # set when a handler returns an awaitable; else at respond (remote = 0)
+    responded_at: float = 0.0
     # The response body (a dict for the API's response encoder), or None for "no response" (acks=0).
     response: dict[str, Any] | None = None
     close_connection: bool = False
@@ -39,9 +44,24 @@ class Request:
     def version(self) -> int:
         return self.header.api_version
 
+    def split(self, resumed: float, end: float) -> tuple[float, float, float, float, float]:
+        """Kafka's RequestMetrics split (queue, local, remote, response queue, send) of a request whose
+        connection resumed at `resumed` and finished writing the response at `end`; the parts add up to
+        end - received_at. Clamped at 0: a request failed before it was dequeued has no dequeued_at."""
+        dequeued = self.dequeued_at or self.received_at
+        local_done = max(self.local_done_at, dequeued)
+        responded = max(self.responded_at, local_done)
+        resumed = max(resumed, responded)
+        return (dequeued - self.received_at, local_done - dequeued, responded - local_done, resumed - responded,
+                end - resumed)
+
     def respond(self, body: dict[str, Any] | None) -> None:
         """Hand the response back to the connection (body None: send nothing, just unmute)."""
         self.response = body
+        now = time.perf_counter()
+        self.responded_at = now
+        if self.local_done_at == 0.0:
+            self.local_done_at = now
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
 

@@ -50,7 +50,10 @@ from moldau.storage.log_manager import LogManager
 
 if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
+    from moldau.broker.coordinator.group import GroupMetadata
     from moldau.broker.log_cleaner import CleanerService
+    from moldau.broker.partition import Partition
+    from moldau.storage.log import TopicPartition
 
 log = logging.getLogger("moldau.server")
 
@@ -317,6 +320,12 @@ class BrokerServer:
         assert produce is not None
         m.track_purgatory("Produce", lambda: float(produce.num_delayed))
         m.set_partition_callbacks(lambda: float(len(rm.partitions)), lambda: float(rm.leader_count()))
+        # Both read in-memory state on the scrape thread (segment sizes the log tracks, no disk walk); list()
+        # snapshots the dicts the loop may change meanwhile.
+        m.set_log_size_callback(lambda: [(tp[0], tp[1], p.log.size) for tp, p in list(rm.partitions.items())])
+        coordinator = self.group_coordinator
+        if coordinator is not None:
+            m.set_consumer_lag_callback(lambda: consumer_group_lag(coordinator.store.groups, rm.partitions))
         port = int(self.config.get("metrics.port"))
         if port != -1:
             self.metrics_port = m.start_http_server(str(self.config.get("metrics.host")), port)
@@ -388,3 +397,16 @@ class BrokerServer:
         self.metrics.close()
         log.info("Moldau broker %d shut down cleanly", self.broker_id)
         self.stopped.set()
+
+
+def consumer_group_lag(groups: dict[str, GroupMetadata], partitions: dict[TopicPartition, Partition]) \
+        -> list[tuple[str, str, int, int]]:
+    """(group, topic, partition, lag) for the groups loaded by this broker's coordinator and the partitions this
+    broker leads: only there are both the committed offset and the high watermark at hand without a request."""
+    rows = []
+    for group_id, group in list(groups.items()):
+        for tp, committed in list(group.offsets.items()):
+            partition = partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                rows.append((group_id, tp[0], tp[1], max(partition.high_watermark - committed.offset, 0)))
+    return rows
