@@ -322,6 +322,7 @@ class BrokerMetrics:
             "partitions led here", ["group", "topic", "partition"])
         r.register(self.log_size)
         r.register(self.consumer_group_lag)
+        self._per_api: dict[str, tuple[Any, ...]] = {}
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -331,13 +332,21 @@ class BrokerMetrics:
                      remote: float = 0.0, response_queue: float = 0.0, send: float = 0.0) -> None:
         """Count one request of `api` (e.g. "Produce") that took `seconds` from read to response written, split
         as Kafka's RequestMetrics (queue + local + remote + response_queue + send = seconds)."""
-        self.requests_total.labels(api).inc()
-        self.request_latency.labels(api).observe(seconds)
-        self.request_queue_time.labels(api).observe(queue)
-        self.request_local_time.labels(api).observe(local)
-        self.request_remote_time.labels(api).observe(remote)
-        self.response_queue_time.labels(api).observe(response_queue)
-        self.response_send_time.labels(api).observe(send)
+        children = self._per_api.get(api)
+        if children is None:  # labels() costs a lock and a lookup per call: resolve each API's series once
+            children = self._per_api[api] = (
+                self.requests_total.labels(api), self.request_latency.labels(api),
+                self.request_queue_time.labels(api), self.request_local_time.labels(api),
+                self.request_remote_time.labels(api), self.response_queue_time.labels(api),
+                self.response_send_time.labels(api))
+        count, total, q, lo, rem, rq, snd = children
+        count.inc()
+        total.observe(seconds)
+        q.observe(queue)
+        lo.observe(local)
+        rem.observe(remote)
+        rq.observe(response_queue)
+        snd.observe(send)
 
     def handler_busy(self, seconds: float) -> None:
         """A request-handler worker was busy for `seconds`, ending now."""
