@@ -413,8 +413,10 @@ class SocketServer:
             if refused is not None:
                 # Kafka closes over-limit connections at once; the client sees a closed socket and backs off.
                 log.debug("refusing connection from %s:%s: %s reached", peer[0], peer[1], refused)
-                sock.close()
+                # Counted before the close: once the client sees its socket closed, a scrape (served from another
+                # thread) must already show the refusal.
                 self.metrics.connection_refused(refused)
+                sock.close()
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
