@@ -59,6 +59,7 @@ def _brokers(zk: ZooKeeperProcess, root: Path, request: pytest.FixtureRequest) -
             "replica.lag.time.max.ms": "2000", "num.partitions": "2",  # each broker leads one partition
             "offsets.topic.replication.factor": "2"})
         _remember(request, broker)
+        request.addfinalizer(broker.kill)  # not left running (idle, on a dead ZooKeeper) until the session ends
         brokers.append(broker.start())
     return brokers
 
