@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from moldau.errors import ClientError, KafkaError
 
@@ -73,6 +73,14 @@ def read_properties_file(path: str, flag: str) -> dict[str, str]:
             raise ToolError(f"{flag}: {path} line {number}: expected key=value, got {raw!r}")
         out[line[:cut].strip()] = line[cut + 1:].strip()
     return out
+
+
+def admin_config(args: argparse.Namespace, client_id: str) -> dict[str, Any]:
+    """The admin tools' client settings: --bootstrap-server (or its aliases) plus the --command-config file."""
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap_from(args), "client.id": client_id}
+    if args.command_config:
+        conf.update(read_properties_file(args.command_config, "--command-config"))
+    return conf
 
 
 def unescape(text: str) -> str:

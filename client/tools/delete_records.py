@@ -21,8 +21,7 @@ from moldau.tools.common import (
     ToolError,
     ToolParser,
     add_bootstrap,
-    bootstrap_from,
-    read_properties_file,
+    admin_config,
     run_tool,
 )
 
@@ -83,9 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from moldau.sync import AdminClient
 
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap_from(args), "client.id": "moldau-delete-records"}
-        if args.command_config:
-            conf.update(read_properties_file(args.command_config, "--command-config"))
+        conf = admin_config(args, "moldau-delete-records")
         print("Executing records delete operation", file=sys.stdout)
         with AdminClient(conf) as admin:
             results = admin.delete_records(args.offsets, raise_errors=False)

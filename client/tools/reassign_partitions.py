@@ -25,8 +25,7 @@ from moldau.tools.common import (
     ToolError,
     ToolParser,
     add_bootstrap,
-    bootstrap_from,
-    read_properties_file,
+    admin_config,
     run_tool,
 )
 
@@ -173,9 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from moldau.sync import AdminClient
 
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap_from(args), "client.id": "moldau-reassign-partitions"}
-        if args.command_config:
-            conf.update(read_properties_file(args.command_config, "--command-config"))
+        conf = admin_config(args, "moldau-reassign-partitions")
         with AdminClient(conf) as admin:
             return execute(args, admin, sys.stdout)
     return run_tool(body)

@@ -21,9 +21,8 @@ from moldau.tools.common import (
     ToolError,
     ToolParser,
     add_bootstrap,
-    bootstrap_from,
+    admin_config,
     parse_key_values,
-    read_properties_file,
     run_tool,
 )
 
@@ -203,9 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from moldau.sync import AdminClient
 
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        conf: dict[str, Any] = {"bootstrap.servers": bootstrap_from(args), "client.id": "moldau-topics"}
-        if args.command_config:
-            conf.update(read_properties_file(args.command_config, "--command-config"))
+        conf = admin_config(args, "moldau-topics")
         with AdminClient(conf) as admin:
             return execute(args, admin, sys.stdout)
     return run_tool(body)
