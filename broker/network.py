@@ -26,6 +26,7 @@ from moldau.broker.security.credentials import CredentialStore
 from moldau.broker.security.listener_config import ListenerSecurity
 from moldau.broker.security.sasl import SaslAuthenticator, Step
 from moldau.broker.security.tls import ReloadingContext, TlsIO, certificate_principal
+from moldau.broker.socket_wait import wait_readable
 from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
@@ -185,18 +186,7 @@ class Connection:
             self.close()
 
     async def _readable(self) -> None:
-        fut: asyncio.Future[None] = self.loop.create_future()
-        fd = self.sock.fileno()
-
-        def ready() -> None:
-            if not fut.done():
-                fut.set_result(None)
-
-        self.loop.add_reader(fd, ready)
-        try:
-            await fut
-        finally:
-            self.loop.remove_reader(fd)
+        await wait_readable(self.loop, self.sock)
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response; False closes the connection."""

@@ -16,6 +16,7 @@ import ssl
 from typing import Any
 
 from moldau.broker.security.listener_config import TlsSettings
+from moldau.broker.socket_wait import wait_readable
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
@@ -151,18 +152,7 @@ class TlsIO:
             return True
 
     async def _readable(self) -> None:
-        fut: asyncio.Future[None] = self.loop.create_future()
-        fd = self.sock.fileno()
-
-        def ready() -> None:
-            if not fut.done():
-                fut.set_result(None)
-
-        self.loop.add_reader(fd, ready)
-        try:
-            await fut
-        finally:
-            self.loop.remove_reader(fd)
+        await wait_readable(self.loop, self.sock)
 
 
 # Python's long attribute names -> the RFC 2253 keywords Java's X500Principal.getName() writes.
