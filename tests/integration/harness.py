@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -42,11 +43,42 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+# Ports handed to brokers, ZooKeeper and metrics endpoints come from a block below Linux's ephemeral range
+# (32768-60999), one block per pytest-xdist worker. A port the kernel picks for bind(0) can be taken by some
+# client's outgoing connection in the second between our probe and the broker's bind; a port below that range
+# never is, and the blocks keep parallel workers from handing out the same port.
+_PORT_BASE = 20000
+_PORT_BLOCK = 2000
+_PORT_WORKERS = 6  # 20000 + 6 * 2000 = 32000, still below the ephemeral range
+
+
+def _port_block() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ... under pytest-xdist
+    index = int(worker[2:]) % _PORT_WORKERS if worker.startswith("gw") and worker[2:].isdigit() else 0
+    start = _PORT_BASE + index * _PORT_BLOCK
+    return range(start, start + _PORT_BLOCK)
+
+
+_PORTS = _port_block()
+# Start at a random place in the block: a port a previous run's broker listened on may still be in TIME_WAIT.
+_next_port = int.from_bytes(os.urandom(2), "big") % len(_PORTS)
+_port_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago and that no other test worker hands out."""
+    global _next_port
+    for _ in range(len(_PORTS)):
+        with _port_lock:
+            port = _PORTS[_next_port]
+            _next_port = (_next_port + 1) % len(_PORTS)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 def closed_port() -> int:
