@@ -30,7 +30,7 @@ rc=0
 # workers (3 unless set; 0 runs everything in this process) overlap that waiting. tests/conftest.py keeps each
 # module that starts processes on one worker. Pass -n 0 to run in one process (a debugger, pdb).
 workers="${MOLDAU_TEST_WORKERS:-3}"
-"$PY" -m pytest -q -p no:cacheprovider --durations=15 -n "$workers" --dist loadgroup "$@" </dev/null || rc=$?
+"$PY" -m pytest -q -p no:cacheprovider --durations=15 -rfEs -n "$workers" "$@" </dev/null || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!" >&2
     echo "!! pytest collected NO tests (exit 5). That is a failure, not a pass. !!" >&2

@@ -1,34 +1,35 @@
-"""How the suite is spread over pytest-xdist workers (scripts/test.sh runs it with ``-n`` and ``--dist loadgroup``).
+"""How the suite is spread over pytest-xdist workers (scripts/test.sh runs it with ``-n``).
 
 Tests that start processes share them through module- and session-scoped fixtures (a 3-broker cluster per
-module, one Spark session), so each such module runs whole on one worker: its fixtures start once, not once per
-worker that happens to get one of its tests. The Spark modules share one group, so one worker holds the single
-Spark JVM. Unit tests that start nothing are handed out one by one and fill the gaps at the end.
+module, one Spark session, one private dockerd), so a module runs whole on one worker: its fixtures start once,
+and two workers never start the same module's cluster (or two dockerds on the one image cache). The Spark
+modules share one scope, so a single worker holds the single Spark JVM.
+
+This is xdist's ``loadscope`` with our own scopes (the ``pytest_xdist_make_scheduler`` hook). Not ``loadgroup``
+with ``xdist_group`` markers: xdist 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2 no longer
+reads, so the groups silently did not form (two workers ran test_compose.py and the second found the first's
+dockerd lock).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import pytest
 
-TESTS = Path(__file__).resolve().parent
-PROCESS_TIERS = (TESTS / "integration", TESTS / "ops")
+
+def scope_of(nodeid: str) -> str:
+    """The work unit a test belongs to: its module, or "spark" for every Spark module."""
+    module = nodeid.split("::", 1)[0]
+    return "spark" if module.startswith("tests/integration/test_spark_") else module
 
 
-def xdist_group_of(item: pytest.Item) -> str | None:
-    """The group an item runs in, or None when it may go to any worker on its own."""
-    path = item.path.resolve()
-    starts_processes = any(tier in path.parents for tier in PROCESS_TIERS)
-    if not starts_processes and item.get_closest_marker("integration") is None:
-        return None
-    module = path.stem
-    return "spark" if "spark" in module else module
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
 
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the marker into the node id's "@group"
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        group = xdist_group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    return ModuleScheduling(config, log)

@@ -67,18 +67,32 @@ _port_lock = threading.Lock()
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago and that no other test worker hands out."""
+    return free_ports(1)
+
+
+def free_ports(n: int) -> int:
+    """The first of `n` consecutive ports that were free a moment ago (a launcher's --port/--metrics-port take
+    a base and add the broker's index); later calls do not hand out any of them again until the block wraps."""
     global _next_port
     for _ in range(len(_PORTS)):
         with _port_lock:
-            port = _PORTS[_next_port]
-            _next_port = (_next_port + 1) % len(_PORTS)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {_PORTS.start}-{_PORTS.stop - 1}")
+            if _next_port + n > len(_PORTS):
+                _next_port = 0
+            first = _next_port
+            _next_port = (_next_port + n) % len(_PORTS)
+        base = _PORTS[first]
+        if all(_bindable(base + i) for i in range(n)):
+            return base
+    raise RuntimeError(f"no {n} consecutive free ports in {_PORTS.start}-{_PORTS.stop - 1}")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def closed_port() -> int:

@@ -30,7 +30,7 @@ from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 from .conftest import _remember
-from .harness import BrokerProcess, wait_until
+from .harness import BrokerProcess, free_port, free_ports, wait_until
 from .zookeeper import ZooKeeperProcess
 
 SESSION_TIMEOUT_MS = 6000
@@ -500,32 +500,10 @@ def test_auto_creation_deletion_malformed_znodes_generated_ids(cluster: Cluster)
 
 
 # ------------------------------------------------------------------------------------------------ run command
-def _consecutive_free_ports(n: int) -> int:
-    import socket
-
-    for _ in range(50):
-        from .harness import free_port
-
-        base = free_port()
-        sockets = []
-        try:
-            for i in range(n):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no consecutive free ports")
-
-
 def test_launcher_starts_and_stops_a_cluster(tmp_path: Path) -> None:
     from kafka.admin import KafkaAdminClient
 
-    port, metrics, zk_port = _consecutive_free_ports(2), _consecutive_free_ports(2), _consecutive_free_ports(1)
+    port, metrics, zk_port = free_ports(2), free_ports(2), free_port()
     cmd = [sys.executable, "-m", "moldau.broker.launcher", "--brokers", "2", "--data", str(tmp_path / "data"),
            "--port", str(port), "--metrics-port", str(metrics), "--zookeeper-port", str(zk_port),
            "--chroot", "/launched", "--override", "controlled.shutdown.retry.backoff.ms=200"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
 
@@ -11,26 +10,13 @@ from tests import conftest as suite
 from tests.integration import harness
 
 
-class _Item:
-    def __init__(self, path: Path, integration: bool = False) -> None:
-        self.path = path
-        self._integration = integration
-
-    def get_closest_marker(self, name: str) -> object | None:
-        return object() if name == "integration" and self._integration else None
-
-
-def test_modules_that_start_processes_stay_whole_and_spark_shares_one_worker() -> None:
-    tests = suite.TESTS
-    assert suite.xdist_group_of(_Item(tests / "integration" / "test_replication.py")) == "test_replication"
-    assert suite.xdist_group_of(_Item(tests / "ops" / "test_compose.py")) == "test_compose"
-    spark = {suite.xdist_group_of(_Item(tests / "integration" / f"test_spark_{m}.py"))
-             for m in ("batch", "stream", "pipeline")}
+def test_a_module_is_one_work_unit_and_the_spark_modules_share_one() -> None:
+    assert suite.scope_of("tests/integration/test_replication.py::test_a[confluent]") == \
+        suite.scope_of("tests/integration/test_replication.py::test_b") == "tests/integration/test_replication.py"
+    assert suite.scope_of("tests/ops/test_compose.py::test_down_leaves_nothing") == "tests/ops/test_compose.py"
+    spark = {suite.scope_of(f"tests/integration/test_spark_{m}.py::test_x") for m in ("batch", "stream", "pipeline")}
     assert spark == {"spark"}
-    # A unit test that starts a broker (marked integration) keeps its module's broker on one worker too.
-    marked = _Item(tests / "unit" / "client" / "test_connection.py", integration=True)
-    assert suite.xdist_group_of(marked) == "test_connection"
-    assert suite.xdist_group_of(_Item(tests / "unit" / "protocol" / "test_schema.py")) is None
+    assert suite.scope_of("tests/unit/test_spark_rows.py::test_y") == "tests/unit/test_spark_rows.py"
 
 
 def test_each_worker_hands_out_ports_from_its_own_block_below_the_ephemeral_range(
@@ -62,3 +48,11 @@ def test_free_port_skips_a_port_in_use() -> None:
             pass  # something else holds it already: free_port must step over it all the same
         got = harness.free_port()
         assert got != nxt and got in harness._PORTS
+
+
+def test_free_ports_hands_out_a_run_that_later_calls_do_not_repeat() -> None:
+    base = harness.free_ports(3)
+    assert {base, base + 1, base + 2} <= set(harness._PORTS)
+    # The launcher takes --port base and gives broker i base + i: nothing handed out next may be one of them.
+    later = {harness.free_port() for _ in range(20)}
+    assert not later & {base, base + 1, base + 2}
