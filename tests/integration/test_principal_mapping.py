@@ -20,6 +20,11 @@ pytestmark = [pytest.mark.integration]
 RULES = "RULE:^CN=(alice|bob),O=Moldau$/$1/L, RULE:^CN=localhost$/admin/"
 
 
+def failed_authentications(broker: BrokerProcess) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in broker.fetch_metrics().splitlines()
+               if line.startswith("moldau_failed_authentication_total{"))
+
+
 def test_mapped_certificate_principal_and_refused_certificate(tmp_path: Path) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import (
@@ -70,5 +75,6 @@ def test_mapped_certificate_principal_and_refused_certificate(tmp_path: Path) ->
         wait_until(lambda: "no rule matches 'CN=mallory,O=Moldau'" in broker.stderr_text(), 30,
                    "the refusal logged with the certificate subject")
         assert "ssl.principal.mapping.rules" in broker.stderr_text()
+        wait_until(lambda: failed_authentications(broker) >= 1, 30, "the refusal counted as a failed authentication")
     finally:
         broker.kill()
