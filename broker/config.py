@@ -160,7 +160,24 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
-Validator = Range | OneOf | ListenerSyntax | IpOverrides
+@dataclass(frozen=True, slots=True)
+class PrincipalRules:
+    """Kafka's ``ssl.principal.mapping.rules``: DEFAULT and RULE:regex/replacement/[LU] rules, comma-separated."""
+
+    def __call__(self, value: Any) -> str | None:
+        from moldau.broker.security.principal_mapping import parse_rules
+
+        try:
+            parse_rules(value)
+        except ValueError as e:
+            return str(e)
+        return None
+
+    def describe(self) -> str:
+        return "DEFAULT or RULE:regex/replacement/[L|U], comma-separated"
+
+
+Validator = Range | OneOf | ListenerSyntax | IpOverrides | PrincipalRules
 PORT = Range(-1, 65535)
 
 
@@ -475,6 +492,11 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "defaults); TLSv1.3 suites are not configurable in Python's ssl."),
     _s("ssl.endpoint.identification.algorithm", "string", "https", "How a broker checks another broker's "
        "certificate when it connects to it: https = the host name must match; empty = not checked."),
+    _s("ssl.principal.mapping.rules", "string", "DEFAULT", "KIP-371: how an SSL client certificate's subject "
+       "(its RFC 2253 name) becomes the principal's name, e.g. RULE:^CN=(.*?),OU=eng.*$/$1/L makes "
+       "CN=Alice,OU=eng,O=Example User:alice. The first rule whose regex matches the whole subject wins; "
+       "DEFAULT keeps the subject; a certificate no rule matches is refused (docs/security.md).",
+       PrincipalRules()),
     # --- SASL
     _s("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms served on SASL listeners; Moldau "
        "implements PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.", importance=H),

@@ -24,6 +24,7 @@ from moldau.broker.config import BrokerConfig, parse_ip_overrides
 from moldau.broker.request_channel import Request, RequestChannel
 from moldau.broker.security.credentials import CredentialStore
 from moldau.broker.security.listener_config import ListenerSecurity
+from moldau.broker.security.principal_mapping import DEFAULT_MAPPER, NoMatchingRule, PrincipalMapper
 from moldau.broker.security.sasl import SaslAuthenticator, Step
 from moldau.broker.security.tls import ReloadingContext, TlsIO, certificate_principal
 from moldau.broker.socket_wait import wait_readable
@@ -110,9 +111,11 @@ class Connection:
                  max_request_size: int, metrics: NetworkMetrics, on_close: Callable[[Connection], None],
                  recv_view: memoryview | None = None,
                  on_partial: Callable[[Connection, int], None] | None = None,
-                 tls: TlsIO | None = None, auth: SaslAuthenticator | None = None) -> None:
+                 tls: TlsIO | None = None, auth: SaslAuthenticator | None = None,
+                 mapper: PrincipalMapper = DEFAULT_MAPPER) -> None:
         self.sock = sock
         self.tls = tls
+        self.mapper = mapper
         self.auth = auth
         self.max_request_size = max_request_size
         self.peer = peer
@@ -143,8 +146,8 @@ class Connection:
         try:
             if tls is not None:
                 await tls.handshake()
-                if self.auth is None:  # an SSL listener: a client certificate names the principal (as Kafka)
-                    self.principal = certificate_principal(tls.peer_certificate()) or self.principal
+                if self.auth is None and not self._certificate_principal(tls):
+                    return
             while True:
                 if tls is not None:
                     # recv_into fills `view` with decrypted bytes and returns without awaiting after that,
@@ -187,6 +190,19 @@ class Connection:
 
     async def _readable(self) -> None:
         await wait_readable(self.loop, self.sock)
+
+    def _certificate_principal(self, tls: TlsIO) -> bool:
+        """On an SSL listener the client certificate names the principal (as Kafka). False refuses the
+        connection: Kafka fails a connection whose subject no ssl.principal.mapping.rules rule maps."""
+        try:
+            principal = certificate_principal(tls.peer_certificate(), self.mapper)
+        except NoMatchingRule as exc:
+            log.warning("closing SSL connection from %s on listener %s: ssl.principal.mapping.rules: %s",
+                        self.name, self.listener, exc)
+            self.metrics.authentication(self.listener, False)
+            return False
+        self.principal = principal or self.principal
+        return True
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response; False closes the connection."""
@@ -422,7 +438,8 @@ class SocketServer:
                                          lambda listener: self.metrics.authentication(listener, False))
             conn = Connection(sock, peer, name, self.channel, self.max_request_size, self.metrics,
                               self._forget, self._recv_view, self._partial_changed,
-                              TlsIO(sock, ctx.get()) if ctx is not None else None, auth)
+                              TlsIO(sock, ctx.get()) if ctx is not None else None, auth,
+                              sec.principal_mapper if sec is not None else DEFAULT_MAPPER)
             self.connections.add(conn)
             self.per_ip[peer[0]] = self.per_ip.get(peer[0], 0) + 1
             self.metrics.connections(1)

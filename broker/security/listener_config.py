@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.security.jaas import PLAIN_MODULE, JaasEntry, parse_jaas
+from moldau.broker.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper, parse_rules
 
 if TYPE_CHECKING:
     from moldau.broker.config import BrokerConfig, Endpoint
@@ -40,6 +41,7 @@ class ListenerSecurity:
     max_receive_size: int = 524288
     failed_auth_delay_ms: int = 100
     reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0 = sessions never expire
+    principal_mapper: PrincipalMapper = DEFAULT_MAPPER  # ssl.principal.mapping.rules (SSL listeners)
 
     @property
     def sasl(self) -> bool:
@@ -131,7 +133,10 @@ def listener_security(cfg: BrokerConfig, ep: Endpoint) -> ListenerSecurity:
 
     tls = _tls(cfg, ep.name) if ep.security_protocol in ("SSL", "SASL_SSL") else None
     if not ep.security_protocol.startswith("SASL_"):
-        return ListenerSecurity(ep.name, ep.security_protocol, tls)
+        # A SASL login names the principal of SASL_SSL, so the certificate rules matter on SSL listeners only.
+        _, rules = listener_value(cfg, ep.name, "ssl.principal.mapping.rules")
+        mapper = parse_rules(rules) if tls is not None else DEFAULT_MAPPER
+        return ListenerSecurity(ep.name, ep.security_protocol, tls, principal_mapper=mapper)
     mkey, mechanisms = listener_value(cfg, ep.name, "sasl.enabled.mechanisms")
     if not mechanisms:
         raise ConfigError(mkey, f"SASL listener {ep.name} needs at least one mechanism", mechanisms)

@@ -16,6 +16,7 @@ import ssl
 from typing import Any
 
 from moldau.broker.security.listener_config import TlsSettings
+from moldau.broker.security.principal_mapping import DEFAULT_MAPPER, PrincipalMapper
 from moldau.broker.socket_wait import wait_readable
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -170,11 +171,18 @@ def _rfc2253_value(value: str) -> str:
     return out
 
 
-def certificate_principal(cert: dict[str, Any] | None) -> str | None:
-    """Kafka's default SSL principal: ``User:`` + the client certificate's subject as an RFC 2253 name (most
-    specific RDN first: ``User:CN=alice,OU=eng,O=Example``), or None without a client certificate."""
+def certificate_dn(cert: dict[str, Any] | None) -> str | None:
+    """The client certificate's subject as an RFC 2253 name, most specific RDN first
+    (``CN=alice,OU=eng,O=Example``, as Java's X500Principal writes it), or None without a client certificate."""
     if not cert or not cert.get("subject"):
         return None
     rdns = ["+".join(f"{_RDN_KEYWORDS.get(k, k)}={_rfc2253_value(v)}" for k, v in rdn)
             for rdn in reversed(cert["subject"])]
-    return "User:" + ",".join(rdns)
+    return ",".join(rdns)
+
+
+def certificate_principal(cert: dict[str, Any] | None, mapper: PrincipalMapper = DEFAULT_MAPPER) -> str | None:
+    """Kafka's SSL principal: ``User:`` + the subject's name under ssl.principal.mapping.rules (by default the
+    subject itself), or None without a client certificate. Raises NoMatchingRule when no rule matches."""
+    dn = certificate_dn(cert)
+    return None if dn is None else "User:" + mapper.name(dn)
