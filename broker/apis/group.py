@@ -5,7 +5,9 @@ the version. JoinGroup and SyncGroup may be parked by the coordinator; they then
 
 ACLs (Kafka's rules): the membership APIs need Read on the group, FindCoordinator Describe on the group (or on
 the transactional id), DescribeGroups Describe, DeleteGroups Delete; ListGroups lists the groups the principal
-may Describe (all of them with Describe on the cluster). Refusals answer GROUP_AUTHORIZATION_FAILED.
+may Describe (all of them with Describe on the cluster). Refusals answer GROUP_AUTHORIZATION_FAILED. Asked for
+(v3+), DescribeGroups fills each described group's authorized-operations bit field (KIP-430) from the ACLs;
+without an authorizer, or for a group it could not describe, the field stays "unknown" as in Metadata.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 from typing import TYPE_CHECKING, Any, cast
 
 from moldau.broker.apis.context import GroupDeps
+from moldau.broker.apis.metadata import UNKNOWN_AUTHORIZED_OPERATIONS
 from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
 from moldau.broker.request_channel import Request
@@ -240,18 +243,22 @@ def handle_list_groups(ctx: GroupDeps, request: Request, body: ListGroupsRequest
 def handle_describe_groups(ctx: GroupDeps, request: Request, body: DescribeGroupsRequest
                            ) -> DescribeGroupsResponse:
     coordinator = ctx.active_coordinator()
+    # Decoded requests carry every field (v0-2: include_authorized_operations defaults to false).
+    with_operations = ctx.topics.auth.enabled and request.version >= 3 and body["include_authorized_operations"]
     described: list[DescribeGroupsResponseGroups] = []
     for group_id in body["groups"]:
-        if coordinator is None:
-            described.append({"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "group_id": group_id,
-                              "group_state": "", "protocol_type": "", "protocol_data": "", "members": []})
-            continue
-        if not group_allowed(ctx, request, Operation.DESCRIBE, group_id):
-            described.append({"error_code": DENIED, "group_id": group_id, "group_state": "", "protocol_type": "",
-                              "protocol_data": "", "members": []})
+        if coordinator is None or not group_allowed(ctx, request, Operation.DESCRIBE, group_id):
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE if coordinator is None else DENIED
+            described.append({"error_code": error, "group_id": group_id, "group_state": "", "protocol_type": "",
+                              "protocol_data": "", "members": [],
+                              "authorized_operations": UNKNOWN_AUTHORIZED_OPERATIONS})
             continue
         error, summary = coordinator.describe_group(group_id)
-        described.append(cast("DescribeGroupsResponseGroups", dict(summary, error_code=error)))
+        operations = UNKNOWN_AUTHORIZED_OPERATIONS
+        if with_operations and error == ErrorCode.NONE:  # as Kafka: only a group described without error
+            operations = ctx.topics.auth.authorized_operations(request, ResourceType.GROUP, group_id)
+        described.append(cast("DescribeGroupsResponseGroups",
+                              dict(summary, error_code=error, authorized_operations=operations)))
     return {"throttle_time_ms": 0, "groups": described}
 
 

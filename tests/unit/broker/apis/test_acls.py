@@ -212,3 +212,52 @@ async def test_a_waiting_fetch_answers_the_unauthorized_topics_with_the_readable
     answer = await asyncio.wait_for(waiting, 10)
     errors = {r["topic"]: r["partitions"][0]["error_code"] for r in answer["responses"]}
     assert errors == {"orders": E.TOPIC_AUTHORIZATION_FAILED, "logs-app": E.NONE}
+
+
+async def describe_group(env: Env, version: int, body: dict[str, Any], principal: str) -> dict[str, Any]:
+    """DescribeGroups' one group, once the coordinator has loaded its offsets partition (bounded wait)."""
+    for _ in range(100):
+        answer = await env.call(ApiKey.DESCRIBE_GROUPS, version, body, principal=principal)
+        if answer["groups"][0]["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS:
+            return dict(answer["groups"][0])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the group coordinator did not load within 5 s: {answer}")
+
+
+async def test_describe_groups_authorized_operations(tmp_path: Path) -> None:
+    """KIP-430 for groups: the bits of the group operations (Read, Describe, Delete) the principal may do."""
+    env = await secured(tmp_path)
+    found = await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "app", "key_type": 0}, principal=ALICE)
+    assert found["error_code"] == E.NONE  # creates __consumer_offsets
+    commit = {"group_id": "app", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+              "retention_time_ms": -1, "topics": [{"name": "logs-app", "partitions": [
+                  {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                   "committed_metadata": ""}]}]}
+    for _ in range(100):  # the group exists (Empty) once a simple commit went in
+        answer = await env.call(ApiKey.OFFSET_COMMIT, 7, commit, principal=ALICE)
+        if answer["topics"][0]["partitions"][0]["error_code"] != E.COORDINATOR_LOAD_IN_PROGRESS:
+            break
+        await asyncio.sleep(0.05)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == E.NONE
+    asked = {"groups": ["app"], "include_authorized_operations": True}
+
+    group = await describe_group(env, 5, asked, ALICE)  # Read on the group; Read implies Describe
+    assert (group["error_code"], group["group_state"]) == (E.NONE, "Empty")
+    assert group["authorized_operations"] == 1 << Op.READ | 1 << Op.DESCRIBE
+    group = await describe_group(env, 3, asked, ADMIN)  # a super user: every group operation
+    assert group["authorized_operations"] == 1 << Op.READ | 1 << Op.DESCRIBE | 1 << Op.DELETE
+    unknown = -(1 << 31)  # Kafka's "not asked for" sentinel, INT32_MIN
+    group = await describe_group(env, 5, dict(asked, include_authorized_operations=False), ALICE)
+    assert (group["error_code"], group["authorized_operations"]) == (E.NONE, unknown)
+    group = await describe_group(env, 5, asked, BOB)  # may not Describe: refused, no bits
+    assert (group["error_code"], group["authorized_operations"]) == (E.GROUP_AUTHORIZATION_FAILED, unknown)
+    group = await describe_group(env, 2, {"groups": ["app"]}, ALICE)  # before v3 (not on the wire): the default
+    assert (group["error_code"], group["authorized_operations"]) == (E.NONE, unknown)
+
+
+async def test_describe_groups_without_an_authorizer_leaves_operations_unknown(tmp_path: Path) -> None:
+    env = make_env(tmp_path, CONFIG)
+    found = await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "app", "key_type": 0})
+    assert found["error_code"] == E.NONE
+    group = await describe_group(env, 5, {"groups": ["app"], "include_authorized_operations": True}, ALICE)
+    assert (group["error_code"], group["authorized_operations"]) == (E.NONE, -(1 << 31))
