@@ -257,6 +257,46 @@ def test_acls_written_into_zookeeper_reach_the_broker(secured: Secured) -> None:
         zk.close()
 
 
+def test_describe_consumer_groups_reports_authorized_operations(secured: Secured) -> None:
+    """KIP-430 through confluent-kafka: a principal with only Read on a group sees Read and Describe (implied),
+    the super user every group operation; not asked for, librdkafka reports none (the broker's "unknown")."""
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ConsumerGroupTopicPartitions,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    s, tag = secured, uuid.uuid4().hex[:6]
+    topic, group = f"ops-{tag}", f"ops-{tag}"
+    create_topics(s, topic)
+    admin = AdminClient(s.conf("admin"))
+    for f in admin.create_acls([AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:alice",
+                                           "*", AclOperation.READ, AclPermissionType.ALLOW)]).values():
+        assert f.result(30) is None
+    # A simple offset commit makes the group exist (Empty), as a consumer's first commit would.
+    committed = admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])])
+    assert committed[group].result(30).group_id == group
+
+    def operations(user: str, include: bool) -> set[AclOperation] | None:
+        client = AdminClient(s.conf(user))
+        described = client.describe_consumer_groups([group], include_authorized_operations=include,
+                                                    request_timeout=30)[group].result(30)
+        assert described.group_id == group
+        return None if described.authorized_operations is None else set(described.authorized_operations)
+
+    assert operations("alice", True) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert operations("admin", True) == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}
+    assert operations("alice", False) is None
+    with pytest.raises(KafkaException, match="GROUP_AUTHORIZATION_FAILED|[Aa]uthoriz"):
+        operations("bob", True)
+
+
 def acls_tool(s: Secured, *args: str) -> subprocess.CompletedProcess[str]:
     props = s.root / "admin.properties"
     props.write_text("".join(f"{k}={v}\n" for k, v in s.conf("admin").items() if k != "bootstrap.servers"))
