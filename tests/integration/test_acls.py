@@ -260,13 +260,12 @@ def test_acls_written_into_zookeeper_reach_the_broker(secured: Secured) -> None:
 def test_describe_consumer_groups_reports_authorized_operations(secured: Secured) -> None:
     """KIP-430 through confluent-kafka: a principal with only Read on a group sees Read and Describe (implied),
     the super user every group operation; not asked for, librdkafka reports none (the broker's "unknown")."""
-    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
     from confluent_kafka.admin import (
         AclBinding,
         AclOperation,
         AclPermissionType,
         AdminClient,
-        ConsumerGroupTopicPartitions,
         ResourcePatternType,
         ResourceType,
     )
