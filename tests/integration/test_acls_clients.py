@@ -150,11 +150,15 @@ def test_kcat_acls(secured: Secured) -> None:  # noqa: F811
     # ... and bob, without any ACL on the topic, cannot.
     refused = kcat(*kcat_props(s, "bob"), "-P", "-t", orders, "-p", "0", "-X", "message.timeout.ms=15000",
                    stdin=b"b0\n", check=False)
+    assert refused.returncode != 0 and b"Delivery failed" in refused.stderr, refused.stderr[-2000:]
     assert b"Topic authorization failed" in refused.stderr, refused.stderr[-2000:]
 
-    # ... but alice cannot consume: kcat stops with the fetch's authorization error.
+    # Alice cannot consume: kcat stops with the fetch's authorization error ("% ERROR: Topic <name> [0]
+    # error: Fetch from broker 1 failed: Broker: Topic authorization failed").
     denied = kcat(*kcat_props(s, "alice"), "-C", "-t", orders, "-p", "0", "-o", "beginning", "-e", check=False)
-    assert denied.returncode != 0 and b"Topic authorization failed" in denied.stderr, denied.stderr[-2000:]
+    assert denied.returncode != 0, denied.stderr[-2000:]
+    assert b"Fetch from broker" in denied.stderr and b"Topic authorization failed" in denied.stderr, \
+        denied.stderr[-2000:]
     assert not denied.stdout.strip(), denied.stdout[-500:]
 
     # Metadata: all-topics listing hides the topic alice may not describe; the super user sees both.
