@@ -359,11 +359,17 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ leader: followers and the ISR
     def update_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int,
-                        log_start_offset: int = -1) -> None:
+                        log_start_offset: int = -1, current_leader_epoch: int = -1) -> None:
         """A follower's fetch: its log end offset (and log start offset), caught-up time, the HW, and an ISR
         expansion when due."""
         partition = self.partitions.get((topic, index))
         if partition is None or not partition.is_leader:
+            return
+        if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
+            # Another epoch's fetch is fenced by the read (FENCED_/UNKNOWN_LEADER_EPOCH) and says nothing about
+            # this epoch (as Kafka: the epoch is checked before the follower's state is updated). Without this, a
+            # broker that had just done a controlled shutdown, its fetch from before its LeaderAndIsr still in
+            # flight, was put back into the ISR it had been taken out of.
             return
         follower = partition.followers.get(replica_id)
         old_start = follower.log_start_offset if follower is not None else -1

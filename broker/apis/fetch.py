@@ -119,7 +119,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
         for t in body["topics"]:
             for p in t["partitions"]:
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
-                                                    p["log_start_offset"])
+                                                    p["log_start_offset"], p["current_leader_epoch"])
     responses, total, error = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:

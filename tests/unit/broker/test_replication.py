@@ -242,3 +242,47 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     lm.shutdown()
+
+
+def test_a_fetch_from_another_leader_epoch_neither_counts_nor_brings_its_follower_back(tmp_path: Path) -> None:
+    """A broker that did a controlled shutdown is taken out of the ISR with a new leader epoch; a fetch it sent
+    before it heard of that epoch (the controller's LeaderAndIsr to it fails: it is going) must not put it back
+    (a run of tests/integration/test_cluster.py saw the leader re-add it 0.3 s after it left)."""
+    import asyncio
+
+    from moldau.broker.replica_manager import ReplicaManager
+    from moldau.storage.log_manager import LogManager
+
+    clock = ManualClock(1_000)
+    lm = LogManager([tmp_path], LogConfig(), clock)
+    lm.load()
+    rm = ReplicaManager(1, lm, lambda _: LogConfig(), clock=clock)
+    written: list[list[int]] = []
+
+    async def write(partition: Partition, isr: list[int]) -> tuple[int, list[int]]:
+        written.append(isr)  # as ZooKeeper would answer a conditional write that succeeds
+        return partition.zk_version + 1, isr
+
+    rm.isr_writer = write
+
+    async def scenario() -> None:
+        rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2, 3], [1, 2, 3], zk_version=0), {})
+        rm.become_leader_or_follower("t", PartitionState(0, 1, 1, [1, 2, 3], [1, 2], zk_version=1), {})
+        p = rm.get_partition("t", 0)
+        assert p is not None and p.leader_epoch == 1
+        rm.update_follower("t", 0, 3, 0, current_leader_epoch=0)  # broker 3's last fetch, from epoch 0
+        await asyncio.sleep(0)
+        assert written == [] and p.isr == [1, 2] and p.follower_leo[3] == -1
+        rm.update_follower("t", 0, 3, 0, current_leader_epoch=2)  # an epoch this leader does not know yet
+        await asyncio.sleep(0)
+        assert written == [] and p.follower_leo[3] == -1
+        # A fetch of this epoch counts, and one without an epoch (Fetch before v9) too.
+        rm.update_follower("t", 0, 3, 0, current_leader_epoch=1)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert written == [[1, 2, 3]] and p.isr == [1, 2, 3]
+        rm.update_follower("t", 0, 2, 0)
+        assert p.follower_leo[2] == 0
+
+    asyncio.run(scenario())
+    lm.shutdown()
