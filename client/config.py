@@ -93,6 +93,7 @@ CONSUMER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
     _k("fetch.max.bytes", int, 52428800, minimum=0),
     _k("max.partition.fetch.bytes", int, 1048576, minimum=0),
     _k("max.poll.records", int, 500, minimum=1),
+    _k("default.api.timeout.ms", int, 60000, minimum=0),
     _k("check.crcs", bool, True),
     _k("isolation.level", str, "read_uncommitted", choices=("read_uncommitted",)),
     _k("exclude.internal.topics", bool, True),

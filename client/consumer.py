@@ -233,19 +233,25 @@ class Consumer:
                                 ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return await self._require_group().fetch_committed([TopicPartition(*tp) for tp in partitions])
 
+    @property
+    def _api_timeout_s(self) -> float:
+        return float(self.config["default.api.timeout.ms"]) / 1000
+
     async def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        res = await self._fetcher.list_offsets([TopicPartition(*tp) for tp in partitions], EARLIEST)
+        res = await self._fetcher.list_offsets([TopicPartition(*tp) for tp in partitions], EARLIEST,
+                                               self._api_timeout_s)
         return {tp: off for tp, (off, _) in res.items()}
 
     async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        res = await self._fetcher.list_offsets([TopicPartition(*tp) for tp in partitions], LATEST)
+        res = await self._fetcher.list_offsets([TopicPartition(*tp) for tp in partitions], LATEST,
+                                               self._api_timeout_s)
         return {tp: off for tp, (off, _) in res.items()}
 
     async def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
                                 ) -> dict[TopicPartition, tuple[int, int] | None]:
         """(offset, timestamp) of the first record at or after each timestamp; None when there is none."""
         wanted = {TopicPartition(*tp): ts for tp, ts in timestamps.items()}
-        res = await self._fetcher.list_offsets(list(wanted), wanted)
+        res = await self._fetcher.list_offsets(list(wanted), wanted, self._api_timeout_s)
         return {tp: (off, ts) if off >= 0 else None for tp, (off, ts) in res.items()}
 
     def _state(self, partition: TopicPartition | tuple[str, int]) -> PartitionState:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig
-from moldau.errors import KafkaConnectionError, KafkaError, RequestTimeoutError
+from moldau.errors import ClientError, KafkaConnectionError, KafkaError, RequestTimeoutError
 from moldau.protocol.compression import decompress
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.fetch import FETCH
@@ -318,8 +319,33 @@ class Fetcher:
             st.position = last
 
     async def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int | dict[TopicPartition, int],
-                           ) -> dict[TopicPartition, tuple[int, int]]:
-        """(offset, timestamp) per partition for a timestamp, EARLIEST (-2) or LATEST (-1); offset -1 = none."""
+                           timeout_s: float | None = None) -> dict[TopicPartition, tuple[int, int]]:
+        """(offset, timestamp) per partition for a timestamp, EARLIEST (-2) or LATEST (-1); offset -1 = none.
+
+        With ``timeout_s`` (the consumer's blocking calls pass default.api.timeout.ms, as Kafka's consumer
+        bounds them), retriable errors (a leader moving: NOT_LEADER_OR_FOLLOWER; a new leader not yet at its
+        epoch start: OFFSET_NOT_AVAILABLE; a broker going away) are retried with fresh metadata for the partitions
+        that had them until then. Without it (the poll loop's position resets), the first error is raised."""
+        out: dict[TopicPartition, tuple[int, int]] = {}
+        todo = list(dict.fromkeys(tps))
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            failed = await self._list_offsets_once(todo, timestamp, out)
+            if not failed:
+                return out
+            if deadline is None or time.monotonic() >= deadline:
+                self.cluster.request_update()
+                raise failed[0][1]
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+            await self.cluster.refresh_metadata(sorted({tp.topic for tp, _ in failed}))
+            todo = [tp for tp, _ in failed]
+
+    async def _list_offsets_once(self, tps: list[TopicPartition], timestamp: int | dict[TopicPartition, int],
+                                 out: dict[TopicPartition, tuple[int, int]]
+                                 ) -> list[tuple[TopicPartition, ClientError]]:
+        """One ListOffsets per leader; answers go into ``out``, the partitions to retry (and why) are returned.
+        A non-retriable error is raised at once."""
+        failed: list[tuple[TopicPartition, ClientError]] = []
         by_leader: dict[int, list[TopicPartition]] = {}
         for tp in tps:
             leader = self.cluster.leader_for(tp.topic, tp.partition)
@@ -327,24 +353,31 @@ class Fetcher:
                 await self.cluster.refresh_metadata([tp.topic])
                 leader = self.cluster.leader_for(tp.topic, tp.partition)
             if leader is None:
-                raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+                failed.append((tp, KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")))
+                continue
             by_leader.setdefault(leader, []).append(tp)
-        out: dict[TopicPartition, tuple[int, int]] = {}
         for node, group in by_leader.items():
             topics: dict[str, list[dict[str, Any]]] = {}
             for tp in group:
                 ts = timestamp[tp] if isinstance(timestamp, dict) else timestamp
                 topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": ts})
-            conn = await self.cluster.connection(node)
-            version = max(conn.version_for(LIST_OFFSETS, LIST_OFFSETS_MAX_VERSION), 1)
-            response = await self.cluster.send(node, LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": 0,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version)
+            try:
+                conn = await self.cluster.connection(node)
+                version = max(conn.version_for(LIST_OFFSETS, LIST_OFFSETS_MAX_VERSION), 1)
+                response = await self.cluster.send(node, LIST_OFFSETS, {
+                    "replica_id": -1, "isolation_level": 0,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version)
+            except (KafkaConnectionError, RequestTimeoutError) as exc:  # the broker went away: ask the new leader
+                failed.extend((tp, exc) for tp in group)
+                continue
             for t in response["topics"]:
                 for p in t["partitions"]:
+                    tp = TopicPartition(t["name"], p["partition_index"])
                     if p["error_code"]:
-                        if p["error_code"] in STALE_METADATA_ERRORS:
-                            self.cluster.request_update()
-                        raise KafkaError(p["error_code"], f"list offsets {t['name']}-{p['partition_index']}")
-                    out[TopicPartition(t["name"], p["partition_index"])] = (p["offset"], p["timestamp"])
-        return out
+                        error = KafkaError(p["error_code"], f"list offsets {t['name']}-{p['partition_index']}")
+                        if not error.retriable:
+                            raise error
+                        failed.append((tp, error))
+                        continue
+                    out[tp] = (p["offset"], p["timestamp"])
+        return failed
