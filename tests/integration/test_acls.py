@@ -394,13 +394,7 @@ def test_mtls_principal_is_the_certificate_subject(tmp_path: Path) -> None:
 
     certs = make_certs(tmp_path / "certs")
     alice_pem = client_cert(tmp_path / "certs", "alice")
-    broker = BrokerProcess(tmp_path / "broker")
-    broker.overrides.update({
-        "listeners": f"SSL://127.0.0.1:{broker.port}", "security.inter.broker.protocol": "SSL",
-        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM", "ssl.keystore.location": str(certs.broker_pem),
-        "ssl.truststore.location": str(certs.ca), "ssl.client.auth": "required",
-        "authorizer.class.name": "moldau.acl", "super.users": "User:CN=localhost",
-        "offsets.topic.num.partitions": "1", "auto.create.topics.enable": "false"})
+    broker = mtls_acl_broker(tmp_path, certs, {"super.users": "User:CN=localhost"})
     broker.start()
     try:
         def conf(pem: Path) -> dict[str, str]:
@@ -461,3 +455,15 @@ def test_an_acl_created_on_one_broker_applies_on_another(zookeeper: ZooKeeperPro
     finally:
         for b in brokers:
             b.kill()
+
+
+def mtls_acl_broker(tmp_path: Path, certs: Any, extra: dict[str, str]) -> BrokerProcess:
+    """A standalone broker (not started) with one SSL listener that requires client certificates, and ACLs on."""
+    broker = BrokerProcess(tmp_path / "broker")
+    broker.overrides.update({
+        "listeners": f"SSL://127.0.0.1:{broker.port}", "security.inter.broker.protocol": "SSL",
+        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM", "ssl.keystore.location": str(certs.broker_pem),
+        "ssl.truststore.location": str(certs.ca), "ssl.client.auth": "required",
+        "authorizer.class.name": "moldau.acl",
+        "offsets.topic.num.partitions": "1", "auto.create.topics.enable": "false", **extra})
+    return broker

@@ -11,7 +11,7 @@ import pytest
 from moldau.broker.security.certs import make_certs
 
 from .harness import BrokerProcess, wait_until
-from .test_acls import client_cert, produce
+from .test_acls import client_cert, mtls_acl_broker, produce
 
 pytestmark = [pytest.mark.integration]
 
@@ -40,15 +40,10 @@ def test_mapped_certificate_principal_and_refused_certificate(tmp_path: Path) ->
     certs = make_certs(tmp_path / "certs")
     alice_pem = client_cert(tmp_path / "certs", "alice")
     mallory_pem = client_cert(tmp_path / "certs", "mallory")
-    broker = BrokerProcess(tmp_path / "broker")
-    broker.overrides.update({
-        "listeners": f"SSL://127.0.0.1:{broker.port}", "security.inter.broker.protocol": "SSL",
-        "ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM", "ssl.keystore.location": str(certs.broker_pem),
-        "ssl.truststore.location": str(certs.ca), "ssl.client.auth": "required",
+    broker = mtls_acl_broker(tmp_path, certs, {
         # The global DEFAULT would let every certificate in under its subject: the per-listener rules win.
         "ssl.principal.mapping.rules": "DEFAULT", "listener.name.ssl.ssl.principal.mapping.rules": RULES,
-        "authorizer.class.name": "moldau.acl", "super.users": "User:admin",
-        "offsets.topic.num.partitions": "1", "auto.create.topics.enable": "false"})
+        "super.users": "User:admin"})
     broker.start()
     try:
         def conf(pem: Path) -> dict[str, str]:
