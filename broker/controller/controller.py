@@ -373,11 +373,14 @@ class Controller:
         self.channel.send(broker_id, ApiKey.STOP_REPLICA, body, self._on_simple_response)
 
     def _propagate(self, changed: list[TopicPartition], extra_leader_and_isr: dict[int, list[TopicPartition]] | None = None) -> None:
-        """LeaderAndIsr to the live replicas of changed partitions, then UpdateMetadata to every live broker."""
+        """LeaderAndIsr to the live replicas of changed partitions, then UpdateMetadata to every live broker.
+        A broker in controlled shutdown gets no LeaderAndIsr (Kafka's rule too): it would become a follower of
+        the partitions it just handed over, fetch at the new leader epoch, and its new leader would take it back
+        into the ISR moments before it exits (acks=all then waits on a broker that is gone)."""
         per_broker: dict[int, list[TopicPartition]] = {b: list(v) for b, v in (extra_leader_and_isr or {}).items()}
         for tp in changed:
             for r in self.ctx.replicas(tp):
-                if r in self.ctx.live and tp not in per_broker.setdefault(r, []):
+                if r in self.ctx.live and r not in self.ctx.shutting_down and tp not in per_broker.setdefault(r, []):
                     per_broker[r].append(tp)
         for broker_id, tps in sorted(per_broker.items()):
             self._send_leader_and_isr(broker_id, tps)

@@ -390,6 +390,9 @@ def test_sigterm_moves_leaderships_before_exit(cluster: Cluster) -> None:
     text = broker.stderr_text()
     assert "controlled shutdown succeeded" in text
     assert text.index("controlled shutdown succeeded") < text.index("shut down cleanly")
+    # It handed its partitions over and took none back: a follower it became after that would fetch at the new
+    # leader epoch and be taken back into the ISR just before it exits.
+    assert "follower now" not in text[text.index(f"Moldau broker {victim} shutting down"):]
 
 
 # ------------------------------------------------------------------------------------------------ ZooKeeper faults

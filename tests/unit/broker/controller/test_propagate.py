@@ -1,0 +1,52 @@
+"""Which brokers the controller tells about a partition change (the transport is recorded, not sent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller.controller import Controller, ControllerSettings
+from moldau.protocol.api import ApiKey
+
+
+class RecordingChannel:
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, ApiKey, dict[str, Any]]] = []
+
+    def send(self, broker_id: int, api_key: ApiKey, body: dict[str, Any], on_response: Any) -> None:
+        self.sent.append((broker_id, api_key, body))
+
+    def to(self, api_key: ApiKey) -> list[int]:
+        return sorted(b for b, key, _ in self.sent if key == api_key)
+
+
+def _controller(shutting_down: set[int]) -> tuple[Controller, RecordingChannel]:
+    controller = Controller(1, None, ControllerSettings(), lambda: 10)  # type: ignore[arg-type]  # never started
+    ctx = controller.ctx
+    ctx.epoch = 2
+    for b in (1, 2, 3):
+        ctx.live[b] = Z.BrokerInfo(b, f"h{b}", 9090 + b, None, [("PLAINTEXT", "PLAINTEXT", f"h{b}", 9090 + b)], 100 + b)
+    ctx.shutting_down |= shutting_down
+    ctx.assignments["t"] = {0: [3, 1, 2], 1: [2, 3, 1]}
+    ctx.topic_ids["t"] = b"\x07" * 16
+    ctx.states[("t", 0)] = Z.LeaderIsr(1, 1, [1, 2], 2, 1)  # moved away from 3 by its controlled shutdown
+    ctx.states[("t", 1)] = Z.LeaderIsr(2, 1, [2, 1], 2, 1)  # 3 taken out of the ISR
+    channel = RecordingChannel()
+    controller.channel = channel  # type: ignore[assignment]
+    return controller, channel
+
+
+def test_changes_reach_every_live_replica() -> None:
+    controller, channel = _controller(set())
+    controller._propagate([("t", 0), ("t", 1)])
+    assert channel.to(ApiKey.LEADER_AND_ISR) == [1, 2, 3]
+    assert channel.to(ApiKey.UPDATE_METADATA) == [1, 2, 3]
+
+
+def test_a_broker_in_controlled_shutdown_gets_metadata_but_no_leader_and_isr() -> None:
+    # Were it told, it would follow the partitions it just handed over, fetch at the new leader epoch and be
+    # taken back into their ISR moments before it exits.
+    controller, channel = _controller({3})
+    controller._propagate([("t", 0), ("t", 1)])
+    assert channel.to(ApiKey.LEADER_AND_ISR) == [1, 2]
+    assert channel.to(ApiKey.UPDATE_METADATA) == [1, 2, 3]
