@@ -7,6 +7,7 @@ Every wait is bounded; every process started here is registered so that `kill_al
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import signal
 import socket
@@ -351,6 +352,21 @@ class RawConnection:
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
+
+    def send_then_eof(self, data: bytes) -> bool:
+        """Sends data, then ends the stream (SHUT_WR). False if the peer closed first: a broker that refuses a
+        frame may reset the connection while the rest is still in flight, and depending on when the reset
+        arrives that shows as EPIPE, ECONNRESET (sendall) or ENOTCONN (shutdown)."""
+        try:
+            self.sock.sendall(data)
+            self.sock.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        except OSError as exc:
+            if exc.errno != errno.ENOTCONN:
+                raise
+            return False
+        return True
 
     def request(self, api_key: int, api_version: int, correlation_id: int, body: bytes) -> None:
         self.send(frame(request_header_v1(api_key, api_version, correlation_id) + body))

@@ -53,11 +53,7 @@ def test_random_bytes_close_the_connection(fresh_broker: BrokerProcess, healthy_
     rng = random.Random(1234)
     for _ in range(8):
         with RawConnection(fresh_broker.port) as conn:
-            try:
-                conn.send(rng.randbytes(64 * 1024))
-                conn.sock.shutdown(socket.SHUT_WR)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the broker may already have closed it: that is what we want
+            conn.send_then_eof(rng.randbytes(64 * 1024))  # the broker may close it first: what we want
             assert_closed_by_broker(conn)
     assert_healthy(fresh_broker, healthy_client)
 
@@ -72,12 +68,8 @@ def test_random_frames_do_not_hurt(fresh_broker: BrokerProcess, healthy_client: 
             api_key = rng.choice([0, 2, 3, 8, 9, 10, 18, 19, 20])
             body = struct.pack(">hhi", api_key, rng.randrange(0, 8), i) + body
         with RawConnection(fresh_broker.port, timeout=5) as conn:
-            try:
-                conn.send(frame(body))
-                conn.sock.shutdown(socket.SHUT_WR)
-                conn.wait_closed(10)  # a response, if any, then the close (we sent EOF)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+            conn.send_then_eof(frame(body))
+            conn.wait_closed(10)  # a response, if any, then the close (we sent EOF)
     assert_healthy(fresh_broker, healthy_client)
 
 
