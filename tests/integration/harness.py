@@ -96,9 +96,22 @@ def _bindable(port: int) -> bool:
         return True
 
 
+_held: list[socket.socket] = []
+
+
 def closed_port() -> int:
-    """A port nothing listens on (used as an unreachable broker address)."""
-    return free_port()
+    """A port nothing listens on (used as an unreachable broker address). It stays bound, without listening,
+    for the rest of the session: connecting is refused, and no other process can start listening there."""
+    while True:
+        port = free_port()
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        _held.append(s)
+        return port
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:

@@ -60,7 +60,7 @@ def test_started_line_sigterm_clean_exit_and_metrics(
     broker_factory: Callable[..., BrokerProcess], topic: str
 ) -> None:
     broker = broker_factory()
-    wait_until(lambda: "started" in broker.stderr_text(), 5, "a 'started' line on stderr")
+    wait_until(lambda: "started" in broker.stderr_text(), 30, "a 'started' line on stderr")
     kp_produce(broker.bootstrap, topic, make_records(10, tag="metrics", with_nulls=False), acks=1)
     text = broker.fetch_metrics()
     assert "# TYPE" in text and "# HELP" in text, text[:500]

@@ -307,16 +307,19 @@ def consume_all(bootstrap: str, topic: str, partitions: int, timeout: float = 20
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000,
                              request_timeout_ms=10000, metadata_max_age_ms=2000)
     try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
         consumer.seek_to_beginning()
+        # Read every partition up to its end as of now: an empty poll can mean a partition whose leader moved
+        # and is still being looked up, not the end of the data.
+        end = consumer.end_offsets(tps)
+        next_offset = {tp: 0 for tp in tps}
         seen: set[bytes] = set()
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            batch = consumer.poll(timeout_ms=1000)
-            for records in batch.values():
+        while any(next_offset[tp] < end[tp] for tp in tps) and time.monotonic() < deadline:
+            for tp, records in consumer.poll(timeout_ms=1000).items():
                 seen.update(r.value for r in records)
-            if not batch and seen:
-                break
+                next_offset[tp] = max(next_offset[tp], records[-1].offset + 1)
         return seen
     finally:
         consumer.close()

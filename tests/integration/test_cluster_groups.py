@@ -13,6 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 
+from .harness import wait_until
 from .test_cluster import Cluster, cluster, create_topic_confluent, run, send, zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.integration
@@ -100,8 +101,11 @@ def test_committed_offsets_survive_the_loss_of_the_coordinator(cluster: Cluster)
     answer = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR, {"key_type": 0, "coordinator_keys": [group]}))
     coordinator = answer["coordinators"][0]["node_id"]
     assert coordinator in cluster.brokers
-    # Let the followers of the offsets partition catch up with the commit before the kill.
-    time.sleep(2)
+    # The commit was written with acks=all to the ISR of its offsets partition; a full ISR everywhere makes
+    # every replica eligible to lead once the coordinator is gone.
+    wait_until(lambda: all(len(s["isr"]) == len(cluster.assignment("__consumer_offsets")[p])
+                           for p, s in cluster.states("__consumer_offsets").items()), 30,
+               "every offsets partition fully in sync")
     cluster.brokers[coordinator].stop(signal.SIGKILL)
 
     survivors = cluster.bootstrap(exclude=coordinator)

@@ -142,8 +142,9 @@ def test_find_coordinator_answers_on_the_listener_asked(cluster: TwoListenerClus
     # The offsets topic is created by the first FindCoordinator: retry until its leaders are elected.
     node, host, port = wait_until(lambda: _try(lambda: coordinator(*external[1])), 30, "a group coordinator")
     assert (host, port) == external[node]
-    for i in IDS:
-        assert coordinator(*external[i]) == (node, *external[node])
+    for i in IDS:  # every broker hears of the new offsets topic from the controller, in its own time
+        wait_until(lambda i=i: _try(lambda: coordinator(*external[i])) == (node, *external[node]), 15,
+                   f"broker {i}'s coordinator answer on EXTERNAL")
         assert coordinator(*internal[i]) == (node, *internal[node])
 
 

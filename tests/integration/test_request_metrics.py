@@ -40,6 +40,16 @@ def delta(after: dict[str, tuple[float, float]], before: dict[str, tuple[float, 
     return after[name][0] - before[name][0], after[name][1] - before[name][1]
 
 
+def observed(leader: BrokerProcess, before: dict[str, tuple[float, float]], n: int) -> dict[str, tuple[float, float]]:
+    """The produce histograms once they counted n more requests: the broker observes a request's send time
+    after the last byte left, which can be a moment after the client read its answer."""
+    def counted() -> dict[str, tuple[float, float]] | None:
+        after = snapshot(leader, "produce")
+        return after if all(delta(after, before, name)[0] >= n for name in (*PARTS, "request_latency")) else None
+
+    return wait_until(counted, 10, f"{n} more produce requests in every histogram")
+
+
 def test_remote_time_only_for_acks_all_and_every_part_observed(cluster: Cluster) -> None:  # noqa: F811
     start(cluster)
     create_topic(cluster, "timed", min_isr=2)
@@ -49,7 +59,7 @@ def test_remote_time_only_for_acks_all_and_every_part_observed(cluster: Cluster)
     before = snapshot(leader, "produce")
     for i in range(n):
         assert produce(leader, "timed", [b"one-%d" % i], acks=1) is ErrorCode.NONE
-    after = snapshot(leader, "produce")
+    after = observed(leader, before, n)
     for name in (*PARTS, "request_latency"):
         assert delta(after, before, name)[0] == n, name
     # The handler answers acks=1 itself: no time after it returned.
@@ -60,7 +70,7 @@ def test_remote_time_only_for_acks_all_and_every_part_observed(cluster: Cluster)
     before = after
     for i in range(n):
         assert produce(leader, "timed", [b"all-%d" % i], acks=-1) is ErrorCode.NONE
-    after = snapshot(leader, "produce")
+    after = observed(leader, before, n)
     count, remote = delta(after, before, "request_remote_time")
     assert count == n
     # Each acks=all produce waited at least for one follower's fetch round trip.
