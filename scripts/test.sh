@@ -26,11 +26,11 @@ moldau_typecheck_tree
 
 echo "== pytest"
 rc=0
-# MOLDAU_TEST_WORKERS=N runs the suite on N pytest-xdist workers (about 11 min instead of 21 with 3; the
-# integration tier mostly waits). tests/conftest.py keeps each module that starts processes on one worker. The
-# default stays 0 (one process) while kafka-python 3.0.12's group race (README "Running tests") fails a group
-# test in about 1 of 3 parallel runs: parallel load makes it far likelier.
-workers="${MOLDAU_TEST_WORKERS:-0}"
+# Two pytest-xdist workers by default (MOLDAU_TEST_WORKERS=N for N, 0 for one process): the first runs the
+# integration modules that start brokers, one after another as a serial run would; the other runs the unit tier,
+# the docker-compose run and the wheel-install test beside it (tests/conftest.py). No two broker clusters run at
+# once: parallel clusters make kafka-python 3.0.12's group race (README, "Running tests") far likelier.
+workers="${MOLDAU_TEST_WORKERS:-2}"
 "$PY" -m pytest -q -p no:cacheprovider --durations=15 -rfEs -n "$workers" "$@" </dev/null || rc=$?
 if [ "$rc" -eq 5 ]; then
     echo "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!" >&2

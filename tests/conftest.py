@@ -1,14 +1,23 @@
-"""How the suite is spread over pytest-xdist workers (scripts/test.sh runs it with ``-n``).
+"""How the suite is spread over pytest-xdist workers (scripts/test.sh runs it with ``-n 2`` by default).
 
 Tests that start processes share them through module- and session-scoped fixtures (a 3-broker cluster per
 module, one Spark session, one private dockerd), so a module runs whole on one worker: its fixtures start once,
 and two workers never start the same module's cluster (or two dockerds on the one image cache). The Spark
 modules share one scope, so a single worker holds the single Spark JVM.
 
-This is xdist's ``loadscope`` with our own scopes (the ``pytest_xdist_make_scheduler`` hook). Not ``loadgroup``
-with ``xdist_group`` markers: xdist 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2 no longer
-reads, so the groups silently did not form (two workers ran test_compose.py and the second found the first's
-dockerd lock).
+Work goes out in two lanes. The first worker (gw0) runs the *cluster lane*: every module of tests/integration
+that starts brokers, one after another, as a serial run would. The other workers run the *side lane*: the unit
+tier (no process at all, tests/unit/conftest.py), tests/ops (the docker-compose run, which mostly waits on image
+builds) and the wheel-install test, beside it. So no two broker clusters ever run at once: under that load
+kafka-python 3.0.12 sometimes never applies a SyncGroup answer (README, "Running tests"), which failed a group
+test in about 1 of 3 runs when integration modules ran on three workers. The two modules that build the
+project's wheel (``pip wheel .`` builds in the source tree) are one work unit, so they never build at the same
+time. gw0 takes side-lane work once its own lane is empty; side workers never take cluster-lane work.
+
+This is xdist's ``loadscope`` with our own scopes and lanes (the ``pytest_xdist_make_scheduler`` hook). Not
+``loadgroup`` with ``xdist_group`` markers: xdist 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2
+no longer reads, so the groups silently did not form (two workers ran test_compose.py and the second found the
+first's dockerd lock).
 """
 
 from __future__ import annotations
@@ -17,19 +26,56 @@ from typing import Any
 
 import pytest
 
+# The modules that build the project's wheel: one work unit, so they never build at the same time.
+WHEEL_BUILDERS = ("tests/integration/test_install.py", "tests/ops/test_compose.py")
+
 
 def scope_of(nodeid: str) -> str:
-    """The work unit a test belongs to: its module, or "spark" for every Spark module."""
+    """The work unit a test belongs to: its module, "spark" for every Spark module, "wheel" for the modules
+    that build the project's wheel."""
     module = nodeid.split("::", 1)[0]
+    if module in WHEEL_BUILDERS:
+        return "wheel"
     return "spark" if module.startswith("tests/integration/test_spark_") else module
+
+
+def lane_of(scope: str) -> str:
+    """ "cluster" for work units that start brokers (one at a time, on the first worker), else "side"."""
+    return "cluster" if scope == "spark" or scope.startswith("tests/integration/") else "side"
+
+
+def pick_scope(worker: str, scopes: list[str]) -> str | None:
+    """The work unit a worker takes next from the pending ones (in collection order), or None: the first worker
+    takes the first cluster-lane unit, else the first side-lane unit; the others only side-lane units."""
+    first = worker in ("gw0", "")
+    for lane in (("cluster", "side") if first else ("side",)):
+        for scope in scopes:
+            if lane_of(scope) == lane:
+                return scope
+    return None
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleScheduling(LoadScopeScheduling):
+    class LaneScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
 
-    return ModuleScheduling(config, log)
+        def _assign_work_unit(self, node: Any) -> None:
+            scope = pick_scope(node.gateway.id, list(self.workqueue))
+            if scope is None:
+                return  # nothing for this worker's lane now; it is shut down once the queue is empty
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
+            if not self.workqueue:
+                # Every unit is handed out: tell every worker to stop once it has run what it holds (a side
+                # worker whose lane ran dry holds nothing and would otherwise wait for work forever).
+                for other in self.nodes:
+                    if not other.shutting_down:
+                        other.shutdown()
+
+    return LaneScheduling(config, log)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -13,10 +15,78 @@ from tests.integration import harness
 def test_a_module_is_one_work_unit_and_the_spark_modules_share_one() -> None:
     assert suite.scope_of("tests/integration/test_replication.py::test_a[confluent]") == \
         suite.scope_of("tests/integration/test_replication.py::test_b") == "tests/integration/test_replication.py"
-    assert suite.scope_of("tests/ops/test_compose.py::test_down_leaves_nothing") == "tests/ops/test_compose.py"
+    assert suite.scope_of("tests/ops/test_ops_files.py::test_x") == "tests/ops/test_ops_files.py"
     spark = {suite.scope_of(f"tests/integration/test_spark_{m}.py::test_x") for m in ("batch", "stream", "pipeline")}
     assert spark == {"spark"}
     assert suite.scope_of("tests/unit/test_spark_rows.py::test_y") == "tests/unit/test_spark_rows.py"
+    # The two modules that run `pip wheel .` in the source tree are one unit: never two builds at once.
+    assert suite.scope_of("tests/ops/test_compose.py::test_down_leaves_nothing") == \
+        suite.scope_of("tests/integration/test_install.py::test_a_plain_install") == "wheel"
+
+
+def test_cluster_lane_units_go_to_the_first_worker_only() -> None:
+    assert [suite.lane_of(s) for s in ("tests/integration/test_replication.py", "spark", "wheel",
+                                       "tests/ops/test_ops_files.py", "tests/unit/test_x.py")] == \
+        ["cluster", "cluster", "side", "side", "side"]
+    pending = ["tests/integration/test_a.py", "wheel", "tests/unit/test_b.py"]
+    assert suite.pick_scope("gw0", pending) == "tests/integration/test_a.py"
+    assert suite.pick_scope("gw1", pending) == "wheel"
+    assert suite.pick_scope("gw2", ["tests/integration/test_a.py", "spark"]) is None
+    assert suite.pick_scope("gw0", ["tests/unit/test_b.py"]) == "tests/unit/test_b.py"  # gw0 helps when done
+
+
+class _Worker:
+    """What the scheduler sees of an xdist worker: its id, the tests sent to it, shutdown."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        assert not self.shutting_down, f"{self.gateway.id} told to shut down twice"
+        self.shutting_down = True
+
+
+def test_the_lane_scheduler_runs_every_test_once_keeps_clusters_on_gw0_and_stops_every_worker() -> None:
+    pytest.importorskip("xdist")
+    config: Any = SimpleNamespace(option=SimpleNamespace(loadscopereorder=False),
+                                  getvalue=lambda name: ["2*popen"] if name == "tx" else None)
+    sched = suite.pytest_xdist_make_scheduler(config, SimpleNamespace(loadscopesched=lambda *a: None))
+    # A long cluster lane and a short side lane: gw1 runs dry while gw0 still has units queued.
+    collection = ([f"tests/integration/test_c{m}.py::t{i}" for m in range(6) for i in range(5)] +
+                  ["tests/integration/test_install.py::t", "tests/integration/test_spark_batch.py::t",
+                   "tests/integration/test_spark_stream.py::t", "tests/ops/test_compose.py::t1",
+                   "tests/ops/test_compose.py::t2"] +
+                  [f"tests/unit/test_u{m}.py::t{i}" for m in range(2) for i in range(2)])
+    workers = [_Worker("gw0"), _Worker("gw1")]
+    for w in workers:
+        sched.add_node(w)
+        sched.add_node_collection(w, collection)
+    sched.schedule()
+    done: dict[str, list[str]] = {"gw0": [], "gw1": []}
+    # Run the workers in turn, one test at a time, as xdist reports them, until neither holds anything.
+    for _ in range(10 * len(collection)):
+        progressed = False
+        for w in workers:
+            ran = len(done[w.gateway.id])
+            if ran < len(w.sent):
+                done[w.gateway.id].append(collection[w.sent[ran]])
+                sched.mark_test_complete(w, w.sent[ran])
+                progressed = True
+        if not progressed:
+            break
+    ran_all = done["gw0"] + done["gw1"]
+    assert sorted(ran_all) == sorted(collection)  # every test once
+    assert all(suite.lane_of(suite.scope_of(t)) == "side" for t in done["gw1"])
+    assert {t.split("::")[0] for t in done["gw1"]} >= {"tests/ops/test_compose.py", "tests/integration/test_install.py"}
+    # gw0 ran the cluster lane in collection order, one module after another.
+    cluster = [t for t in done["gw0"] if suite.lane_of(suite.scope_of(t)) == "cluster"]
+    assert cluster == [t for t in collection if suite.lane_of(suite.scope_of(t)) == "cluster"]
+    assert all(w.shutting_down for w in workers) and sched.tests_finished
 
 
 def test_each_worker_hands_out_ports_from_its_own_block_below_the_ephemeral_range(
