@@ -84,7 +84,10 @@ class Consumer:
         self._group: GroupMember | None = None
         self._auto_commit: asyncio.Task[None] | None = None
         self._committed_positions: dict[TopicPartition, int] = {}
-        self._pattern_checked = 0.0
+        # When the pattern was last matched against the cluster's topics; None: never (match on the next poll).
+        # Not 0.0: time.monotonic() counts from boot, so on a machine up for less than metadata.max.age.ms a
+        # 0.0 sentinel looked "checked recently" and the first match waited until the clock passed it.
+        self._pattern_checked: float | None = None
         self._started = False
         self._closed = False
 
@@ -133,7 +136,7 @@ class Consumer:
             raise ValueError("subscribe() takes topics or a pattern, not both")
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._topics = sorted(set(topics)) if topics is not None else []
-        self._pattern_checked = 0.0
+        self._pattern_checked = None
         self._listener = listener
         if topics is not None:
             self._cluster.add_topics(self._topics)
@@ -173,10 +176,13 @@ class Consumer:
         self._set_assignment(set(self._states) - revoked)
 
     async def _refresh_pattern(self) -> None:
-        if self._pattern is None or time.monotonic() - self._pattern_checked < self.config[
-                "metadata.max.age.ms"] / 1000:
+        if self._pattern is None:
             return
-        self._pattern_checked = time.monotonic()
+        now = time.monotonic()
+        checked = self._pattern_checked
+        if checked is not None and now - checked < self.config["metadata.max.age.ms"] / 1000:
+            return
+        self._pattern_checked = now
         # The cluster cache holds only the topics we use: ask for all of them here.
         conn = await self._cluster.any_connection()
         version = conn.version_for(METADATA, 12)
