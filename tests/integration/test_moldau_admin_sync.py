@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from moldau import AdminClient, KafkaError, NewTopic, Producer, RecordMetadata
+from moldau.errors import BlockingCallOnLoopError, KafkaTimeoutError
 from moldau.protocol.errors import ErrorCode
 from moldau.sync import background_loop
 
@@ -124,3 +125,39 @@ def test_sync_flush_waits_for_records_awaiting_metadata(broker: BrokerProcess, t
         producer.flush(30)
         with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
             assert admin.list_offsets({(forgotten, 0): "latest"})[(forgotten, 0)].offset == 10
+
+
+def test_blocking_calls_in_a_delivery_callback_raise_instead_of_deadlocking(broker: BrokerProcess, topic: str) -> None:
+    # The callback runs on the client loop's thread; flush() there used to wait for that very thread forever.
+    caught: list[BaseException] = []
+    with Producer(bootstrap_servers=broker.bootstrap) as producer, \
+            AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        def on_delivery(err: BaseException | None, meta: RecordMetadata | None) -> None:
+            for blocking in (lambda: producer.flush(5), admin.list_topics):
+                try:
+                    blocking()
+                except BlockingCallOnLoopError as exc:
+                    caught.append(exc)
+
+        producer.produce(topic, b"v", partition=0, on_delivery=on_delivery)
+        producer.flush(30)
+        assert admin.list_topics()  # the client still works from the application's thread
+    assert len(caught) == 2, caught
+    assert "flush()" in str(caught[0]) and "delivery callback" in str(caught[0])
+    assert "list_topics()" in str(caught[1])
+
+
+def test_send_on_a_full_buffer_honours_max_block_ms(broker: BrokerProcess, topic: str) -> None:
+    with Producer(bootstrap_servers=broker.bootstrap, max_block_ms=500) as producer:
+        producer.max_handover = 20  # records the loop has not taken over yet; the loop is held below
+        with _client_loop_held():
+            for i in range(20):
+                producer.produce(topic, b"%d" % i, partition=0)
+            started = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="max.block.ms"):
+                producer.send(topic, b"late", partition=0)
+            waited = time.monotonic() - started
+        assert 0.45 <= waited < 10, waited
+        producer.flush(30)
+        with AdminClient(bootstrap_servers=broker.bootstrap) as admin:  # the late record was not queued
+            assert admin.list_offsets({(topic, 0): "latest"})[(topic, 0)].offset == 20
