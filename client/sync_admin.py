@@ -10,9 +10,12 @@ from moldau import admin as _admin
 from moldau.admin import ClusterDescription, NewTopic, OffsetResult, TopicDescription
 from moldau.admin_acls import AclBinding, AclBindingFilter
 from moldau.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
+from moldau.admin_groups import ConsumerGroupDescription, ConsumerGroupListing
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig
 from moldau.errors import KafkaError
+from moldau.fetcher import TopicPartition as ConsumerTopicPartition
+from moldau.group import OffsetAndMetadata
 from moldau.partition_admin import LogDirDescription, NewPartitions
 from moldau.protocol.types import TopicPartition
 from moldau.sync import background_loop, run
@@ -150,3 +153,33 @@ class AdminClient:
 
     def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding] | KafkaError]:
         return run(self._aio.delete_acls(filters), what="delete_acls")
+
+    # ------------------------------------------------------------------ consumer groups
+    def list_consumer_groups(self, states: Iterable[str] | None = None) -> list[ConsumerGroupListing]:
+        return run(self._aio.list_consumer_groups(None if states is None else list(states)),
+                   what="list_consumer_groups")
+
+    def describe_consumer_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True,
+                                 ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+        return run(self._aio.describe_consumer_groups(list(group_ids), raise_errors=raise_errors),
+                   what="describe_consumer_groups")
+
+    def delete_consumer_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True,
+                               ) -> dict[str, KafkaError | None]:
+        return run(self._aio.delete_consumer_groups(list(group_ids), raise_errors=raise_errors),
+                   what="delete_consumer_groups")
+
+    def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+                                    ) -> dict[ConsumerTopicPartition, OffsetAndMetadata]:
+        return run(self._aio.list_consumer_group_offsets(group_id, None if partitions is None else list(partitions)),
+                   what="list_consumer_group_offsets")
+
+    def alter_consumer_group_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata],
+                                     *, raise_errors: bool = True) -> dict[ConsumerTopicPartition, KafkaError | None]:
+        return run(self._aio.alter_consumer_group_offsets(group_id, dict(offsets), raise_errors=raise_errors),
+                   what="alter_consumer_group_offsets")
+
+    def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]], *,
+                                      raise_errors: bool = True) -> dict[ConsumerTopicPartition, KafkaError | None]:
+        return run(self._aio.delete_consumer_group_offsets(group_id, list(partitions), raise_errors=raise_errors),
+                   what="delete_consumer_group_offsets")

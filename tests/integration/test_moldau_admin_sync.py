@@ -161,3 +161,45 @@ def test_send_on_a_full_buffer_honours_max_block_ms(broker: BrokerProcess, topic
         producer.flush(30)
         with AdminClient(bootstrap_servers=broker.bootstrap) as admin:  # the late record was not queued
             assert admin.list_offsets({(topic, 0): "latest"})[(topic, 0)].offset == 20
+
+
+def test_admin_consumer_group_methods(broker: BrokerProcess, topic: str) -> None:
+    from moldau import Consumer, OffsetAndMetadata, TopicPartition
+
+    group, tp = f"adm-{topic}", TopicPartition(topic, 0)
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        for i in range(5):
+            producer.produce(topic, b"%d" % i, partition=0)
+        producer.flush(30)
+    with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        with Consumer(bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False) as consumer:
+            consumer.subscribe([topic])
+            deadline = time.monotonic() + 30
+            while not consumer.assignment() or consumer.position(tp) < 5:
+                assert time.monotonic() < deadline, "never assigned"
+                consumer.poll(timeout_ms=200)
+            consumer.commit()
+            described = admin.describe_consumer_groups([group])[group]
+            assert not isinstance(described, KafkaError)
+            assert (described.state, described.partition_assignor, described.coordinator) == ("Stable", "range", 0)
+            [member] = described.members
+            assert member.assignment == [tp] and member.client_id and member.host
+            assert [g.group_id for g in admin.list_consumer_groups(states=["Stable"])].count(group) == 1
+            busy = admin.delete_consumer_groups([group], raise_errors=False)[group]
+            assert busy is not None and busy.code == ErrorCode.NON_EMPTY_GROUP
+        listing = [g for g in admin.list_consumer_groups() if g.group_id == group]
+        assert [(g.state, g.is_simple_consumer_group, g.protocol_type) for g in listing] == [("Empty", False,
+                                                                                               "consumer")]
+        assert group not in [g.group_id for g in admin.list_consumer_groups(states=["Stable"])]
+        assert admin.list_consumer_group_offsets(group) == {tp: OffsetAndMetadata(5, "")}
+        assert admin.alter_consumer_group_offsets(group, {tp: OffsetAndMetadata(2, "m")}) == {tp: None}
+        assert admin.list_consumer_group_offsets(group, [tp]) == {tp: OffsetAndMetadata(2, "m")}
+        assert admin.delete_consumer_group_offsets(group, [tp]) == {tp: None}
+        assert admin.list_consumer_group_offsets(group) == {}
+        assert admin.delete_consumer_groups([group]) == {group: None}
+        assert group not in [g.group_id for g in admin.list_consumer_groups()]
+        missing = admin.describe_consumer_groups([group])[group]  # Kafka: a deleted group reads as Dead
+        assert not isinstance(missing, KafkaError) and missing.state == "Dead" and missing.members == []
+        with pytest.raises(ValueError, match="unknown group state"):
+            admin.list_consumer_groups(states=["Running"])
