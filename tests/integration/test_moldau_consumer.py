@@ -310,6 +310,60 @@ def test_consumer_groups_reset_offsets(broker: BrokerProcess, topic: str) -> Non
     assert asyncio.run(commit(-1)) == 10  # clamped to the log end
 
 
+def test_consumer_groups_views_files_and_offset_deletion(broker: BrokerProcess, topic: str, tmp_path: Any,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """--members [--verbose], --state, --list --state, --all-groups, --export / --from-file, --delete-offsets and
+    --command-config, with the tool in this process (main()) and a live blocking consumer in the group."""
+    import moldau
+    from moldau.consumer_groups import main
+
+    produce(broker.bootstrap, topic, make_records(10, tag="views", with_nulls=False))
+    group, tp = f"views-{topic}", TopicPartition(topic, 0)
+    base = ["--bootstrap-server", broker.bootstrap]
+
+    def tool(*args: str, code: int = 0) -> str:
+        assert main([*base, *args]) == code, capsys.readouterr()
+        out, err = capsys.readouterr()
+        return out if code == 0 else err
+
+    member = moldau.Consumer(bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, client_id="views-app")
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not member.assignment() or member.position(tp) < 10:
+            assert time.monotonic() < deadline, "never assigned"
+            member.poll(timeout_ms=200)
+        member.commit()
+        members = tool("--describe", "--group", group, "--members").splitlines()
+        assert members[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert members[1].split()[0] == group and members[1].split()[-2:] == ["views-app", "1"]
+        assert tool("--describe", "--group", group, "--members", "--verbose").splitlines()[1].split()[-1] == \
+            f"{topic}(0)"
+        state = tool("--describe", "--group", group, "--state").splitlines()[1].split()
+        assert state == [group, f"127.0.0.1:{broker.port}", "(0)", "range", "Stable", "1"]
+        assert [group, "Stable"] in [ln.split() for ln in tool("--list", "--state").splitlines()]
+        assert group not in tool("--list", "--state", "empty,dead").split()
+        refused = tool("--reset-offsets", "--group", group, "--all-topics", "--to-earliest", "--execute", code=1)
+        assert "inactive" in refused and "Stable" in refused
+    finally:
+        member.close()
+    assert f"{topic}  0          10              10              0" in tool("--describe", "--all-groups", "--offsets")
+    exported = tool("--reset-offsets", "--group", group, "--topic", topic, "--to-offset", "3", "--export")
+    assert exported.splitlines() == [f"{topic},0,3"]
+    (tmp_path / "plan.csv").write_text(exported)
+    tool("--reset-offsets", "--group", group, "--from-file", str(tmp_path / "plan.csv"), "--execute")
+    with moldau.AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        assert admin.list_consumer_group_offsets(group) == {tp: moldau.OffsetAndMetadata(3, "")}
+        assert "Successful" in tool("--delete-offsets", "--group", group, "--topic", topic)
+        assert admin.list_consumer_group_offsets(group) == {}
+    (tmp_path / "admin.properties").write_text("# the admin client's settings\nrequest.timeout.ms=soon\n")
+    assert "request.timeout.ms" in tool("--list", "--command-config", str(tmp_path / "admin.properties"), code=1)
+    (tmp_path / "admin.properties").write_text("security.protocol=PLAINTEXT\nclient.id=cc\n")
+    assert group in tool("--list", "--command-config", str(tmp_path / "admin.properties")).split()
+    assert f"('{group}') was successful" in tool("--delete", "--group", group)
+
+
 @pytest.mark.slow
 def test_static_member_keeps_its_assignment_across_a_restart(broker: BrokerProcess, topic: str) -> None:
     """group.instance.id: close() sends no LeaveGroup, and the same instance rejoins in place (no new member)."""
