@@ -24,7 +24,7 @@ from typing import Any
 
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig, consumer_config
-from moldau.errors import ClientError, ConfigError, KafkaError
+from moldau.errors import ClientError, ConfigError, KafkaConnectionError, KafkaError, RequestTimeoutError
 from moldau.fetcher import (
     EARLIEST,
     LATEST,
@@ -182,15 +182,25 @@ class Consumer:
         checked = self._pattern_checked
         if checked is not None and now - checked < self.config["metadata.max.age.ms"] / 1000:
             return
-        self._pattern_checked = now
+        pattern = self._pattern
         # The cluster cache holds only the topics we use: ask for all of them here.
-        conn = await self._cluster.any_connection()
-        version = conn.version_for(METADATA, 12)
-        response = await conn.send(METADATA, {"topics": [] if version == 0 else None,
-                                              "allow_auto_topic_creation": False}, version)
+        try:
+            conn = await self._cluster.any_connection()
+            version = conn.version_for(METADATA, 12)
+            response = await conn.send(METADATA, {"topics": [] if version == 0 else None,
+                                                  "allow_auto_topic_creation": False}, version)
+        except (KafkaConnectionError, RequestTimeoutError) as exc:  # as Kafka's poll(): retried, not raised
+            log.info("matching pattern %s against the topics failed (%s); retrying on the next poll",
+                     pattern.pattern, exc)
+            return
+        if pattern is not self._pattern:  # subscribe() changed it meanwhile: the next poll matches the new one
+            return
+        # Marked only once matched: a failed request (timeout under load, broker away) is retried on the next
+        # poll, not metadata.max.age.ms later.
+        self._pattern_checked = now
         skip_internal = self.config["exclude.internal.topics"]
         names = sorted(t["name"] for t in response["topics"]
-                       if self._pattern.fullmatch(t["name"]) and not (t.get("is_internal") and skip_internal))
+                       if pattern.fullmatch(t["name"]) and not (t.get("is_internal") and skip_internal))
         if names != self._topics:
             self._topics = names
             self._cluster.add_topics(names)

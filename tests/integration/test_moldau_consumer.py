@@ -18,6 +18,7 @@ from confluent_kafka import Producer as CkProducer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.consumer import Consumer, ConsumerRebalanceListener, TopicPartition
+from moldau.errors import RequestTimeoutError
 
 from .clients import CODECS, make_records
 from .harness import REPO_ROOT, BrokerProcess, wait_until
@@ -227,6 +228,51 @@ def test_pattern_subscription(broker: BrokerProcess, topic: str, monkeypatch: py
             return {r.topic for r in await consume_n(consumer, 10)}
 
     assert asyncio.run(run()) == {f"{topic}-a", f"{topic}-b"}
+
+
+def test_pattern_match_that_failed_is_retried_on_the_next_poll(broker: BrokerProcess, topic: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Metadata request for the match that times out (a loaded machine) is retried on the next poll, not after
+    metadata.max.age.ms (5 min): the mark "matched at" is set only once the match succeeded."""
+    produce(broker.bootstrap, f"{topic}-a", make_records(5, tag="a", with_nulls=False))
+
+    async def run() -> int:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=f"pr-{topic}",
+                            auto_offset_reset="earliest") as consumer:
+            real = consumer._cluster.any_connection
+            failed: list[bool] = []
+
+            async def first_one_times_out() -> Any:
+                if not failed:
+                    failed.append(True)
+                    raise RequestTimeoutError("injected: the pattern's Metadata request timed out")
+                return await real()
+
+            monkeypatch.setattr(consumer._cluster, "any_connection", first_one_times_out)
+            consumer.subscribe(pattern=f"{topic}-[ab]")
+            assert await consumer.getmany(timeout_ms=100) == {} and failed  # logged, not raised (as Kafka's poll)
+            monkeypatch.undo()
+            return len(await consume_n(consumer, 5, timeout=20))
+
+    assert asyncio.run(run()) == 5
+
+
+def test_pattern_picks_up_a_topic_created_after_subscribe(broker: BrokerProcess, topic: str) -> None:
+    """metadata.max.age.ms later the new match makes the member rejoin; the new partition starts at
+    auto.offset.reset=earliest, so its first records are read too."""
+    produce(broker.bootstrap, f"{topic}-a", make_records(3, tag="a", with_nulls=False))
+
+    async def run() -> dict[str, int]:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=f"pn-{topic}", metadata_max_age_ms=500,
+                            auto_offset_reset="earliest") as consumer:
+            consumer.subscribe(pattern=f"{topic}-[ab]")
+            got = await consume_n(consumer, 3)
+            produce(broker.bootstrap, f"{topic}-b", make_records(4, tag="b", with_nulls=False))  # creates it
+            got += await consume_n(consumer, 4)
+            assert consumer.subscription() == {f"{topic}-a", f"{topic}-b"}
+            return {t: sum(1 for r in got if r.topic == t) for t in sorted({r.topic for r in got})}
+
+    assert asyncio.run(run()) == {f"{topic}-a": 3, f"{topic}-b": 4}
 
 
 def console(*args: str) -> subprocess.Popen[bytes]:
