@@ -14,73 +14,21 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from moldau import consumer as _consumer
 from moldau import producer as _producer
 from moldau.config import ClientConfig
 from moldau.consumer import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
 from moldau.errors import BlockingCallOnLoopError, KafkaTimeoutError
+from moldau.loop_thread import background_loop, call, on_loop_thread, run
+from moldau.loop_thread import refuse_on_loop as _refuse_on_loop
 from moldau.producer import Headers, RecordMetadata
+from moldau.sync_admin import AdminClient
 
-T = TypeVar("T")
-P = ParamSpec("P")
 log = logging.getLogger("moldau.client.sync")
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
-
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_thread: threading.Thread | None = None
-
-
-def background_loop() -> asyncio.AbstractEventLoop:
-    """The process-wide client loop, started on first use."""
-    global _loop, _loop_thread
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="moldau-client-loop", daemon=True)
-            thread.start()
-            _loop, _loop_thread = loop, thread
-        return _loop
-
-
-def on_loop_thread() -> bool:
-    """True on the client loop's thread (inside a delivery callback or a rebalance listener)."""
-    return _loop_thread is not None and threading.current_thread() is _loop_thread
-
-
-def _refuse_on_loop(what: str) -> None:
-    if on_loop_thread():
-        raise BlockingCallOnLoopError(
-            f"{what} blocks until the client's event loop has done the work, and was called on that loop's own "
-            "thread (from a delivery callback or a rebalance listener), where it would deadlock: call it from "
-            "another thread, or use the asyncio API (moldau.aio) inside the loop")
-
-
-def run(coro: Coroutine[Any, Any, T], timeout: float | None = None, what: str | None = None) -> T:
-    """Runs ``coro`` on the client loop and blocks for its result (cancels it on timeout)."""
-    try:
-        _refuse_on_loop(f"{what or getattr(coro, '__qualname__', 'a blocking call')}()")
-    except BlockingCallOnLoopError:
-        coro.close()  # never started: no "was never awaited" warning
-        raise
-    future = asyncio.run_coroutine_threadsafe(coro, background_loop())
-    try:
-        return future.result(timeout)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        raise TimeoutError(f"no result within {timeout}s") from None
-
-
-def call(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Runs the plain (non-async) method ``fn`` of an async client on the client loop, blocking for its result:
-    the async core is only ever touched from its own thread."""
-    async def on_loop() -> T:
-        return fn(*args, **kwargs)
-    return run(on_loop(), what=getattr(fn, "__name__", "call"))
-
 
 class Producer:
     """Blocking producer: ``send()`` returns a ``concurrent.futures.Future``; ``produce()`` takes a callback."""
@@ -376,8 +324,6 @@ class Consumer:
     def partitions_for_topic(self, topic: str) -> set[int]:
         return run(self._aio.partitions_for_topic(topic), what="partitions_for_topic")
 
-
-from moldau.sync_admin import AdminClient  # noqa: E402  (it builds on run() above)
 
 __all__ = ["AdminClient", "BlockingCallOnLoopError", "Consumer", "KafkaTimeoutError", "Producer", "background_loop",
            "call", "on_loop_thread", "run"]

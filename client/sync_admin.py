@@ -1,5 +1,5 @@
 """The blocking AdminClient (``from moldau import AdminClient``): every method of :class:`moldau.aio.AdminClient`,
-spelled out with its types, run to completion on the client loop (client/sync.py)."""
+spelled out with its types, run to completion on the client loop (client/loop_thread.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from moldau.config import ClientConfig
 from moldau.errors import KafkaError
 from moldau.fetcher import TopicPartition as ConsumerTopicPartition
 from moldau.group import OffsetAndMetadata
+from moldau.loop_thread import background_loop, run
 from moldau.partition_admin import LogDirDescription, NewPartitions
 from moldau.protocol.types import TopicPartition
-from moldau.sync import background_loop, run
 
 
 class AdminClient:
