@@ -165,8 +165,18 @@ def test_send_on_a_full_buffer_honours_max_block_ms(broker: BrokerProcess, topic
 
 def test_admin_consumer_group_methods(broker: BrokerProcess, topic: str) -> None:
     from moldau import Consumer, OffsetAndMetadata, TopicPartition
+    from moldau.aio import ConsumerRebalanceListener
 
     group, tp = f"adm-{topic}", TopicPartition(topic, 0)
+    in_listener: list[BaseException] = []
+
+    class Listener(ConsumerRebalanceListener):  # runs on the client loop's thread, inside poll()
+        def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+            try:
+                consumer.committed(tp)
+            except BlockingCallOnLoopError as exc:
+                in_listener.append(exc)
+
     with Producer(bootstrap_servers=broker.bootstrap) as producer:
         for i in range(5):
             producer.produce(topic, b"%d" % i, partition=0)
@@ -174,12 +184,13 @@ def test_admin_consumer_group_methods(broker: BrokerProcess, topic: str) -> None
     with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
         with Consumer(bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False) as consumer:
-            consumer.subscribe([topic])
+            consumer.subscribe([topic], listener=Listener())
             deadline = time.monotonic() + 30
             while not consumer.assignment() or consumer.position(tp) < 5:
                 assert time.monotonic() < deadline, "never assigned"
                 consumer.poll(timeout_ms=200)
             consumer.commit()
+            assert len(in_listener) == 1 and "committed()" in str(in_listener[0])
             described = admin.describe_consumer_groups([group])[group]
             assert not isinstance(described, KafkaError)
             assert (described.state, described.partition_assignor, described.coordinator) == ("Stable", "range", 0)
