@@ -34,6 +34,7 @@ from moldau.errors import ClientError
 from moldau.fetcher import EARLIEST, LATEST, Fetcher, TopicPartition
 from moldau.protocol.messages.group import DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_FETCH
+from moldau.tools.common import EXIT_USAGE, add_common_flags, report_error
 
 log = logging.getLogger("moldau.consumer_groups")
 
@@ -264,9 +265,8 @@ def render_reset(group: str, plan: list[tuple[str, int, int]]) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(1)
+    def error(self, message: str) -> NoReturn:  # the tools' one style (tools/common.py): usage errors exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -291,6 +291,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="moldau-consumer-groups", description=(__doc__ or "").split("\n\n")[0])
+    add_common_flags(parser, verbose=False)
     parser.add_argument("--bootstrap-server", required=True, help="host:port of a broker")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list the consumer groups")
@@ -336,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(_run(args))
         return 0
     except (ClientError, OSError) as exc:  # a CLI: report, do not dump a traceback
-        print(f"moldau-consumer-groups: {type(exc).__name__}: {exc}", file=sys.stderr)
+        report_error("moldau-consumer-groups", exc)
         return 1
 
 

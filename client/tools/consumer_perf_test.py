@@ -18,25 +18,16 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NoReturn
 
 from moldau.config import CONSUMER_KEYS, consumer_config
-from moldau.errors import ClientError, ConfigError
+from moldau.errors import ConfigError
+from moldau.tools.common import ToolParser, UsageError, read_properties_file, run_tool
 
 PROG = "moldau-consumer-perf-test"
 HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
           "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 DETAILED_HEADER = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
                    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
-
-
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 def _positive(flag: str, text: str) -> int:
@@ -50,7 +41,7 @@ def _positive(flag: str, text: str) -> int:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="Measure how fast Moldau's consumer reads a topic.")
+    p = ToolParser(prog=PROG, description="Measure how fast Moldau's consumer reads a topic.")
     p.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", help="REQUIRED: host:port")
     p.add_argument("--topic", help="REQUIRED: the topic to read")
     p.add_argument("--messages", help="REQUIRED: how many records to read")
@@ -62,6 +53,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--hide-header", action="store_true", help="do not print the header line")
     p.add_argument("--print-metrics", action="store_true", help="print the consumer's settings at the end")
     p.add_argument("--consumer-property", action="append", default=[], help="consumer setting key=value")
+    p.add_argument("--consumer.config", "--command-config", dest="consumer_config", metavar="FILE",
+                   help="properties file of consumer settings (security settings, ...)")
     a = p.parse_args(list(argv))
     for flag, value in (("--bootstrap-server", a.bootstrap_server), ("--topic", a.topic), ("--messages", a.messages)):
         if not value:
@@ -70,6 +63,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     a.timeout = _positive("--timeout", a.timeout)
     a.reporting_interval = _positive("--reporting-interval", a.reporting_interval)
     props: dict[str, str] = {}
+    if a.consumer_config:
+        props.update(read_properties_file(a.consumer_config, "--consumer.config"))
     for text in a.consumer_property:
         key, sep, value = text.partition("=")
         if not sep or key not in CONSUMER_KEYS:
@@ -140,22 +135,19 @@ async def _main(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
+    def body() -> int:
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        consumer_config(dict(args.props), bootstrap_servers=args.bootstrap_server)
-    except (UsageError, ConfigError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    if not args.hide_header:
-        print(DETAILED_HEADER if args.show_detailed_stats else HEADER, flush=True)
-    try:
+        try:
+            consumer_config(dict(args.props), bootstrap_servers=args.bootstrap_server)
+        except ConfigError as exc:
+            raise UsageError(str(exc)) from None
+        if not args.hide_header:
+            print(DETAILED_HEADER if args.show_detailed_stats else HEADER, flush=True)
         line = asyncio.run(_main(args))
-    except (ClientError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    if not args.show_detailed_stats:
-        print(line)
-    return 0
+        if not args.show_detailed_stats:
+            print(line)
+        return 0
+    return run_tool(body, PROG, argv)
 
 
 if __name__ == "__main__":

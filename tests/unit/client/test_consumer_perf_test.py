@@ -25,7 +25,7 @@ def test_flags() -> None:
 def test_bad_flags(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(UsageError, match=flag):
         parse_args(args)
-    assert main(args) == 1
+    assert main(args) == 2
     err = capsys.readouterr().err
     assert flag in err and len(err.strip().splitlines()) == 1
 
