@@ -24,7 +24,7 @@ from typing import IO, Any
 from moldau.config import CONSUMER_KEYS, consumer_config
 from moldau.errors import ConfigError
 from moldau.fetcher import ConsumerRecord, TopicPartition
-from moldau.tools.common import ToolParser, UsageError, run_tool
+from moldau.tools.common import ToolError, ToolParser, UsageError, run_tool
 
 PROG = "moldau-console-consumer"
 _BOOL_PROPS = ("print.key", "print.value", "print.timestamp", "print.partition", "print.offset", "print.headers")
@@ -184,6 +184,19 @@ def _as_bytes(value: Any) -> bytes:
     return str(value).encode()
 
 
+async def check_topic_exists(consumer: Any, topic: str) -> None:
+    """Kafka's consumer warns ``Error while fetching metadata ... : {t=UNKNOWN_TOPIC_OR_PARTITION}`` and waits;
+    the tool says so in one line and stops (exit 1) instead of waiting for a topic nobody creates."""
+    deadline = time.monotonic() + 2.0  # a topic created a moment ago may still be reaching this broker's cache
+    while topic not in await consumer.topics():
+        if time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            continue
+        raise ToolError(f"Error while fetching metadata: {{{topic}=UNKNOWN_TOPIC_OR_PARTITION}}: topic '{topic}' "
+                        "does not exist (create it with moldau-topics --create, or pass --consumer-property "
+                        "allow.auto.create.topics=true)")
+
+
 async def _target_partitions(consumer: Any, opts: Options) -> list[TopicPartition]:
     assert opts.topic is not None
     if opts.partition is not None:
@@ -201,11 +214,15 @@ async def consume(opts: Options, out: IO[bytes], stop: asyncio.Event, counter: l
     settings = dict(opts.consumer)
     settings["bootstrap.servers"] = opts.bootstrap
     settings.setdefault("auto.offset.reset", "earliest" if opts.offset == "earliest" else "latest")
+    # a read-only tool does not create topics (Kafka's consumers may): only when asked with this property
+    settings.setdefault("allow.auto.create.topics", "false")
     if opts.group is not None:
         settings["group.id"] = opts.group
     consumer = Consumer(settings)
     await consumer.start()
     try:
+        if opts.topic is not None and str(consumer.config["allow.auto.create.topics"]).lower() != "true":
+            await check_topic_exists(consumer, opts.topic)
         if opts.group is not None:
             if opts.include is not None:
                 consumer.subscribe(pattern=opts.include.pattern)

@@ -5,7 +5,9 @@
 Joins a group (``--group``, default ``perf-consumer-<random>``), reads ``--messages`` records (keys and values are
 touched, as an application would) and prints Kafka's summary line: start/end time, MB and records consumed and
 per second, the time until the first assignment (rebalance.time.ms) and the rates after it (fetch.*).
-``--show-detailed-stats`` prints one such line every ``--reporting-interval`` ms. Ctrl-C prints the summary so far.
+``--show-detailed-stats`` prints Kafka's progress row (time, threadId, totals so far, the interval's rates) every
+``--reporting-interval`` ms and for the last partial interval, then the summary (with its own header) as well.
+Ctrl-C prints the summary so far. A topic that does not exist is an error (the tool does not create it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from datetime import datetime
 from moldau.config import CONSUMER_KEYS, consumer_config
 from moldau.errors import ConfigError
 from moldau.tools.common import ToolParser, UsageError, read_properties_file, run_tool
+from moldau.tools.console_consumer import check_topic_exists
 
 PROG = "moldau-consumer-perf-test"
 HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
@@ -78,6 +81,24 @@ def _stamp(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S:") + f"{int(t * 1000) % 1000:03d}"
 
 
+def detailed_line(last: float, now: float, nbytes: int, last_bytes: int, count: int, last_count: int,
+                  rebalance: float) -> str:
+    """Kafka's --show-detailed-stats row over the interval ``last``..``now``: totals so far, the interval's rates,
+    the interval's rebalance time and the rates over its fetch time (the rest of the interval)."""
+    elapsed = max(now - last, 1e-9)
+    interval_mb = (nbytes - last_bytes) / (1024 * 1024)
+    interval_n = count - last_count
+    fetch = elapsed - rebalance
+    fetch_mb, fetch_n = (interval_mb / fetch, interval_n / fetch) if fetch > 0 else (0.0, 0.0)
+    return (f"{_stamp(now)}, 0, {nbytes / (1024 * 1024):.4f}, {interval_mb / elapsed:.4f}, {count}, "
+            f"{interval_n / elapsed:.4f}, {int(rebalance * 1000)}, {int(max(fetch, 0) * 1000)}, {fetch_mb:.4f}, "
+            f"{fetch_n:.4f}")
+
+
+def _overlap(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
 def stats_line(start: float, end: float, nbytes: int, count: int, joined: float | None) -> str:
     """Kafka's summary line (MB = 1024 * 1024 bytes)."""
     elapsed = max(end - start, 1e-9)
@@ -95,11 +116,19 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> str:
     settings.update({"bootstrap.servers": args.bootstrap_server,
                      "group.id": args.group or f"perf-consumer-{random.randint(0, 99999)}"})
     settings.setdefault("auto.offset.reset", "latest" if args.from_latest else "earliest")
+    settings.setdefault("allow.auto.create.topics", "false")  # a read-only tool does not create the topic
     start = time.time()
-    count = nbytes = 0
+    count = nbytes = last_count = last_bytes = 0
     joined: float | None = None
     last_report = start
+
+    def report(now: float) -> None:
+        rebalance = _overlap(start, joined if joined is not None else now, last_report, now)
+        print(detailed_line(last_report, now, nbytes, last_bytes, count, last_count, rebalance), flush=True)
+
     async with Consumer(settings) as consumer:
+        if str(consumer.config["allow.auto.create.topics"]).lower() != "true":
+            await check_topic_exists(consumer, args.topic)
         consumer.subscribe([args.topic])
         last_record = time.monotonic()
         while count < args.messages and not stop.is_set():
@@ -117,9 +146,12 @@ async def run(args: argparse.Namespace, stop: asyncio.Event) -> str:
                 for r in records:  # touch key and value as an application would
                     nbytes += (len(r.key) if r.key is not None else 0) + (len(r.value) if r.value is not None else 0)
                 count += len(records)
-            if args.show_detailed_stats and (time.time() - last_report) * 1000 >= args.reporting_interval:
-                print(stats_line(start, time.time(), nbytes, count, joined), flush=True)
-                last_report = time.time()
+            now = time.time()
+            if args.show_detailed_stats and (now - last_report) * 1000 >= args.reporting_interval:
+                report(now)
+                last_report, last_count, last_bytes = now, count, nbytes
+        if args.show_detailed_stats and count > last_count:
+            report(time.time())  # the last, partial interval: the rows add up to the total
         if args.print_metrics:
             for key, value in sorted(consumer.config.as_dict().items()):
                 print(f"{key:<45} : {value}")
@@ -144,8 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.hide_header:
             print(DETAILED_HEADER if args.show_detailed_stats else HEADER, flush=True)
         line = asyncio.run(_main(args))
-        if not args.show_detailed_stats:
-            print(line)
+        if args.show_detailed_stats and not args.hide_header:
+            print(HEADER)  # the summary has Kafka's summary columns, under their own header
+        print(line)
         return 0
     return run_tool(body, PROG, argv)
 

@@ -10,9 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from moldau.tools import configs, delete_records, leader_election, reassign_partitions, topics
+from moldau.tools import (
+    configs,
+    console_consumer,
+    consumer_perf_test,
+    delete_records,
+    leader_election,
+    reassign_partitions,
+    topics,
+)
 
+from .clients import make_records
 from .harness import BrokerProcess
+from .test_confluent import produce
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +40,11 @@ def _commands(bs: str, name: str, tmp: Path) -> list[tuple[str, Callable[[Sequen
         ("moldau-delete-records", delete_records.main, [*b, "--offset-json-file", str(offsets)]),
         ("moldau-reassign-partitions", reassign_partitions.main, [*b, "--execute", "--reassignment-json-file",
                                                                   str(plan)]),
+        # read-only tools do not create the topic (Kafka's consumer would, through Metadata auto-creation)
+        ("moldau-console-consumer", console_consumer.main, [*b, "--topic", name, "--timeout-ms", "1000"]),
+        ("moldau-console-consumer", console_consumer.main, [*b, "--topic", name, "--group", "g"]),
+        ("moldau-consumer-perf-test", consumer_perf_test.main, [*b, "--topic", name, "--messages", "1",
+                                                                "--hide-header"]),
     ]
 
 
@@ -49,3 +64,22 @@ def test_unknown_topic_is_one_line_and_stays_unknown(broker: BrokerProcess, topi
     assert re.fullmatch(r"moldau-leader-election: error: [^\n]+\n", err), err
     assert topics.main(["--bootstrap-server", broker.bootstrap, "--list"]) == 0
     assert topic not in capsys.readouterr().out.split()
+
+
+def test_consumer_perf_detailed_stats_add_up(broker: BrokerProcess, topic: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka's detailed rows (time, threadId, totals so far, interval rates) under their header, the last partial
+    interval included, then the summary under its own header: every record counted."""
+    produce(broker.bootstrap, topic, make_records(3000, tag="perf", with_nulls=False))
+    assert consumer_perf_test.main(["--bootstrap-server", broker.bootstrap, "--topic", topic, "--messages", "3000",
+                                    "--show-detailed-stats", "--reporting-interval", "1",
+                                    "--timeout", "30000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == consumer_perf_test.DETAILED_HEADER
+    rows = [line.split(", ") for line in lines[1:-2]]
+    width = len(consumer_perf_test.DETAILED_HEADER.split(", "))
+    assert rows and all(len(r) == width and r[1] == "0" for r in rows), lines
+    totals = [int(r[4]) for r in rows]
+    assert totals == sorted(totals) and totals[-1] == 3000
+    assert lines[-2] == consumer_perf_test.HEADER
+    assert lines[-1].split(", ")[4] == "3000"
