@@ -26,7 +26,7 @@ from moldau.broker.security.credentials import (
     ZkCredentialStore,
 )
 from moldau.protocol.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
-from moldau.tools.common import ToolParser, UsageError, run_tool
+from moldau.tools.common import ToolError, ToolParser, UsageError, run_tool
 
 _ENTRY_RE = re.compile(r"\s*(SCRAM-SHA-\d+)\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
 
@@ -87,7 +87,13 @@ async def _run(args: argparse.Namespace) -> int:
         await zk.start()
         store = ZkCredentialStore(zk)
     else:
-        store = FileCredentialStore(Path(args.log_dir) / USERS_FILE)
+        log_dir = Path(args.log_dir)
+        if args.alter:  # before the broker's first start the log dir does not exist yet: make it, as the broker would
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ToolError(f"--log-dir: cannot create {log_dir}: {exc.strerror}") from None
+        store = FileCredentialStore(log_dir / USERS_FILE)
     try:
         if args.describe:
             for line in await describe(store, args.entity_name):

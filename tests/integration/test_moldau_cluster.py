@@ -27,8 +27,8 @@ def test_bootstrap_falls_back_and_learns_the_cluster(broker: BrokerProcess, topi
         await cluster.start()
         try:
             assert list(cluster.brokers) == [0] and cluster.controller_id == 0
-            await cluster.refresh_metadata([topic])  # auto-created by the broker
-            assert cluster.partitions_for(topic) == [0] and cluster.leader_for(topic, 0) == 0
+            # auto-created by the broker, which answers LEADER_NOT_AVAILABLE the first time, as Kafka does
+            assert await cluster.wait_for_topic(topic, 10) == [0] and cluster.leader_for(topic, 0) == 0
             version = cluster.metadata_version
             deadline = time.monotonic() + 10
             while cluster.metadata_version == version:  # metadata.max.age.ms refreshes in the background
