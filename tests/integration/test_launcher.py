@@ -17,6 +17,7 @@ from typing import IO
 import pytest
 
 from moldau.broker.launcher import shutdown_bound
+from moldau.tools.topics import main as topics_main
 
 from .harness import wait_until
 
@@ -116,11 +117,17 @@ def test_sighup_stops_every_child(tmp_path: Path, launched: list[subprocess.Pope
         proc = _launch(tmp_path, out)
     launched.append(proc)
     pids = _wait_started(tmp_path, out_path.read_text)
+    bootstrap = re.findall(r"Bootstrap servers: (\S+)", out_path.read_text())[0]
+    assert topics_main(["--bootstrap-server", bootstrap, "--create", "--topic", "led"]) == 0
     proc.send_signal(signal.SIGHUP)  # what closing the terminal sends
     assert proc.wait(timeout=shutdown_bound(BROKERS)) == 0
     assert all(_gone(pid) for pid in pids)
     text = out_path.read_text()
     assert "SIGHUP received: stopping the cluster" in text and "stopped zookeeper" in text
+    # the last broker leads a partition no other broker can take: its controlled shutdown ends at the first
+    # answer (no partitions remaining) instead of retrying controlled.shutdown.max.retries times
+    broker_log = (tmp_path / "data" / "broker-1.log").read_text()
+    assert "controlled shutdown succeeded" in broker_log and "controlled shutdown attempt" not in broker_log
 
 
 def test_closed_stdout_pipe_stops_every_child(tmp_path: Path, launched: list[subprocess.Popen[bytes]]) -> None:
