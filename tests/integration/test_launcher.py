@@ -204,3 +204,24 @@ def test_detach_status_stop(tmp_path: Path) -> None:
             if not _gone(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_a_paused_broker_is_reported(tmp_path: Path, launched: list[subprocess.Popen[bytes]]) -> None:
+    """SIGSTOP keeps the process alive and its port open: the launcher's ApiVersions probe notices, says so once,
+    and says again when the broker answers after SIGCONT."""
+    out_path = tmp_path / "launcher.out"
+    with open(out_path, "wb") as out:
+        proc = _launch(tmp_path, out)
+    launched.append(proc)
+    _zk_pid, broker_pid = _wait_started(tmp_path, out_path.read_text)
+    err = tmp_path / "launcher.err"
+    os.kill(broker_pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: "broker-1 (pid" in err.read_text() and "is not answering" in err.read_text(), 60,
+                   "the launcher to report the paused broker")
+    finally:
+        os.kill(broker_pid, signal.SIGCONT)
+    wait_until(lambda: "answers again" in err.read_text(), 60, "the launcher to see the broker answer again")
+    assert err.read_text().count("is not answering") == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=shutdown_bound(BROKERS)) == 0
