@@ -290,7 +290,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="moldau-consumer-groups", description=(__doc__ or "").split("\n\n")[0])
+    parser = _Parser(prog="moldau-consumer-groups", description=(__doc__ or "").split("\n\n")[0].replace("``", ""))
     add_common_flags(parser, verbose=False)
     parser.add_argument("--bootstrap-server", required=True, help="host:port of a broker")
     action = parser.add_mutually_exclusive_group(required=True)

@@ -50,6 +50,9 @@ class ToolParser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("conflict_handler", "resolve")
+        for key in ("description", "epilog"):  # docstrings use RST ``literals``: --help shows plain text
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = kwargs[key].replace("``", "")
         super().__init__(*args, **kwargs)
         add_common_flags(self)
 

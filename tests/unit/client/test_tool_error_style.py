@@ -151,3 +151,9 @@ def test_command_config_on_every_client_tool(tmp_path: Path, capsys: pytest.Capt
         code, _, err = run(TOOLS[prog], [*argv, "--command-config", missing], capsys)
         assert code in (1, 2) and "missing.properties" in err, (prog, err)
         assert_one_line(prog, err)
+
+
+@pytest.mark.parametrize("prog", sorted(TOOLS))
+def test_help_is_plain_text(prog: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(TOOLS[prog], ["--help"], capsys)
+    assert code == 0 and out.startswith("usage: ") and "``" not in out and ":class:" not in out
