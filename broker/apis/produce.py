@@ -109,6 +109,7 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
             entry: ProduceResponseResponsesPartitionResponses = {
                 "index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
                 "error_message": r.message}
             partitions.append(entry)
             if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):
