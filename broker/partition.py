@@ -17,6 +17,7 @@ from typing import Any
 
 from moldau.broker.metadata import PartitionState
 from moldau.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, Log
+from moldau.storage.producer_state import ProducerStateEntry
 
 UNKNOWN_OFFSET = -1
 
@@ -136,6 +137,10 @@ class Partition:
         if committed_only and timestamp >= 0 and found[0] >= fetchable:
             return -1, -1
         return found
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """DescribeProducers: the producer state entries of this partition's log."""
+        return list(self.log.producer_state.producers.values())
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= ``leader_epoch``, its end offset); (-1, -1) if unknown."""

@@ -24,6 +24,7 @@ from moldau.broker.apis.context import (
     ScramDeps,
     TopicDeps,
 )
+from moldau.broker.apis.describe_producers import handle_describe_producers
 from moldau.broker.apis.fetch import handle_fetch
 from moldau.broker.apis.group import (
     handle_delete_groups,
@@ -187,6 +188,7 @@ ROUTES.update({
 # Transactions, the partition side (issue 19; broker/apis/txn_markers.py).
 ROUTES.update({
     ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
+    ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

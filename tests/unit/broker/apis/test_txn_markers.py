@@ -143,3 +143,22 @@ async def test_cluster_action_is_required(tmp_path: Path) -> None:
     answer = await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P1, 0, True, {"t": [0]})),
                             principal="User:broker")
     assert _codes(answer) == [(P1, "t", 0, E.NONE)]
+
+
+async def test_describe_producers(tmp_path: Path) -> None:
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("t")
+    await env.call(ApiKey.PRODUCE, 9, _produce("t", P1, 0, 2, epoch=2))
+    await env.call(ApiKey.PRODUCE, 9, _produce("t", P2, 0, 1))
+    await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P2, 0, True, {"t": [0]}), coordinator_epoch=6))
+    answer = await env.call(ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+        {"name": "t", "partition_indexes": [0, 3]}, {"name": "nope", "partition_indexes": [0]}]})
+    t, nope = answer["topics"]
+    part, missing = t["partitions"]
+    assert part["error_code"] == E.NONE and missing["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert nope["partitions"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    producers = {p["producer_id"]: p for p in part["active_producers"]}
+    assert producers[P1]["producer_epoch"] == 2 and producers[P1]["last_sequence"] == 1
+    assert producers[P1]["current_txn_start_offset"] == 0  # open: it holds the LSO at 0
+    assert producers[P2]["current_txn_start_offset"] == -1 and producers[P2]["coordinator_epoch"] == 6
+    assert producers[P2]["last_timestamp"] == 1000
