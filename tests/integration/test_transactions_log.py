@@ -1,6 +1,6 @@
 """Transactions, the partition side, on a real broker: transactional batches and WriteTxnMarkers sent with
 Moldau's own connection layer (standing in for a transaction coordinator), then read by confluent-kafka,
-kafka-python and kcat at isolation level read_committed (exactly the committed records, none past the LSO) and
+kafka-python, aiokafka and kcat at isolation level read_committed (exactly the committed records, none past the LSO) and
 read_uncommitted (everything)."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import time
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
@@ -68,6 +70,22 @@ def kcat(*args: str) -> bytes:
     return proc.stdout
 
 
+async def aio_consume(bootstrap: str, topic: str, count: int, isolation_level: str) -> list[bytes]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest", isolation_level=isolation_level)
+    await asyncio.wait_for(consumer.start(), 20)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(out) < count and time.monotonic() < deadline:
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                out += [r.value for r in records]
+        return out
+    finally:
+        await asyncio.wait_for(consumer.stop(), 20)
+
+
 def test_read_committed_sees_exactly_the_committed_records(broker: BrokerProcess, topic: str) -> None:
     created = send(broker, ApiKey.CREATE_TOPICS, {"topics": [{"name": topic, "num_partitions": 1,
                                                               "replication_factor": 1}], "timeout_ms": 10000})
@@ -99,3 +117,5 @@ def test_read_committed_sees_exactly_the_committed_records(broker: BrokerProcess
     assert [r.value for r in got] == COMMITTED
     got = kp_consume(broker.bootstrap, topic, len(UNCOMMITTED), isolation_level="read_uncommitted")
     assert [r.value for r in got] == UNCOMMITTED
+    assert asyncio.run(aio_consume(broker.bootstrap, topic, len(COMMITTED), "read_committed")) == COMMITTED
+    assert asyncio.run(aio_consume(broker.bootstrap, topic, len(UNCOMMITTED), "read_uncommitted")) == UNCOMMITTED
