@@ -99,6 +99,8 @@ def test_read_committed_sees_exactly_the_committed_records(broker: BrokerProcess
     end_txn(broker, topic, A, committed=True)  # offset 7
     c_first = produce(broker, topic, [b"c0"], C, 0)  # open: the LSO stays at its first offset
     assert (c_first, latest(broker, topic, 1), latest(broker, topic, 0)) == (8, 8, 9)
+    lag_line = f'moldau_last_stable_offset_lag{{partition="0",topic="{topic}"}} 1.0'
+    assert lag_line in broker.fetch_metrics().splitlines()  # HW 9 - LSO 8: C's open transaction
 
     # librdkafka's read_committed end of partition is the LSO: kcat -e stops before C's open transaction.
     out = kcat("-b", broker.bootstrap, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q",

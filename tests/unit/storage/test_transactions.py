@@ -59,13 +59,13 @@ def test_lso_stops_at_the_open_transaction_and_moves_on_commit(make_log: MakeLog
     first, _ = write(log, 3, P1, 0)  # offsets 2-4, open
     log.append_as_leader(batch(1), 0)  # 5
     log.high_watermark = log.log_end_offset
-    assert first == 2 and log.last_stable_offset == 2
+    assert first == 2 and log.last_stable_offset == 2 and log.last_stable_offset_lag() == 4
     assert log.producer_state.ongoing == {P1: 2}
     info = log.append_marker(P1, 0, True, coordinator_epoch=0, leader_epoch=0)
     assert info.first_offset == 6
     assert log.last_stable_offset == 2  # the marker is not yet below the high watermark
     log.high_watermark = log.log_end_offset
-    assert log.last_stable_offset == 7 and log.producer_state.ongoing == {}
+    assert log.last_stable_offset == 7 and log.producer_state.ongoing == {} and log.last_stable_offset_lag() == 0
     assert txnindex_files(log.dir) == {}  # a commit writes no index entry
     assert log.collect_aborted_txns(0, 7) == []
 
