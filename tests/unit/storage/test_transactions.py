@@ -233,3 +233,13 @@ def test_cleaner_keeps_markers_and_the_txnindex(make_log: MakeLog, log_dir: Path
     assert [h.is_control for _, h in iter_headers(data)].count(True) == 1
     assert log.collect_aborted_txns(0, log.log_end_offset) == [AbortedTxn(P1, 3, 4, 5)]
     assert not list(log_dir.glob("*.swap")) and not list(log_dir.glob("*.cleaned"))
+
+
+def test_lso_never_falls_below_the_log_start_offset(make_log: MakeLog) -> None:
+    log = make_log()
+    write(log, 2, P1, 0)  # open at 0
+    log.append_as_leader(batch(3), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 0
+    log.maybe_increment_log_start_offset(3)  # DeleteRecords past the open transaction's first offset
+    assert log.last_stable_offset == 3 and log.last_stable_offset_lag() == 2
