@@ -243,3 +243,20 @@ def test_lso_never_falls_below_the_log_start_offset(make_log: MakeLog) -> None:
     assert log.last_stable_offset == 0
     log.maybe_increment_log_start_offset(3)  # DeleteRecords past the open transaction's first offset
     assert log.last_stable_offset == 3 and log.last_stable_offset_lag() == 2
+
+
+def test_cleaner_stops_at_an_open_transaction(make_log: MakeLog) -> None:
+    """A newer version of a key inside an open transaction may still be aborted: the older one must stay."""
+    log = make_log(small_config(cleanup_policy="compact", segment_bytes=200))
+    now = log.clock.time_ms()
+    log.append_as_leader(build_batch([(b"a", b"committed", None, now)]), 0)
+    log.append_as_leader(build_batch([(b"a", b"open", None, now)], producer_id=P1, producer_epoch=0,
+                                     base_sequence=0, is_transactional=True), 0)
+    for i in range(6):
+        log.append_as_leader(build_batch([(b"b", b"%d" % i * 30, None, now)]), 0)
+    log.roll()
+    log.high_watermark = log.log_end_offset
+    LogCleaner(1 << 20).clean(log, now)
+    data = log.read(0, 1 << 20).read()
+    values = [r.value for pos, h in iter_headers(data) for r in iter_records(data[pos:], h)]
+    assert b"committed" in values and b"open" in values
