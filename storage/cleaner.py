@@ -178,6 +178,9 @@ class LogCleaner:
             segment_index_bytes=cfg.segment_index_bytes, delete_retention_ms=cfg.delete_retention_ms,
             io_max_bytes_per_second=self.throttler.rate,
         )
+        if refs:
+            for t in log.collect_aborted_txns(refs[0].base_offset, refs[-1].next_offset):
+                job.aborted_txns.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         return job, cleanable
 
     @staticmethod

@@ -218,6 +218,8 @@ class CleanJob:
     segment_index_bytes: int
     delete_retention_ms: int
     io_max_bytes_per_second: float = float("inf")
+    # producer id -> [(first offset, marker offset)] of its aborted transactions (from the .txnindex files)
+    aborted_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -239,6 +241,12 @@ class _Runner:
         self.job = job
         self.throttle = throttler.maybe_throttle
         self.stats = CleanStats()
+
+    def _aborted(self, h: BatchHeader) -> bool:
+        """A data batch of an aborted transaction: its producer aborted one spanning its offset (a producer has
+        one transaction open at a time, so the span from first offset to ABORT marker is all of it)."""
+        spans = self.job.aborted_txns.get(h.producer_id) if h.is_transactional and not h.is_control else None
+        return spans is not None and any(first <= h.base_offset < last for first, last in spans)
 
     def run(self) -> JobResult | None:
         started = time.monotonic()
@@ -273,8 +281,8 @@ class _Runner:
         throttle = self.throttle
         for seg in dirty:
             for h, data in _read_batches(seg, throttle):
-                if h.is_control or h.last_offset < first_dirty:
-                    continue
+                if h.is_control or h.last_offset < first_dirty or self._aborted(h):
+                    continue  # an aborted version of a key never replaces a committed one
                 base, count = h.base_offset, h.records_count
                 keys, offsets, no_key = scan_keys(_payload(data, h), count, base)
                 if no_key or offsets != list(range(base, base + count)):
@@ -378,8 +386,16 @@ class _Runner:
         a batch that is wholly dead or wholly live is dropped or copied without decompressing it; a partly live
         one is walked record by record (see cleaner_scan) and its survivors copied byte for byte."""
         if h.is_control:
-            return data  # transaction markers: kept (Moldau has no transactions to resolve them against)
+            return data  # transaction markers: kept (Kafka removes them after delete.retention.ms; not yet)
         stats = self.stats
+        if self._aborted(h):  # aborted data: removed, as Kafka's cleaner does
+            stats.records_read += h.records_count
+            stats.records_removed += h.records_count
+            if self.job.producer_last_offsets.get(h.producer_id) == h.last_offset:
+                out = _empty_batch(h, data)  # keeps the producer's sequence state, as for compacted batches
+                stats.bytes_written += len(out)
+                return out
+            return None
         base, count = h.base_offset, h.records_count
         stats.records_read += count
         live = mapped.live

@@ -260,3 +260,29 @@ def test_cleaner_stops_at_an_open_transaction(make_log: MakeLog) -> None:
     data = log.read(0, 1 << 20).read()
     values = [r.value for pos, h in iter_headers(data) for r in iter_records(data[pos:], h)]
     assert b"committed" in values and b"open" in values
+
+
+def test_cleaner_removes_aborted_data_and_keeps_the_committed_version(make_log: MakeLog) -> None:
+    log = make_log(small_config(cleanup_policy="compact"))
+    now = log.clock.time_ms()
+    log.append_as_leader(build_batch([(b"a", b"committed", None, now)]), 0)
+    log.append_as_leader(build_batch([(b"a", b"aborted", None, now)], producer_id=P1, producer_epoch=0,
+                                     base_sequence=0, is_transactional=True), 0)
+    log.append_as_leader(build_batch([(b"c", b"other", None, now)]), 0)
+    log.append_marker(P1, 0, False, coordinator_epoch=0, leader_epoch=0)
+    log.append_as_leader(build_batch([(b"a", b"aborted2", None, now), (b"b", b"gone", None, now)],
+                                     producer_id=P2, producer_epoch=0, base_sequence=0, is_transactional=True), 0)
+    log.append_as_leader(build_batch([(b"d", b"x", None, now)]), 0)
+    log.append_marker(P2, 0, False, coordinator_epoch=0, leader_epoch=0)
+    log.roll()
+    log.high_watermark = log.log_end_offset
+    LogCleaner(1 << 20).clean(log, now)
+    data = log.read(0, 1 << 20).read()
+    headers = [h for _, h in iter_headers(data)]
+    values = [r.value for pos, h in iter_headers(data) for r in iter_records(data[pos:], h)]
+    assert b"committed" in values and b"other" in values and b"x" in values
+    assert b"aborted" not in values and b"aborted2" not in values and b"gone" not in values
+    assert sum(h.is_control for h in headers) == 2  # markers stay
+    # P2's aborted batch was its last data batch: kept empty, so its sequence state survives a reload.
+    assert [(h.producer_id, h.records_count) for h in headers if h.producer_id == P2 and not h.is_control] == [
+        (P2, 0)]
