@@ -193,6 +193,11 @@ class ProducerStateManager:
             raise OutOfOrderSequenceError(
                 f"producer {h.producer_id} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}"
             )
+        elif not entry.batches and first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+            # The epoch came with a transaction marker (a coordinator's bump): its first batch starts at 0.
+            raise OutOfOrderSequenceError(
+                f"producer {h.producer_id} epoch {epoch} has no batch yet: sequence {first_seq}, expected 0"
+            )
 
     def apply(self, pending: Iterable[PendingUpdate], end_offset: int) -> None:
         """Applies updates returned by :meth:`validate_leader_batches` once the batches are in the log."""

@@ -18,6 +18,7 @@ from moldau.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 from moldau.storage.txn_index import ENTRY_SIZE, AbortedTxn, read_entries
@@ -286,3 +287,16 @@ def test_cleaner_removes_aborted_data_and_keeps_the_committed_version(make_log: 
     # P2's aborted batch was its last data batch: kept empty, so its sequence state survives a reload.
     assert [(h.producer_id, h.records_count) for h in headers if h.producer_id == P2 and not h.is_control] == [
         (P2, 0)]
+
+
+def test_a_marker_with_a_bumped_epoch_fences_the_old_epoch(make_log: MakeLog) -> None:
+    """A coordinator aborting a fenced producer's transaction writes the marker with a bumped epoch: the old
+    epoch is refused afterwards and the new one starts at sequence 0 (Kafka's checkSequence)."""
+    log = make_log()
+    write(log, 2, P1, 0, epoch=4)
+    log.append_marker(P1, 5, False, coordinator_epoch=0, leader_epoch=0)
+    with pytest.raises(InvalidProducerEpochError):
+        write(log, 1, P1, 2, epoch=4)
+    with pytest.raises(OutOfOrderSequenceError):
+        write(log, 1, P1, 3, epoch=5)
+    assert write(log, 1, P1, 0, epoch=5)[0] == log.log_end_offset - 1
