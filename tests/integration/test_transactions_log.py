@@ -20,7 +20,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
 
 from .clients import ck_consume, kp_consume
-from .harness import BrokerProcess
+from .harness import BrokerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -121,3 +121,24 @@ def test_read_committed_sees_exactly_the_committed_records(broker: BrokerProcess
     assert [r.value for r in got] == UNCOMMITTED
     assert asyncio.run(aio_consume(broker.bootstrap, topic, len(COMMITTED), "read_committed")) == COMMITTED
     assert asyncio.run(aio_consume(broker.bootstrap, topic, len(UNCOMMITTED), "read_uncommitted")) == UNCOMMITTED
+
+
+def test_open_and_aborted_transactions_survive_kill_9(fresh_broker: BrokerProcess, topic: str) -> None:
+    """Producer state and the aborted transaction index are rebuilt from the log after a crash: the open
+    transaction still holds the LSO, the aborted one stays invisible, and the commit still works."""
+    broker = fresh_broker
+    created = send(broker, ApiKey.CREATE_TOPICS, {"topics": [{"name": topic, "num_partitions": 1,
+                                                              "replication_factor": 1}], "timeout_ms": 10000})
+    assert created["topics"][0]["error_code"] == ErrorCode.NONE
+    produce(broker, topic, [b"a0"], A, 0)  # 0
+    produce(broker, topic, [b"b0"], B, 0)  # 1: stays open across the crash
+    end_txn(broker, topic, A, committed=False)  # 2
+    produce(broker, topic, [b"p0"])  # 3
+    broker.kill()
+    broker.start()
+    wait_until(lambda: latest(broker, topic, 0) == 4, 30, "the restarted broker to lead the partition again")
+    assert latest(broker, topic, 1) == 1
+    end_txn(broker, topic, B, committed=True)  # 4
+    assert latest(broker, topic, 1) == 5
+    got = ck_consume(broker.bootstrap, topic, 2, start_offset=0, **{"isolation.level": "read_committed"})
+    assert [m.value() for m in got] == [b"b0", b"p0"]
