@@ -131,6 +131,10 @@ async def test_transactional_produce_checks(tmp_path: Path) -> None:
                                                 "topic_data": [{"name": "t", "partition_data": [
                                                     {"index": 0, "records": plain}]}]})
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.INVALID_TXN_STATE
+    anonymous = _produce("t", P2, 0, 1)
+    anonymous["transactional_id"] = None  # transactional records need a transactional id (Kafka)
+    answer = await env.call(ApiKey.PRODUCE, 9, anonymous)
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 async def test_cluster_action_is_required(tmp_path: Path) -> None:
@@ -140,6 +144,8 @@ async def test_cluster_action_is_required(tmp_path: Path) -> None:
     await env.create_topic("t")
     answer = await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P1, 0, True, {"t": [0]})), principal="User:bob")
     assert _codes(answer) == [(P1, "t", 0, E.CLUSTER_AUTHORIZATION_FAILED)]
+    answer = await env.call(ApiKey.PRODUCE, 9, _produce("t", P1, 0, 1), principal="User:bob")  # no Write on tx-
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert env.replica_manager.get_partition("t", 0).log.log_end_offset == 0  # type: ignore[union-attr]
     answer = await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P1, 0, True, {"t": [0]})),
                             principal="User:broker")
