@@ -12,7 +12,7 @@ import pytest
 
 from moldau.protocol.control_records import ABORT, COMMIT, build_marker_batch, decode_marker, read_marker
 from moldau.protocol.records import build_batch, iter_headers, iter_records, read_header
-from moldau.storage import Log
+from moldau.storage import Log, ManualClock
 from moldau.storage.cleaner import LogCleaner
 from moldau.storage.errors import (
     InvalidProducerEpochError,
@@ -300,3 +300,38 @@ def test_a_marker_with_a_bumped_epoch_fences_the_old_epoch(make_log: MakeLog) ->
     with pytest.raises(OutOfOrderSequenceError):
         write(log, 1, P1, 3, epoch=5)
     assert write(log, 1, P1, 0, epoch=5)[0] == log.log_end_offset - 1
+
+
+def test_cleaner_removes_markers_once_their_data_is_gone(make_log: MakeLog, clock: ManualClock) -> None:
+    """Kafka's rule: a marker stays while a cleaning still reads a batch of its transaction, then goes once its
+    segment is clean and older than delete.retention.ms; an ABORT marker takes its .txnindex entry along."""
+    log = make_log(small_config(cleanup_policy="compact", delete_retention_ms=1000))
+
+    def txn(pid: int, seq: int, key: bytes, committed: bool) -> None:
+        log.append_as_leader(build_batch([(key, b"t", None, clock.now)], producer_id=pid, producer_epoch=0,
+                                         base_sequence=seq, is_transactional=True), 0)
+        log.append_marker(pid, 0, committed, coordinator_epoch=0, leader_epoch=0)
+
+    def markers() -> list[int]:
+        return [h.base_offset for _, h in iter_headers(log.read(0, 1 << 20).read()) if h.is_control]
+
+    def clean_with_new_data(key: bytes) -> None:
+        log.append_as_leader(build_batch([(key, b"v", None, clock.now)]), 0)
+        log.roll()
+        log.high_watermark = log.log_end_offset
+        LogCleaner(1 << 20).clean(log, clock.now)
+
+    txn(P1, 0, b"aborted", False)  # 0, marker 1
+    txn(P1, 1, b"a", True)  # 2, marker 3: its record is superseded below
+    txn(P1, 2, b"k", True)  # 4, marker 5: stays (and P1's last batch would be kept even if emptied)
+    log.append_as_leader(build_batch([(b"a", b"new", None, clock.now)]), 0)  # 6
+    clean_with_new_data(b"x")
+    assert markers() == [1, 3, 5]  # the aborted batch and batch 2 went now; their markers stay this time
+    assert log.collect_aborted_txns(0, 100) == [AbortedTxn(P1, 0, 1, 2)]
+    clock.advance(2000)
+    clean_with_new_data(b"y")
+    assert markers() == [5]  # the next cleaning of the now old segment finds no data of the first two
+    assert log.collect_aborted_txns(0, 100) == []
+    log.close()
+    reopened = make_log(small_config(cleanup_policy="compact"))
+    assert reopened.producer_state.ongoing == {}
