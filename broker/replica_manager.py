@@ -409,7 +409,7 @@ class ReplicaManager:
         result.records = RecordsView(data.regions, data.size)
         result.size = data.size
         if read_committed and upper is not None and data.size:
-            result.aborted_transactions = log_.collect_aborted_txns(offset, upper)
+            result.aborted_transactions = log_.aborted_txns_for(offset, data, upper)
         return result
 
     # ------------------------------------------------------------------ leader: followers and the ISR

@@ -22,7 +22,7 @@ from moldau.storage.segment import LogSegment
 from moldau.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
-    from moldau.storage.log import AppendInfo
+    from moldau.storage.log import AppendInfo, FetchData
 
 
 def complete_txn(state: ProducerStateManager, segment: LogSegment, h: BatchHeader, marker: EndTxnMarker
@@ -114,6 +114,19 @@ class LogTransactions:
         hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
         first_unstable = self.producer_state.first_unstable_offset(hw)
         return 0 if first_unstable is None else max(hw - max(first_unstable, self.log_start_offset), 0)
+
+    def aborted_txns_for(self, fetch_offset: int, data: FetchData, last_stable_offset: int) -> list[AbortedTxn]:
+        """What a read_committed answer lists: the aborted transactions overlapping the returned batches, from
+        ``fetch_offset`` to the offset after them (Kafka's upperBoundOffset; one header read), at most the LSO."""
+        upper = last_stable_offset
+        last = data.regions[-1] if data.regions else None
+        for seg in reversed(self._segments) if last is not None else ():
+            if last is not None and seg.file is last.fileobj:
+                end = last.position + last.length
+                after = seg.header_at(end) if end < seg.size else None
+                upper = min(upper, after.base_offset if after is not None else seg.next_offset)
+                break
+        return self.collect_aborted_txns(fetch_offset, upper)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (read_committed fetch)."""
