@@ -119,13 +119,13 @@ class LogTransactions:
         """What a read_committed answer lists: the aborted transactions overlapping the returned batches, from
         ``fetch_offset`` to the offset after them (Kafka's upperBoundOffset; one header read), at most the LSO."""
         upper = last_stable_offset
-        last = data.regions[-1] if data.regions else None
-        for seg in reversed(self._segments) if last is not None else ():
-            if last is not None and seg.file is last.fileobj:
-                end = last.position + last.length
+        if data.regions:
+            last = data.regions[-1]
+            end = last.position + last.length
+            seg = next((s for s in reversed(self._segments) if s.file is last.fileobj), None)
+            if seg is not None:
                 after = seg.header_at(end) if end < seg.size else None
                 upper = min(upper, after.base_offset if after is not None else seg.next_offset)
-                break
         return self.collect_aborted_txns(fetch_offset, upper)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
