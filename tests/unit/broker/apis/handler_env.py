@@ -25,10 +25,13 @@ from moldau.broker.apis.context import (
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
+    TxnDeps,
 )
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
+from moldau.broker.coordinator.txn_log import TxnStateStore
 from moldau.broker.dynamic_config import DynamicBrokerConfig
 from moldau.broker.metadata import BrokerEndpoint, StandaloneMetadata
 from moldau.broker.producer_ids import FileProducerIdManager
@@ -38,9 +41,35 @@ from moldau.broker.request_channel import Request
 from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.header import RequestHeader
+from moldau.protocol.types import TopicPartition
 from moldau.storage.config import LogConfig, ManualClock
 from moldau.storage.log_manager import LogManager
+
+
+class RecordingMarkers:
+    """The partition leaders' side of WriteTxnMarkers as the coordinator sees it, in-process: every leader is
+    broker 0 and answers ``answer`` (NONE unless a test sets an error); each call is recorded."""
+
+    def __init__(self, metadata: StandaloneMetadata) -> None:
+        self.metadata = metadata
+        self.calls: list[tuple[int, int, bool, int, list[TopicPartition]]] = []
+        self.answer = ErrorCode.NONE
+
+    def leader_of(self, tp: TopicPartition) -> int | None:
+        topic = self.metadata.topic(tp[0])
+        state = None if topic is None else topic.partitions.get(tp[1])
+        return None if state is None else state.leader
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.metadata.topic(topic) is not None
+
+    async def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                            coordinator_epoch: int, partitions: list[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        self.calls.append((producer_id, producer_epoch, commit, coordinator_epoch, list(partitions)))
+        return {tp: self.answer for tp in partitions}
 
 
 @dataclass
@@ -52,6 +81,8 @@ class Env:
     replica_manager: ReplicaManager
     coordinator: GroupCoordinator
     log_manager: LogManager
+    txn: TransactionCoordinator
+    markers: RecordingMarkers
 
     async def create_topic(self, name: str, partitions: int = 1) -> None:
         await self.metadata.create_topic(name, {p: [0] for p in range(partitions)}, {})
@@ -100,10 +131,16 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
                                                          bool(cfg.get("allow.everyone.if.no.acl.found")))
     topics = TopicDeps(0, cfg, metadata, auth)
     cluster = StandaloneCluster(metadata, dynamic)
+    producer_ids = FileProducerIdManager(tmp_path / "logs")
+    markers = RecordingMarkers(metadata)
+    txn = TransactionCoordinator(TxnStateStore(rm, clock, int(cfg.get("transaction.state.log.num.partitions"))),
+                                 producer_ids.next_id, markers, timer, clock, TxnConfig.from_broker_config(cfg), 0)
+    txn.startup()
+    metadata.listeners.append(txn.on_topic_change)
     ctx = BrokerContext(
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
-        groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, cluster, auth),
-        producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS,
+        groups=GroupDeps(topics, coordinator, clock, txn), control=ControlDeps(0, rm, cluster, auth),
+        producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS, transactions=TxnDeps(txn, metadata, coordinator, auth),
         configs=ConfigDeps(0, dynamic, metadata, cluster, auth),
         partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records), acls=AclDeps(auth, acls))
-    return Env(ctx, clock, timer, metadata, rm, coordinator, lm)
+    return Env(ctx, clock, timer, metadata, rm, coordinator, lm, txn, markers)
