@@ -40,6 +40,7 @@ from moldau.storage.segment import (
     LogSegment,
     filename_prefix,
 )
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, read_entries
 
 # Measured (tests/unit/storage/test_cleaner.py::test_offset_map_entry_cost): a dict entry mapping a key (a bytes
 # object of up to 48 bytes: the key itself when shorter than 16 bytes, else its 16-byte MD5 digest) to an int offset
@@ -316,7 +317,7 @@ class _Runner:
         job = self.job
         log_dir = Path(job.dir)
         prefix = filename_prefix(group[0].base_offset)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # leftovers of an abandoned attempt
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):  # an abandoned attempt
             (log_dir / (prefix + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
         new = LogSegment(
             log_dir,
@@ -328,6 +329,10 @@ class _Runner:
         )
         try:
             for seg, retain_deletes in zip(group, retain):
+                # Markers are kept (removing aborted data and markers is a later step), so are their entries.
+                txn_index = Path(seg.path).with_name(filename_prefix(seg.base_offset) + TXN_INDEX_SUFFIX)
+                for entry in read_entries(txn_index) if txn_index.exists() else []:
+                    new.txn_index.append(entry)
                 self._clean_segment(seg, new, retain_deletes, mapped)
             new.on_become_inactive()
             new.flush()

@@ -25,6 +25,7 @@ from moldau.broker.apis.context import (
     TopicDeps,
     TxnDeps,
 )
+from moldau.broker.apis.describe_producers import handle_describe_producers
 from moldau.broker.apis.fetch import handle_fetch
 from moldau.broker.apis.group import (
     handle_delete_groups,
@@ -70,6 +71,7 @@ from moldau.broker.apis.transactions import (
     handle_end_txn,
     handle_list_transactions,
 )
+from moldau.broker.apis.txn_markers import TxnMarkerDeps, handle_write_txn_markers
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
 
@@ -136,6 +138,10 @@ def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
+def _txn_markers(c: BrokerContext) -> TxnMarkerDeps:
+    return TxnMarkerDeps(c.replicas.replica_manager, c.replicas.auth, int(c.topics.config.get("request.timeout.ms")))
+
+
 def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
@@ -198,6 +204,11 @@ ROUTES.update({
     ApiKey.END_TXN: route(_transactions, handle_end_txn),
     ApiKey.DESCRIBE_TRANSACTIONS: route(_transactions, handle_describe_transactions),
     ApiKey.LIST_TRANSACTIONS: route(_transactions, handle_list_transactions),
+})
+# Transactions, the partition side (issue 19; broker/apis/txn_markers.py).
+ROUTES.update({
+    ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
+    ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

@@ -1,5 +1,6 @@
-"""Golden cases of the transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, WriteTxnMarkers,
-TxnOffsetCommit, DescribeProducers, DescribeTransactions, ListTransactions), merged into generate.py.
+"""Golden cases of the transaction coordinator's APIs (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit, DescribeTransactions, ListTransactions), merged into generate.py; WriteTxnMarkers and
+DescribeProducers are in txn_log_cases.py.
 
 The library encoder is kafka-python 3.0's message classes (built from its copy of Kafka's JSON definitions); the
 non-flexible versions are also encoded with kafka-python's hand-written ``kafka.protocol.old`` classes and
@@ -25,12 +26,9 @@ API_SPECS: dict[str, tuple[int, range, tuple[Any, Any], tuple[str, str, str] | N
                            ("transaction", "AddOffsetsToTxnRequest", "AddOffsetsToTxnResponse")),
     "end_txn": (26, range(0, 5), (txn.EndTxnRequest, txn.EndTxnResponse),
                 ("end_txn", "EndTxnRequest", "EndTxnResponse"), ("transaction", "EndTxnRequest", "EndTxnResponse")),
-    "write_txn_markers": (27, range(0, 2), (txn.WriteTxnMarkersRequest, txn.WriteTxnMarkersResponse), None, None),
     "txn_offset_commit": (28, range(0, 5), (txn.TxnOffsetCommitRequest, txn.TxnOffsetCommitResponse),
                           ("txn_offset_commit", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse"),
                           ("transaction", "TxnOffsetCommitRequest", "TxnOffsetCommitResponse")),
-    "describe_producers": (61, range(0, 1), (admin_txn.DescribeProducersRequest,
-                                             admin_txn.DescribeProducersResponse), None, None),
     "describe_transactions": (65, range(0, 1), (admin_txn.DescribeTransactionsRequest,
                                                 admin_txn.DescribeTransactionsResponse), None, None),
     "list_transactions": (66, range(0, 2), (admin_txn.ListTransactionsRequest,
@@ -64,14 +62,6 @@ SAMPLES: dict[tuple[str, str], Value] = {
         "transactional_id": "txn-1", "producer_id": 4000, "producer_epoch": 3, "committed": True,
     },
     ("end_txn", "response"): {"throttle_time_ms": 0, "error_code": 0},
-    ("write_txn_markers", "request"): {
-        "markers": [{"producer_id": 4000, "producer_epoch": 3, "transaction_result": True,
-                     "topics": [{"name": "orders", "partition_indexes": [0, 3]}], "coordinator_epoch": 7}],
-    },
-    ("write_txn_markers", "response"): {
-        "markers": [{"producer_id": 4000, "topics": [{"name": "orders", "partitions": [
-            {"partition_index": 0, "error_code": 0}, {"partition_index": 3, "error_code": 6}]}]}],
-    },
     ("txn_offset_commit", "request"): {
         "transactional_id": "txn-1", "group_id": "app", "producer_id": 4000, "producer_epoch": 3,
         "generation_id": 5, "member_id": "consumer-1-abc", "group_instance_id": None,
@@ -82,14 +72,6 @@ SAMPLES: dict[tuple[str, str], Value] = {
     ("txn_offset_commit", "response"): {
         "throttle_time_ms": 0,
         "topics": [{"name": "orders", "partitions": [{"partition_index": 0, "error_code": 0}]}],
-    },
-    ("describe_producers", "request"): {"topics": [{"name": "orders", "partition_indexes": [0, 1]}]},
-    ("describe_producers", "response"): {
-        "throttle_time_ms": 0,
-        "topics": [{"name": "orders", "partitions": [
-            {"partition_index": 0, "error_code": 0, "error_message": None, "active_producers": [
-                {"producer_id": 4000, "producer_epoch": 3, "last_sequence": 99, "last_timestamp": 1_700_000_000_000,
-                 "coordinator_epoch": 7, "current_txn_start_offset": 40}]}]}],
     },
     ("describe_transactions", "request"): {"transactional_ids": ["txn-1", "txn-2"]},
     ("describe_transactions", "response"): {
