@@ -49,13 +49,15 @@ from moldau.storage.log_manager import LogManager
 
 
 class RecordingMarkers:
-    """The partition leaders' side of WriteTxnMarkers as the coordinator sees it, in-process: every leader is
-    broker 0 and answers ``answer`` (NONE unless a test sets an error); each call is recorded."""
+    """The coordinator's way to partition leaders, in-process: every call is recorded and goes through the real
+    WriteTxnMarkers handler of this broker (``env.call``), unless a test sets ``answer`` to an error, which every
+    partition then hears instead (a leader that cannot write)."""
 
     def __init__(self, metadata: StandaloneMetadata) -> None:
         self.metadata = metadata
         self.calls: list[tuple[int, int, bool, int, list[TopicPartition]]] = []
         self.answer = ErrorCode.NONE
+        self.env: Env | None = None
 
     def leader_of(self, tp: TopicPartition) -> int | None:
         topic = self.metadata.topic(tp[0])
@@ -69,7 +71,17 @@ class RecordingMarkers:
                             coordinator_epoch: int, partitions: list[TopicPartition]
                             ) -> dict[TopicPartition, ErrorCode]:
         self.calls.append((producer_id, producer_epoch, commit, coordinator_epoch, list(partitions)))
-        return {tp: self.answer for tp in partitions}
+        if self.answer != ErrorCode.NONE or self.env is None:
+            return {tp: self.answer for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        answer = await self.env.call(27, 1, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
+            "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}]})
+        return {(t["name"], p["partition_index"]): ErrorCode(p["error_code"])
+                for m in answer["markers"] for t in m["topics"] for p in t["partitions"]}
 
 
 @dataclass
@@ -143,4 +155,6 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
         producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS, transactions=TxnDeps(txn, metadata, coordinator, auth),
         configs=ConfigDeps(0, dynamic, metadata, cluster, auth),
         partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records), acls=AclDeps(auth, acls))
-    return Env(ctx, clock, timer, metadata, rm, coordinator, lm, txn, markers)
+    env = Env(ctx, clock, timer, metadata, rm, coordinator, lm, txn, markers)
+    markers.env = env
+    return env

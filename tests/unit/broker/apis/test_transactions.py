@@ -12,6 +12,7 @@ from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from moldau.broker.coordinator.txn_metadata import TxnState
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.records import build_batch
 from tests.unit.broker.apis.handler_env import Env, make_env
 
 CONFIG = {"auto.create.topics.enable": "false", "offsets.topic.num.partitions": "1",
@@ -79,10 +80,19 @@ async def test_commit_writes_state_then_markers_then_complete(tmp_path: Path) ->
     assert {(t["topic"], tuple(t["partitions"])) for t in tx["topics"]} == {
         ("a", (0, 1)), ("b", (0,)), ("__consumer_offsets", (0,))}
     assert unknown["error_code"] in (E.TRANSACTIONAL_ID_NOT_FOUND, E.NOT_COORDINATOR)
+    batch = build_batch([(None, b"v", [], 1000)], producer_id=pid, producer_epoch=0, base_sequence=0,
+                        is_transactional=True)
+    produced = await env.call(ApiKey.PRODUCE, 9, {"transactional_id": "tx", "acks": -1, "timeout_ms": 1000,
+                                                  "topic_data": [{"name": "a", "partition_data": [
+                                                      {"index": 0, "records": batch}]}]})
+    assert produced["responses"][0]["partition_responses"][0]["error_code"] == E.NONE
+    a0 = env.replica_manager.get_partition("a", 0)
+    assert a0 is not None and a0.log.last_stable_offset == 0  # the open transaction holds the LSO
     assert await end(env, pid, 0, True) == E.NONE
     meta = env.txn.store.get("tx")
     assert meta is not None
     await until(lambda: meta.state is TxnState.COMPLETE_COMMIT, "CompleteCommit")
+    assert a0.log.last_stable_offset == 2  # the record and the COMMIT marker, written by the real handler
     (call,) = env.markers.calls
     assert call[:3] == (pid, 0, True) and sorted(call[4]) == [("__consumer_offsets", 0), ("a", 0), ("a", 1),
                                                               ("b", 0)]
