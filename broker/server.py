@@ -197,6 +197,7 @@ class BrokerServer:
             LoopTimer(asyncio.get_running_loop()), self.clock, GroupConfig.from_broker_config(cfg), self.broker_id)
         self.group_coordinator.startup()
         metadata.listeners.append(self.group_coordinator.on_topic_change)
+        self.replica_manager.txn_marker_listeners.append(self.group_coordinator)  # TxnOffsetCommit's offsets
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
         # --- end group coordinator -------------------------------------------------------------------------
         self._start_transaction_coordinator(metadata)
@@ -265,7 +266,8 @@ class BrokerServer:
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
             configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster, auth),
             partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory),
-            transactions=TxnDeps(self.txn_coordinator, metadata, coordinator, auth),
+            transactions=TxnDeps(self.txn_coordinator, metadata, coordinator, self.clock, auth,
+                                 int(self.config.get("offsets.commit.timeout.ms"))),
             scram=self.scram_store, acls=AclDeps(auth, self.acl_store))
 
     async def _start_authorizer(self) -> None:

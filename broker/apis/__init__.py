@@ -70,6 +70,7 @@ from moldau.broker.apis.transactions import (
     handle_describe_transactions,
     handle_end_txn,
     handle_list_transactions,
+    handle_txn_offset_commit,
 )
 from moldau.broker.apis.txn_markers import TxnMarkerDeps, handle_write_txn_markers
 from moldau.broker.request_channel import Request
@@ -202,6 +203,7 @@ ROUTES.update({
     ApiKey.ADD_PARTITIONS_TO_TXN: route(_transactions, handle_add_partitions_to_txn),
     ApiKey.ADD_OFFSETS_TO_TXN: route(_transactions, handle_add_offsets_to_txn),
     ApiKey.END_TXN: route(_transactions, handle_end_txn),
+    ApiKey.TXN_OFFSET_COMMIT: route(_transactions, handle_txn_offset_commit),
     ApiKey.DESCRIBE_TRANSACTIONS: route(_transactions, handle_describe_transactions),
     ApiKey.LIST_TRANSACTIONS: route(_transactions, handle_list_transactions),
 })

@@ -181,12 +181,14 @@ class ProducerIdDeps:
 
 @dataclass(slots=True)
 class TxnDeps:
-    """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions."""
+    """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions."""
 
     coordinator: TransactionCoordinator
     metadata: MetadataStore
-    group_coordinator: GroupCoordinator
+    group_coordinator: GroupCoordinator  # AddOffsetsToTxn (the group's partition) and TxnOffsetCommit
+    clock: Clock
     auth: Authorizer = NO_AUTHORIZER
+    offsets_commit_timeout_ms: int = 5000
 
     def offsets_partition_for(self, group_id: str) -> int:
         """The group's __consumer_offsets partition (AddOffsetsToTxn adds it to the transaction)."""

@@ -1,10 +1,12 @@
 """The transaction coordinator's APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions,
 ListTransactions (InitProducerId with a transactional id is in init_producer_id.py; FindCoordinator key type 1 in
-group.py).
+group.py), and TxnOffsetCommit, which the group coordinator answers (offsets pending until the transaction's
+marker; broker/coordinator/offsets.py).
 
 ACLs as Kafka decides them: the producer APIs need Write on the TransactionalId (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn also Write on every topic (refused topics answer
 TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED), AddOffsetsToTxn also Read on the group.
+TxnOffsetCommit needs Write on the TransactionalId, Read on the group and Read on each topic.
 DescribeTransactions needs Describe on each id; ListTransactions lists only the ids the principal may Describe.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import TxnDeps
+from moldau.broker.coordinator.group import OffsetAndMetadata
 from moldau.broker.coordinator.txn_metadata import TxnState
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
@@ -34,6 +37,8 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
         EndTxnResponse,
         ListTransactionsRequest,
         ListTransactionsResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
     )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -130,6 +135,52 @@ async def handle_end_txn(ctx: TxnDeps, request: Request, body: EndTxnRequest) ->
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     error = await ctx.coordinator.end_transaction(tid, body["producer_id"], body["producer_epoch"], body["committed"])
     return {"throttle_time_ms": 0, "error_code": fenced_for_version(error, request.version, 2)}
+
+
+async def handle_txn_offset_commit(ctx: TxnDeps, request: Request, body: TxnOffsetCommitRequest
+                                   ) -> TxnOffsetCommitResponse:
+    group_id = body["group_id"]
+    wanted = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
+    errors: dict[TopicPartition, ErrorCode] = {}
+    if not _may_write_id(ctx, request, body["transactional_id"]):
+        errors = {(t, p["partition_index"]): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for t, p in wanted}
+    elif not ctx.auth.allowed(request, Operation.READ, ResourceType.GROUP, group_id):
+        errors = {(t, p["partition_index"]): ErrorCode.GROUP_AUTHORIZATION_FAILED for t, p in wanted}
+    else:
+        now = ctx.clock.time_ms()
+        readable = ctx.auth.allowed_names(request, Operation.READ, ResourceType.TOPIC, {t for t, _ in wanted})
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for topic, p in wanted:
+            tp = (topic, p["partition_index"])
+            meta = ctx.metadata.topic(topic)
+            if topic not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif meta is None or tp[1] not in meta.partitions:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                metadata = p["committed_metadata"]
+                offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
+                                                "" if metadata is None else metadata, now)
+        coordinator = ctx.group_coordinator
+        if not coordinator.active:
+            errors.update({tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets})
+        elif offsets:
+            committed = coordinator.commit_txn_offsets(group_id, body["producer_id"], body["producer_epoch"],
+                                                       body["member_id"], body["group_instance_id"],
+                                                       body["generation_id"], offsets)
+            if any(e == ErrorCode.NONE for e in committed.values()):
+                # Answered once replicated (acks=all), as Kafka's coordinator does.
+                store = coordinator.store
+                error = await store.replicated(store.partition_for(group_id), ctx.offsets_commit_timeout_ms)
+                if error != ErrorCode.NONE:
+                    committed = {tp: error if e == ErrorCode.NONE else e for tp, e in committed.items()}
+            errors.update(committed)
+    if request.version < 3:  # PRODUCER_FENCED is new in v3 (KIP-588)
+        errors = {tp: fenced_for_version(e, request.version, 3) for tp, e in errors.items()}
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p["partition_index"],
+                                            "error_code": errors[(t["name"], p["partition_index"])]}
+                                           for p in t["partitions"]]} for t in body["topics"]]}
 
 
 def handle_describe_transactions(ctx: TxnDeps, request: Request, body: DescribeTransactionsRequest

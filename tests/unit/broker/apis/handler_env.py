@@ -139,6 +139,7 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     coordinator = GroupCoordinator(OffsetStore(rm, clock, 1, broker_id=0), timer, clock, GroupConfig(), 0)
     coordinator.startup()
     metadata.listeners.append(coordinator.on_topic_change)
+    rm.txn_marker_listeners.append(coordinator)
     auth = Authorizer() if acls is None else Authorizer(acls.cache, cfg.get("super.users"),
                                                          bool(cfg.get("allow.everyone.if.no.acl.found")))
     topics = TopicDeps(0, cfg, metadata, auth)
@@ -152,7 +153,8 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     ctx = BrokerContext(
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
         groups=GroupDeps(topics, coordinator, clock, txn), control=ControlDeps(0, rm, cluster, auth),
-        producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS, transactions=TxnDeps(txn, metadata, coordinator, auth),
+        producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
+        transactions=TxnDeps(txn, metadata, coordinator, clock, auth),
         configs=ConfigDeps(0, dynamic, metadata, cluster, auth),
         partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records), acls=AclDeps(auth, acls))
     env = Env(ctx, clock, timer, metadata, rm, coordinator, lm, txn, markers)

@@ -239,3 +239,53 @@ async def test_acls_on_the_transactional_id(tmp_path: Path) -> None:
                             principal="User:alice")
     assert [t["transactional_id"] for t in listed["transaction_states"]] == ["tx"]
     await store.stop()
+
+
+async def test_txn_offset_commit_pending_until_the_marker(tmp_path: Path) -> None:
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    await ready(env)
+    assert (await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}))["error_code"] == E.NONE
+    await until(lambda: 0 in env.coordinator.store.owned, "the offsets partition")
+    pid = (await init(env))["producer_id"]
+
+    async def commit_offset(offset: int, member_id: str = "", generation: int = -1) -> int:
+        added = await env.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": "tx", "producer_id": pid,
+                                                               "producer_epoch": 0, "group_id": "g"})
+        assert added["error_code"] == E.NONE
+        answer = await env.call(ApiKey.TXN_OFFSET_COMMIT, 3, {
+            "transactional_id": "tx", "group_id": "g", "producer_id": pid, "producer_epoch": 0,
+            "generation_id": generation, "member_id": member_id, "group_instance_id": None,
+            "topics": [{"name": "a", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                     "committed_leader_epoch": -1, "committed_metadata": "m"}]}]})
+        return int(answer["topics"][0]["partitions"][0]["error_code"])
+
+    async def fetched(require_stable: bool) -> tuple[int, int]:
+        answer = await env.call(ApiKey.OFFSET_FETCH, 7, {"group_id": "g", "require_stable": require_stable,
+                                                          "topics": [{"name": "a", "partition_indexes": [0]}]})
+        p = answer["topics"][0]["partitions"][0]
+        return int(p["error_code"]), int(p["committed_offset"])
+
+    async def finish(commit: bool, state: TxnState) -> None:
+        assert await end(env, pid, 0, commit) == E.NONE
+        await until(lambda: (m := env.txn.store.get("tx")) is not None and m.state is state, state.display)
+
+    assert await commit_offset(5, member_id="not-a-member") == E.UNKNOWN_MEMBER_ID  # KIP-447
+    assert await commit_offset(5, generation=3) == E.ILLEGAL_GENERATION
+    assert await commit_offset(5) == E.NONE
+    assert await fetched(True) == (E.UNSTABLE_OFFSET_COMMIT, -1)
+    assert await fetched(False) == (E.NONE, -1)  # not visible before the marker
+    await finish(True, TxnState.COMPLETE_COMMIT)
+    assert await fetched(True) == (E.NONE, 5)
+    assert await commit_offset(9) == E.NONE
+    await finish(False, TxnState.COMPLETE_ABORT)
+    assert await fetched(True) == (E.NONE, 5)  # aborted: dropped
+    assert await commit_offset(12) == E.NONE  # left open across a reload of the offsets partition
+    env.coordinator.on_resign(0)
+    env.coordinator.on_become_leader(0)
+    await until(lambda: 0 in env.coordinator.store.owned, "the reload")
+    group = env.coordinator.store.get_group("g")
+    assert group is not None and group.offsets[("a", 0)].offset == 5
+    assert {tp: o.offset for tp, o in group.pending_txn_offsets[pid].items()} == {("a", 0): 12}
+    await finish(True, TxnState.COMPLETE_COMMIT)
+    assert await fetched(True) == (E.NONE, 12)
