@@ -5,8 +5,9 @@ A transactional id belongs to partition ``abs(java_string_hashcode(id)) % transa
 *coordinator epoch*: markers carry it, so partition leaders can refuse a stale coordinator, and a write or a
 marker round that outlives this broker's leadership of the partition is dropped (``epoch_of`` changed).
 
-Writes are acks=all: a transit counts only once the high watermark passed it. Loading walks the partition's log up
-to the high watermark and keeps the last value per key (a null value removes the id), as the cleaner would.
+Writes are acks=all: a transit counts only once the high watermark passed it. Loading walks the partition's log to
+its end (a new leader's high watermark may lag behind what was acknowledged) and keeps the last value per key (a
+null value removes the id), as the cleaner would.
 """
 
 from __future__ import annotations
@@ -131,7 +132,9 @@ class TxnStateStore:
             return
         log_ = p.log
         offset = log_.log_start_offset
-        end = p.high_watermark
+        # To the log end, not the high watermark: a new leader's HW may still lag behind what its predecessor
+        # acknowledged (a PrepareCommit the client was told about), and a leader never truncates its own log.
+        end = log_.log_end_offset
         while offset < end and self._generations.get(partition) == generation:
             data = log_.read(offset, self.load_buffer_size, max_offset=end, min_one=True)
             buf = b"".join(region.read() for region in data.regions)

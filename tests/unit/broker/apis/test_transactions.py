@@ -289,3 +289,30 @@ async def test_txn_offset_commit_pending_until_the_marker(tmp_path: Path) -> Non
     assert {tp: o.offset for tp, o in group.pending_txn_offsets[pid].items()} == {("a", 0): 12}
     await finish(True, TxnState.COMPLETE_COMMIT)
     assert await fetched(True) == (E.NONE, 12)
+
+
+async def test_a_new_coordinator_loads_beyond_its_high_watermark(tmp_path: Path) -> None:
+    """A new leader's high watermark can lag behind what its predecessor acknowledged: a PrepareCommit in the
+    log above the HW (appended here straight to the log, as a follower would have fetched it) is loaded too."""
+    from moldau.broker.coordinator.txn_metadata import TransactionMetadata
+    from moldau.protocol.transaction_log import transaction_key, transaction_value
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    await ready(env)
+    partition = env.txn.store.partition_for("late")
+    meta = TransactionMetadata("late", 77, producer_epoch=0, state=TxnState.ONGOING, partitions={("a", 0)},
+                               txn_start_timestamp=0, txn_last_update_timestamp=0)
+    transit = meta.prepare_abort_or_commit(TxnState.PREPARE_COMMIT, 10)
+    p = env.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
+    assert p is not None
+    p.log.append_as_follower(build_batch([(transaction_key("late"), transaction_value(transit.log_value()), [],
+                                           10)], base_offset=p.log.log_end_offset))
+    assert p.high_watermark < p.log.log_end_offset
+    epoch = env.txn.store.epoch_of(partition)
+    assert epoch is not None
+    env.txn.on_resign(partition)
+    env.txn.on_become_leader(partition, epoch + 1)
+    await until(lambda: (m := env.txn.store.get("late")) is not None and m.state is TxnState.COMPLETE_COMMIT,
+                "the loaded PrepareCommit completed")
+    assert env.markers.calls[-1][:3] == (77, 0, True)
