@@ -317,18 +317,21 @@ class Log:
 
     # --- transactions ----------------------------------------------------------------------------------------
 
-    def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest transaction still open (or ended but not yet below the high
-        watermark); None when there is none."""
-        hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
-        return self.producer_state.first_unstable_offset(hw)
-
     @property
     def last_stable_offset(self) -> int:
-        """What read_committed consumers may read up to: min(first unstable offset, high watermark)."""
+        """What read_committed consumers may read up to: min(first offset of the oldest transaction open or
+        ended but not yet below the high watermark, high watermark), never below the log start offset (Kafka
+        clamps the first unstable offset there when DeleteRecords or retention passed it)."""
+        hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
+        self.producer_state.prune_unreplicated(hw)
+        first_unstable = self.producer_state.first_unstable_offset(hw)
+        return hw if first_unstable is None else min(max(first_unstable, self.log_start_offset), hw)
+
+    def last_stable_offset_lag(self) -> int:
+        """High watermark minus the LSO (Kafka's LastStableOffsetLag); changes nothing (the metrics thread)."""
         hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
         first_unstable = self.producer_state.first_unstable_offset(hw)
-        return hw if first_unstable is None else min(first_unstable, hw)
+        return 0 if first_unstable is None else max(hw - max(first_unstable, self.log_start_offset), 0)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (read_committed fetch)."""

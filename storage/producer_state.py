@@ -193,6 +193,11 @@ class ProducerStateManager:
             raise OutOfOrderSequenceError(
                 f"producer {h.producer_id} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}"
             )
+        elif not entry.batches and first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+            # The epoch came with a transaction marker (a coordinator's bump): its first batch starts at 0.
+            raise OutOfOrderSequenceError(
+                f"producer {h.producer_id} epoch {epoch} has no batch yet: sequence {first_seq}, expected 0"
+            )
 
     def apply(self, pending: Iterable[PendingUpdate], end_offset: int) -> None:
         """Applies updates returned by :meth:`validate_leader_batches` once the batches are in the log."""
@@ -269,13 +274,16 @@ class ProducerStateManager:
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest transaction that is open or whose marker is not yet below the high
-        watermark; None when there is none."""
-        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
-            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
-        firsts = [t.first_offset for t in self.unreplicated]
+        watermark; None when there is none. Changes nothing (the metrics thread may call it)."""
+        firsts = [t.first_offset for t in self.unreplicated if t.last_offset >= high_watermark]
         if self.ongoing:
             firsts.append(min(self.ongoing.values()))
         return min(firsts) if firsts else None
+
+    def prune_unreplicated(self, high_watermark: int) -> None:
+        """Forgets the ended transactions whose marker is below the high watermark (they are stable now)."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)

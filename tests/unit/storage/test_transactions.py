@@ -12,12 +12,13 @@ import pytest
 
 from moldau.protocol.control_records import ABORT, COMMIT, build_marker_batch, decode_marker, read_marker
 from moldau.protocol.records import build_batch, iter_headers, iter_records, read_header
-from moldau.storage import Log
+from moldau.storage import Log, ManualClock
 from moldau.storage.cleaner import LogCleaner
 from moldau.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTxnStateError,
+    OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
 from moldau.storage.txn_index import ENTRY_SIZE, AbortedTxn, read_entries
@@ -59,13 +60,13 @@ def test_lso_stops_at_the_open_transaction_and_moves_on_commit(make_log: MakeLog
     first, _ = write(log, 3, P1, 0)  # offsets 2-4, open
     log.append_as_leader(batch(1), 0)  # 5
     log.high_watermark = log.log_end_offset
-    assert first == 2 and log.last_stable_offset == 2
+    assert first == 2 and log.last_stable_offset == 2 and log.last_stable_offset_lag() == 4
     assert log.producer_state.ongoing == {P1: 2}
     info = log.append_marker(P1, 0, True, coordinator_epoch=0, leader_epoch=0)
     assert info.first_offset == 6
     assert log.last_stable_offset == 2  # the marker is not yet below the high watermark
     log.high_watermark = log.log_end_offset
-    assert log.last_stable_offset == 7 and log.producer_state.ongoing == {}
+    assert log.last_stable_offset == 7 and log.producer_state.ongoing == {} and log.last_stable_offset_lag() == 0
     assert txnindex_files(log.dir) == {}  # a commit writes no index entry
     assert log.collect_aborted_txns(0, 7) == []
 
@@ -233,3 +234,104 @@ def test_cleaner_keeps_markers_and_the_txnindex(make_log: MakeLog, log_dir: Path
     assert [h.is_control for _, h in iter_headers(data)].count(True) == 1
     assert log.collect_aborted_txns(0, log.log_end_offset) == [AbortedTxn(P1, 3, 4, 5)]
     assert not list(log_dir.glob("*.swap")) and not list(log_dir.glob("*.cleaned"))
+
+
+def test_lso_never_falls_below_the_log_start_offset(make_log: MakeLog) -> None:
+    log = make_log()
+    write(log, 2, P1, 0)  # open at 0
+    log.append_as_leader(batch(3), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.last_stable_offset == 0
+    log.maybe_increment_log_start_offset(3)  # DeleteRecords past the open transaction's first offset
+    assert log.last_stable_offset == 3 and log.last_stable_offset_lag() == 2
+
+
+def test_cleaner_stops_at_an_open_transaction(make_log: MakeLog) -> None:
+    """A newer version of a key inside an open transaction may still be aborted: the older one must stay."""
+    log = make_log(small_config(cleanup_policy="compact", segment_bytes=200))
+    now = log.clock.time_ms()
+    log.append_as_leader(build_batch([(b"a", b"committed", None, now)]), 0)
+    log.append_as_leader(build_batch([(b"a", b"open", None, now)], producer_id=P1, producer_epoch=0,
+                                     base_sequence=0, is_transactional=True), 0)
+    for i in range(6):
+        log.append_as_leader(build_batch([(b"b", b"%d" % i * 30, None, now)]), 0)
+    log.roll()
+    log.high_watermark = log.log_end_offset
+    LogCleaner(1 << 20).clean(log, now)
+    data = log.read(0, 1 << 20).read()
+    values = [r.value for pos, h in iter_headers(data) for r in iter_records(data[pos:], h)]
+    assert b"committed" in values and b"open" in values
+
+
+def test_cleaner_removes_aborted_data_and_keeps_the_committed_version(make_log: MakeLog) -> None:
+    log = make_log(small_config(cleanup_policy="compact"))
+    now = log.clock.time_ms()
+    log.append_as_leader(build_batch([(b"a", b"committed", None, now)]), 0)
+    log.append_as_leader(build_batch([(b"a", b"aborted", None, now)], producer_id=P1, producer_epoch=0,
+                                     base_sequence=0, is_transactional=True), 0)
+    log.append_as_leader(build_batch([(b"c", b"other", None, now)]), 0)
+    log.append_marker(P1, 0, False, coordinator_epoch=0, leader_epoch=0)
+    log.append_as_leader(build_batch([(b"a", b"aborted2", None, now), (b"b", b"gone", None, now)],
+                                     producer_id=P2, producer_epoch=0, base_sequence=0, is_transactional=True), 0)
+    log.append_as_leader(build_batch([(b"d", b"x", None, now)]), 0)
+    log.append_marker(P2, 0, False, coordinator_epoch=0, leader_epoch=0)
+    log.roll()
+    log.high_watermark = log.log_end_offset
+    LogCleaner(1 << 20).clean(log, now)
+    data = log.read(0, 1 << 20).read()
+    headers = [h for _, h in iter_headers(data)]
+    values = [r.value for pos, h in iter_headers(data) for r in iter_records(data[pos:], h)]
+    assert b"committed" in values and b"other" in values and b"x" in values
+    assert b"aborted" not in values and b"aborted2" not in values and b"gone" not in values
+    assert sum(h.is_control for h in headers) == 2  # markers stay
+    # P2's aborted batch was its last data batch: kept empty, so its sequence state survives a reload.
+    assert [(h.producer_id, h.records_count) for h in headers if h.producer_id == P2 and not h.is_control] == [
+        (P2, 0)]
+
+
+def test_a_marker_with_a_bumped_epoch_fences_the_old_epoch(make_log: MakeLog) -> None:
+    """A coordinator aborting a fenced producer's transaction writes the marker with a bumped epoch: the old
+    epoch is refused afterwards and the new one starts at sequence 0 (Kafka's checkSequence)."""
+    log = make_log()
+    write(log, 2, P1, 0, epoch=4)
+    log.append_marker(P1, 5, False, coordinator_epoch=0, leader_epoch=0)
+    with pytest.raises(InvalidProducerEpochError):
+        write(log, 1, P1, 2, epoch=4)
+    with pytest.raises(OutOfOrderSequenceError):
+        write(log, 1, P1, 3, epoch=5)
+    assert write(log, 1, P1, 0, epoch=5)[0] == log.log_end_offset - 1
+
+
+def test_cleaner_removes_markers_once_their_data_is_gone(make_log: MakeLog, clock: ManualClock) -> None:
+    """Kafka's rule: a marker stays while a cleaning still reads a batch of its transaction, then goes once its
+    segment is clean and older than delete.retention.ms; an ABORT marker takes its .txnindex entry along."""
+    log = make_log(small_config(cleanup_policy="compact", delete_retention_ms=1000))
+
+    def txn(pid: int, seq: int, key: bytes, committed: bool) -> None:
+        log.append_as_leader(build_batch([(key, b"t", None, clock.now)], producer_id=pid, producer_epoch=0,
+                                         base_sequence=seq, is_transactional=True), 0)
+        log.append_marker(pid, 0, committed, coordinator_epoch=0, leader_epoch=0)
+
+    def markers() -> list[int]:
+        return [h.base_offset for _, h in iter_headers(log.read(0, 1 << 20).read()) if h.is_control]
+
+    def clean_with_new_data(key: bytes) -> None:
+        log.append_as_leader(build_batch([(key, b"v", None, clock.now)]), 0)
+        log.roll()
+        log.high_watermark = log.log_end_offset
+        LogCleaner(1 << 20).clean(log, clock.now)
+
+    txn(P1, 0, b"aborted", False)  # 0, marker 1
+    txn(P1, 1, b"a", True)  # 2, marker 3: its record is superseded below
+    txn(P1, 2, b"k", True)  # 4, marker 5: stays (and P1's last batch would be kept even if emptied)
+    log.append_as_leader(build_batch([(b"a", b"new", None, clock.now)]), 0)  # 6
+    clean_with_new_data(b"x")
+    assert markers() == [1, 3, 5]  # the aborted batch and batch 2 went now; their markers stay this time
+    assert log.collect_aborted_txns(0, 100) == [AbortedTxn(P1, 0, 1, 2)]
+    clock.advance(2000)
+    clean_with_new_data(b"y")
+    assert markers() == [5]  # the next cleaning of the now old segment finds no data of the first two
+    assert log.collect_aborted_txns(0, 100) == []
+    log.close()
+    reopened = make_log(small_config(cleanup_policy="compact"))
+    assert reopened.producer_state.ongoing == {}

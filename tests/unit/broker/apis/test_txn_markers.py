@@ -3,6 +3,7 @@ transactional produce, markers, the LSO and the aborted transactions through the
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,10 @@ async def test_transactional_produce_checks(tmp_path: Path) -> None:
                                                 "topic_data": [{"name": "t", "partition_data": [
                                                     {"index": 0, "records": plain}]}]})
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.INVALID_TXN_STATE
+    anonymous = _produce("t", P2, 0, 1)
+    anonymous["transactional_id"] = None  # transactional records need a transactional id (Kafka)
+    answer = await env.call(ApiKey.PRODUCE, 9, anonymous)
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 async def test_cluster_action_is_required(tmp_path: Path) -> None:
@@ -139,6 +144,8 @@ async def test_cluster_action_is_required(tmp_path: Path) -> None:
     await env.create_topic("t")
     answer = await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P1, 0, True, {"t": [0]})), principal="User:bob")
     assert _codes(answer) == [(P1, "t", 0, E.CLUSTER_AUTHORIZATION_FAILED)]
+    answer = await env.call(ApiKey.PRODUCE, 9, _produce("t", P1, 0, 1), principal="User:bob")  # no Write on tx-
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert env.replica_manager.get_partition("t", 0).log.log_end_offset == 0  # type: ignore[union-attr]
     answer = await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P1, 0, True, {"t": [0]})),
                             principal="User:broker")
@@ -162,3 +169,24 @@ async def test_describe_producers(tmp_path: Path) -> None:
     assert producers[P1]["current_txn_start_offset"] == 0  # open: it holds the LSO at 0
     assert producers[P2]["current_txn_start_offset"] == -1 and producers[P2]["coordinator_epoch"] == 6
     assert producers[P2]["last_timestamp"] == 1000
+
+
+async def test_waiting_read_committed_fetch_completes_when_the_lso_moves(tmp_path: Path) -> None:
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("t")
+    await env.call(ApiKey.PRODUCE, 9, _produce("t", P1, 0, 2))
+    api = REGISTRY[ApiKey.FETCH]
+    body, _ = api.request_decoder(12)(api.encode_request(12, {
+        "replica_id": -1, "max_wait_ms": 60000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 1,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                  "partition_max_bytes": 1 << 20}]}]}), 0)
+    request = Request(RequestHeader(ApiKey.FETCH, 12, 1, "unit-test"), api, b"", 0, "127.0.0.1")
+    waiting = ROUTES[ApiKey.FETCH](env.ctx, request, body)
+    assert isinstance(waiting, asyncio.Future) and not waiting.done()  # data exists, but none below the LSO
+    await env.call(ApiKey.PRODUCE, 9, _produce("t", P2, 0, 1))  # more open data does not complete it
+    assert not waiting.done()
+    await env.call(ApiKey.WRITE_TXN_MARKERS, 1, _markers((P1, 0, True, {"t": [0]})))
+    answer = await asyncio.wait_for(waiting, 5)  # the manual timer never fires: the LSO move completed it
+    part = answer["responses"][0]["partitions"][0]
+    assert part["last_stable_offset"] == 2 and part["aborted_transactions"] == []
+    assert part["records"].size > 0
