@@ -233,3 +233,23 @@ def test_aiokafka_and_kafka_python_transactions(broker: BrokerProcess, topic: st
     assert sorted(v for _, _, v in got) == sorted(
         f"{tag}-{i}".encode() for tag in ("aio-c1", "aio-c2", "kp-c1", "kp-c2") for i in range(2))
     assert len(read_all(broker.bootstrap, [(topic, 0)], "read_uncommitted", 12)) == 12
+
+
+def test_a_hanging_transaction_is_aborted_on_its_timeout(broker_factory: Any, topic: str) -> None:
+    """A producer that stops in the middle of a transaction (never commits) does not pin the last stable offset:
+    the coordinator aborts it after transaction.timeout.ms, and read_committed consumers move past it."""
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+                        "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"})
+    create_topic_confluent(b.bootstrap, topic, partitions=1, rf=1)
+    hanging = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"hang-{uuid.uuid4().hex[:6]}",
+                        "transaction.timeout.ms": 2000})
+    hanging.init_transactions(TXN_TIMEOUT_S)
+    hanging.begin_transaction()
+    hanging.produce(topic, b"hanging", partition=0)
+    assert hanging.flush(TXN_TIMEOUT_S) == 0
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce(topic, b"after", partition=0)
+    assert plain.flush(TXN_TIMEOUT_S) == 0
+    # Bounded by the 2 s timeout, the 300 ms check interval and the markers: "after" becomes readable.
+    got = read_all(b.bootstrap, [(topic, 0)], "read_committed", 1, timeout=30)
+    assert [v for _, _, v in got] == [b"after"]
