@@ -345,3 +345,24 @@ async def test_idle_transactional_ids_expire(tmp_path: Path) -> None:
     assert env.txn.store.get("tx") is None
     described = await env.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]})
     assert described["transaction_states"][0]["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+async def test_the_offsets_load_reads_beyond_the_high_watermark(tmp_path: Path) -> None:
+    """As for __transaction_state: a commit acknowledged by the previous leader may lie above a new leader's high
+    watermark; loading __consumer_offsets to its log end keeps it."""
+    from moldau.protocol import consumer_offsets as fmt
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    assert (await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}))["error_code"] == E.NONE
+    await until(lambda: 0 in env.coordinator.store.owned, "the offsets partition")
+    p = env.replica_manager.get_partition("__consumer_offsets", 0)
+    assert p is not None
+    record = (fmt.offset_key("g", "a", 0), fmt.offset_value(42, -1, "", 10), [], 10)
+    p.log.append_as_follower(build_batch([record], base_offset=p.log.log_end_offset))
+    assert p.high_watermark < p.log.log_end_offset
+    env.coordinator.on_resign(0)
+    env.coordinator.on_become_leader(0)
+    await until(lambda: 0 in env.coordinator.store.owned, "the reload")
+    group = env.coordinator.store.get_group("g")
+    assert group is not None and group.offsets[("a", 0)].offset == 42
