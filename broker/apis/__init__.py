@@ -23,6 +23,7 @@ from moldau.broker.apis.context import (
     ReplicaDeps,
     ScramDeps,
     TopicDeps,
+    TxnDeps,
 )
 from moldau.broker.apis.describe_producers import handle_describe_producers
 from moldau.broker.apis.fetch import handle_fetch
@@ -63,6 +64,14 @@ from moldau.broker.apis.sasl import (
     handle_sasl_handshake,
 )
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
+from moldau.broker.apis.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+)
 from moldau.broker.apis.txn_markers import TxnMarkerDeps, handle_write_txn_markers
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
@@ -103,7 +112,11 @@ def _control(c: BrokerContext) -> ControlDeps:
 
 
 def _producer_ids(c: BrokerContext) -> ProducerIdDeps:
-    return ProducerIdDeps(c.producer_ids, c.replicas.auth)
+    return ProducerIdDeps(c.producer_ids, c.replicas.auth, c.transactions.coordinator)
+
+
+def _transactions(c: BrokerContext) -> TxnDeps:
+    return c.transactions
 
 
 def _scram(c: BrokerContext) -> ScramDeps:
@@ -184,6 +197,15 @@ ROUTES.update({
     ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
     ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
+# The transaction coordinator (issue 19; broker/apis/transactions.py).
+ROUTES.update({
+    ApiKey.ADD_PARTITIONS_TO_TXN: route(_transactions, handle_add_partitions_to_txn),
+    ApiKey.ADD_OFFSETS_TO_TXN: route(_transactions, handle_add_offsets_to_txn),
+    ApiKey.END_TXN: route(_transactions, handle_end_txn),
+    ApiKey.TXN_OFFSET_COMMIT: route(_transactions, handle_txn_offset_commit),
+    ApiKey.DESCRIBE_TRANSACTIONS: route(_transactions, handle_describe_transactions),
+    ApiKey.LIST_TRANSACTIONS: route(_transactions, handle_list_transactions),
 })
 # Transactions, the partition side (issue 19; broker/apis/txn_markers.py).
 ROUTES.update({
