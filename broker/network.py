@@ -279,6 +279,7 @@ class Connection:
             INT32.pack_into(body, 0, len(body) - 4)
             INT32.pack_into(body, 4, correlation_id)
             self.metrics.network_busy(time.perf_counter() - t0)
+            await self._wait_pipeline(0)  # an unsupported Produce version still answers after the earlier ones
             await self._send_bytes(body)
             return True
         try:

@@ -137,3 +137,22 @@ async def test_pipelined_idempotent_batches_keep_the_sequence_rules(tmp_path: Pa
     assert results[10] == (0, 7)  # the duplicate answers the original batch's offset, appended once
     assert results[11][0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     assert results[12] == (0, 10)
+
+
+async def test_an_unsupported_produce_version_is_answered_after_the_pipelined_ones(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    unsupported = bytearray(_produce(2, 1, _record()))
+    struct.pack_into(">h", unsupported, 6, 99)  # the request's api_version
+    async with serving(env) as (reader, writer):
+        writer.write(_produce(1, -1, _record()) + bytes(unsupported))
+        partition = env.replica_manager.partitions[("t", 0)]
+        await _until(lambda: partition.log.log_end_offset == 1)
+        await asyncio.sleep(0.1)
+        env.replica_manager.update_follower("t", 0, 1, 1)
+        cid, answer = await _answer(reader, ApiKey.PRODUCE, 7)
+        assert cid == 1 and _partition(answer) == (0, 0)
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), 5)
+        assert struct.unpack_from(">ih", frame) == (2, ErrorCode.UNSUPPORTED_VERSION)
