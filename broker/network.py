@@ -66,6 +66,7 @@ PRODUCE_KEY = 0
 # read when the oldest has been answered. Bounds the frames a connection holds (each at most
 # socket.request.max.bytes, as queued.max.requests bounds them across connections).
 MAX_PIPELINED_PRODUCES = 64
+PRODUCE_NAME = api_name(PRODUCE_KEY)
 
 
 class NetworkMetrics(Protocol):
@@ -342,7 +343,7 @@ class Connection:
                     await self._send_bytes(out)
                 end = time.perf_counter()
                 for _ in range(ready):
-                    self._observe(api_name(PRODUCE_KEY), pipeline.popleft(), resumed, end)
+                    self._observe(PRODUCE_NAME, pipeline.popleft(), resumed, end)
                 self.last_active = self.loop.time()
                 self._advanced.set()
             else:
