@@ -307,6 +307,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "closed right after accept.", AT_LEAST_0),
     _s("max.connections.per.ip.overrides", "string", "", "Per-host exceptions to max.connections.per.ip, as "
        "host:n pairs separated by commas (host names are resolved at start-up).", IpOverrides()),
+    _s("max.connection.creation.rate", "int", INT_MAX, "Most new connections per second the broker accepts "
+       "(all listeners), measured over quota.window.num x quota.window.size.seconds; above it the acceptor "
+       "waits before accepting the next one.", AT_LEAST_0),
+    # --- client quotas (docs/quotas.md)
+    _s("quota.window.num", "int", 11, "Samples kept for client quota rates (byte rates, request percentage, "
+       "connection creation rate).", AT_LEAST_1),
+    _s("quota.window.size.seconds", "int", 1, "Length of one client quota sample.", AT_LEAST_1),
     _s("moldau.socket.partial.requests.max.bytes", "long", 268435456, "Moldau's own bound on the memory "
        "held by partially received request frames, summed over all connections. When a new chunk takes "
        "the total above it, the connection holding the largest partial frame is closed (slow-loris "

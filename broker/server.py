@@ -32,6 +32,8 @@ from moldau.broker.metrics import BrokerMetrics
 from moldau.broker.network import ConnectionLimits, SocketServer
 from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
 from moldau.broker.purgatory import LoopTimer, Purgatory
+from moldau.broker.quota_config import ZK_ENTITY_TYPES
+from moldau.broker.quotas import BrokerQuotas
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.request_channel import RequestChannel
@@ -101,6 +103,8 @@ class BrokerServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.metrics_port: int | None = None
         self.dynamic = DynamicBrokerConfig(config, self.broker_id)  # replaced in start() once the id is known
+        # Client quotas (docs/quotas.md): filled from ZooKeeper or the metadata file in start().
+        self.quotas = BrokerQuotas(int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")))
         self.cleaner_service: CleanerService | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
@@ -181,6 +185,8 @@ class BrokerServer:
             metadata = standalone
             dynamic.update(standalone.broker_configs.get(DEFAULT_ENTITY, {}),
                            standalone.broker_configs.get(str(self.broker_id), {}))
+            self.quotas.load({t: {path[len(t) + 1:]: c for path, c in standalone.quota_configs.items()
+                                  if path.startswith(t + "/")} for t in ZK_ENTITY_TYPES})
         self.metadata = metadata
         # --- group coordinator (consumer groups, __consumer_offsets) ---------------------------------------
         self.group_coordinator = GroupCoordinator(
@@ -193,7 +199,7 @@ class BrokerServer:
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
         # --- end group coordinator -------------------------------------------------------------------------
         if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
-            await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
+            await self.zk_mode.start_config_watch(self.replica_manager, dynamic, self.quotas)
         await self._start_authorizer()
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
@@ -227,7 +233,7 @@ class BrokerServer:
         assert fetch is not None and produce is not None and producer_ids is not None
         assert self.delete_records_purgatory is not None
         cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None,
-                                                    self.dynamic)
+                                                    self.dynamic, self.quotas.apply)
         if self.zk_mode is not None:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster

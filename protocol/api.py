@@ -40,6 +40,7 @@ from moldau.protocol.messages.partition_admin import (
     LIST_PARTITION_REASSIGNMENTS,
 )
 from moldau.protocol.messages.produce import PRODUCE
+from moldau.protocol.messages.quotas import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from moldau.protocol.messages.sasl import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -88,6 +89,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
 
@@ -107,6 +110,8 @@ REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELE
 REGISTRY.update({api.key: api for api in (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)})
 # Topic and broker configs (issue 10).
 REGISTRY.update({api.key: api for api in (DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)})
+# Client quotas (issue 23).
+REGISTRY.update({api.key: api for api in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

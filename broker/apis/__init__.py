@@ -20,6 +20,7 @@ from moldau.broker.apis.context import (
     GroupDeps,
     PartitionAdminDeps,
     ProducerIdDeps,
+    QuotaDeps,
     ReplicaDeps,
     ScramDeps,
     TopicDeps,
@@ -55,6 +56,7 @@ from moldau.broker.apis.partition_admin import (
     handle_list_partition_reassignments,
 )
 from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from moldau.broker.apis.sasl import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
@@ -124,6 +126,10 @@ def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
+def _quotas(c: BrokerContext) -> QuotaDeps:
+    return QuotaDeps(c.configs.cluster, c.configs.auth)
+
+
 def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
@@ -178,6 +184,11 @@ ROUTES.update({
     ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
     ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
+# Client quotas (issue 23, broker/apis/quotas.py).
+ROUTES.update({
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: route(_quotas, handle_describe_client_quotas),
+    ApiKey.ALTER_CLIENT_QUOTAS: route(_quotas, handle_alter_client_quotas),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

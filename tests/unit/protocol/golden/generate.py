@@ -42,6 +42,7 @@ import config_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
 import partition_admin_cases  # noqa: E402
+import quota_cases  # noqa: E402
 import security_cases  # noqa: E402
 from hand_built import BATCH, HAND_BUILT, MIN_INT32, TOPIC_ID, ZERO_ID, Value  # noqa: E402
 
@@ -269,6 +270,12 @@ VARIANTS += acl_cases.VARIANTS
 HAND_BUILT = HAND_BUILT + acl_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in acl_cases.API_SPECS.items()})
 RENAMED.update(acl_cases.RENAMED)
+# The client quota APIs (see quota_cases.py).
+SAMPLES.update(quota_cases.SAMPLES)
+VARIANTS += quota_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + quota_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in quota_cases.API_SPECS.items()})
+RENAMED.update(quota_cases.RENAMED)
 
 
 def bit_set(v: int) -> set[int]:
