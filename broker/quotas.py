@@ -38,7 +38,8 @@ PRODUCE_KEY, FETCH_KEY = 0, 1
 # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, SaslHandshake, ApiVersions, SaslAuthenticate:
 # cluster actions and the connection's own set-up are never throttled.
 EXEMPT_KEYS = frozenset({4, 5, 6, 7, 17, 18, 36})
-SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka expires an idle client's sensors after an hour
+SENSOR_EXPIRY_MS = 3600 * 1000
+INT_MAX = 2**31 - 1  # max.connection.creation.rate's default: no limit  # Kafka expires an idle client's sensors after an hour
 
 
 class Rate:
@@ -61,25 +62,22 @@ class Rate:
             self.values[i] = 0.0
         self.values[i] += value
 
-    def _purge(self, now_ms: float) -> None:
-        expire = self.num * self.size_ms
-        for i in range(self.num):
-            if now_ms - self.starts[i] >= expire:
-                self.starts[i] = now_ms
-                self.values[i] = 0.0
-
     def window_ms(self, now_ms: float) -> float:
-        """Elapsed time since the oldest sample, at least (num - 1) full samples (Kafka's Rate.windowSize)."""
-        self._purge(now_ms)
-        elapsed = now_ms - min(self.starts)
+        """Elapsed time since the oldest live sample, at least (num - 1) full samples (Kafka's Rate.windowSize).
+        Samples older than the whole window count as reset (read-only: the scrape thread calls this too)."""
+        expire = self.num * self.size_ms
+        oldest = min((s for s in self.starts if now_ms - s < expire), default=now_ms)
+        elapsed = now_ms - oldest
         full = int(elapsed // self.size_ms)
         if full < self.num - 1:
             elapsed += (self.num - 1 - full) * self.size_ms
         return elapsed
 
     def measure(self, now_ms: float) -> float:
+        expire = self.num * self.size_ms
+        total = sum(v for s, v in zip(self.starts, self.values, strict=True) if now_ms - s < expire)
         window = self.window_ms(now_ms)
-        return sum(self.values) / (window / 1000.0) if window > 0 else 0.0
+        return total / (window / 1000.0) if window > 0 else 0.0
 
 
 @dataclass(slots=True)
@@ -146,11 +144,9 @@ class ClientQuotaManager:
             self._prune(now_ms)
         sensor.last_record_ms = now_ms
         sensor.rate.record(value, now_ms)
-        rate = sensor.rate.measure(now_ms)
-        if rate <= sensor.bound:
+        throttle = _throttle_ms(sensor.rate, sensor.bound, now_ms)
+        if throttle <= 0:
             return 0
-        window = sensor.rate.window_ms(now_ms)
-        throttle = min((rate - sensor.bound) / sensor.bound * window, self.window_num * self.window_size_ms)
         sensor.throttle_ms_total += throttle
         sensor.throttled_responses += 1
         return int(throttle)
@@ -193,18 +189,68 @@ def fetch_response_bytes(response: Mapping[str, Any] | None) -> int:
     return total
 
 
+def _throttle_ms(rate: Rate, bound: float, now_ms: float) -> float:
+    """Kafka's throttle time: how long the client must stay silent for ``rate`` to fall back to ``bound``."""
+    measured = rate.measure(now_ms)
+    if measured <= bound:
+        return 0.0
+    return min((measured - bound) / bound * rate.window_ms(now_ms), rate.num * rate.size_ms)
+
+
+class ConnectionQuotas:
+    """``max.connection.creation.rate`` (broker-wide: the acceptor waits before accepting the next connection,
+    as Kafka's Acceptor) and ``connection_creation_rate`` of ``ips`` entities (a connection above its IP's rate
+    is closed at once)."""
+
+    def __init__(self, max_rate: float, configs: QuotaConfigs, window_num: int, size_ms: int) -> None:
+        self.max_rate = max_rate
+        self.configs = configs
+        self.window_num, self.size_ms = window_num, size_ms
+        self.broker_rate: Rate | None = None
+        self.per_ip: dict[str, Rate] = {}
+
+    def accepted(self, now_ms: float) -> float:
+        """Count one accepted connection; seconds the acceptor waits before the next accept."""
+        if self.max_rate >= INT_MAX:
+            return 0.0
+        if self.broker_rate is None:
+            self.broker_rate = Rate(self.window_num, self.size_ms, now_ms)
+        self.broker_rate.record(1.0, now_ms)
+        return _throttle_ms(self.broker_rate, self.max_rate, now_ms) / 1000.0
+
+    def refuse_ip(self, ip: str, now_ms: float) -> bool:
+        """Count a connection from ``ip``; True when it is above its connection_creation_rate quota."""
+        bound = self.configs.ip_quota(ip) if self.configs.entries else None
+        if bound is None:
+            return False
+        rate = self.per_ip.get(ip)
+        if rate is None:
+            if len(self.per_ip) > 10000:
+                self.per_ip.clear()  # bounded memory: a flood of addresses restarts their rates
+            rate = self.per_ip[ip] = Rate(self.window_num, self.size_ms, now_ms)
+        rate.record(1.0, now_ms)
+        return rate.measure(now_ms) > bound
+
+
 class BrokerQuotas:
     """The client quotas of one broker: the configs every broker holds (ZooKeeper watch or the standalone
-    metadata file) and the three managers. ``throttle`` is the network layer's one call per response."""
+    metadata file), the three client managers and the connection quotas. ``throttle`` is the network layer's one
+    call per response, ``connection_delay`` its one call per accepted connection."""
 
     def __init__(self, window_num: int = 11, window_size_seconds: int = 1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_connection_creation_rate: float = INT_MAX) -> None:
         self.configs = QuotaConfigs()
         size_ms = window_size_seconds * 1000
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.configs, window_num, size_ms)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, window_num, size_ms)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, window_num, size_ms)
+        self.connections = ConnectionQuotas(max_connection_creation_rate, self.configs, window_num, size_ms)
         self.clock = clock
+
+    def connection_delay(self, ip: str) -> tuple[float, bool]:
+        """(seconds before the next accept, whether to close this connection) for a connection from ``ip``."""
+        now = self.now_ms()
+        return self.connections.accepted(now), self.connections.refuse_ip(ip, now)
 
     def now_ms(self) -> float:
         return self.clock() * 1000.0

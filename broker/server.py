@@ -104,7 +104,8 @@ class BrokerServer:
         self.metrics_port: int | None = None
         self.dynamic = DynamicBrokerConfig(config, self.broker_id)  # replaced in start() once the id is known
         # Client quotas (docs/quotas.md): filled from ZooKeeper or the metadata file in start().
-        self.quotas = BrokerQuotas(int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")))
+        self.quotas = BrokerQuotas(int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
+                                   max_connection_creation_rate=int(config.get("max.connection.creation.rate")))
         self.cleaner_service: CleanerService | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
@@ -166,7 +167,7 @@ class BrokerServer:
                                           int(cfg.get("socket.receive.buffer.bytes")),
                                           limits=ConnectionLimits.from_config(cfg),
                                           security={e.name: listener_security(cfg, e) for e in cfg.listeners},
-                                          credentials=self.scram_store)
+                                          credentials=self.scram_store, throttler=self.quotas)
         await self.socket_server.start()
         advertised = self.advertised_endpoints()
         by_listener = {name: BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
@@ -240,7 +241,8 @@ class BrokerServer:
         auth = self.authorizer
         topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
-            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas),
+            topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
@@ -308,6 +310,7 @@ class BrokerServer:
 
     def _wire_metrics(self) -> None:
         m = self.metrics
+        m.set_client_quota_callback(self.quotas.metric_rows)
         rm, channel, purgatory = self.replica_manager, self.channel, self.fetch_purgatory
         assert rm is not None and channel is not None and purgatory is not None
         m.set_request_queue_size_callback(lambda: float(channel.size()))

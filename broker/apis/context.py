@@ -20,6 +20,7 @@ from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.quota_config import ZK_ENTITY_TYPES
+from moldau.broker.quotas import BrokerQuotas
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import NO_AUTHORIZER, Authorizer
@@ -206,6 +207,7 @@ class ReplicaDeps:
     produce_purgatory: Purgatory
     fetch_purgatory: Purgatory
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+    quotas: BrokerQuotas | None = None  # client quotas: Fetch sizes a throttled consumer's answer by them
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
 """Fetch: read each partition (bounded by the HW for consumers, by the log end offset for followers), or wait in
 the fetch purgatory. A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
 A consumer needs Read on each topic, a follower ClusterAction (else TOPIC_AUTHORIZATION_FAILED for the topic).
+A consumer under a consumer_byte_rate quota gets at most what the quota allows over one window (docs/quotas.md).
 
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
@@ -113,6 +114,12 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
     denied = _unauthorized(ctx, request, body)
     replica_id = body["replica_id"]
+    if replica_id < 0 and ctx.quotas is not None:
+        # A consumer under consumer_byte_rate is never handed more than its quota allows over one window (as
+        # Kafka's getMaxValueInQuotaWindow); the first batch still goes out whole (min_one).
+        quota_bytes = ctx.quotas.fetch_limit(request)
+        if quota_bytes is not None:
+            body["max_bytes"] = min(body["max_bytes"], max(int(quota_bytes), 1))
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
         # high watermark this very fetch may have advanced.
