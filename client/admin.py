@@ -14,6 +14,7 @@ from typing import Any
 
 from moldau.admin_acls import AclsAdmin
 from moldau.admin_configs import ConfigsAdmin
+from moldau.admin_quotas import QuotasAdmin
 from moldau.admin_scram import ScramAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
@@ -67,7 +68,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
