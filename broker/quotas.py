@@ -190,11 +190,13 @@ def fetch_response_bytes(response: Mapping[str, Any] | None) -> int:
 
 
 def _throttle_ms(rate: Rate, bound: float, now_ms: float) -> float:
-    """Kafka's throttle time: how long the client must stay silent for ``rate`` to fall back to ``bound``."""
+    """Kafka's throttle time: how long the client must stay silent for ``rate`` to fall back to ``bound``. Not
+    bounded by the window (as Kafka's client quotas): a request larger than the window's allowance costs its
+    full time, so the long-run rate holds whatever the request sizes."""
     measured = rate.measure(now_ms)
     if measured <= bound:
         return 0.0
-    return min((measured - bound) / bound * rate.window_ms(now_ms), rate.num * rate.size_ms)
+    return (measured - bound) / bound * rate.window_ms(now_ms)
 
 
 class ConnectionQuotas:
@@ -216,7 +218,8 @@ class ConnectionQuotas:
         if self.broker_rate is None:
             self.broker_rate = Rate(self.window_num, self.size_ms, now_ms)
         self.broker_rate.record(1.0, now_ms)
-        return _throttle_ms(self.broker_rate, self.max_rate, now_ms) / 1000.0
+        # Bounded by the window, so the acceptor never stalls for longer than one measurement.
+        return min(_throttle_ms(self.broker_rate, self.max_rate, now_ms), self.window_num * self.size_ms) / 1000.0
 
     def refuse_ip(self, ip: str, now_ms: float) -> bool:
         """Count a connection from ``ip``; True when it is above its connection_creation_rate quota."""
