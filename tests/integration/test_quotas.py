@@ -1,5 +1,6 @@
 """Client quotas with real clients: a confluent-kafka producer held to its producer_byte_rate next to an
-unthrottled one on the same broker, and a quota change seen (and enforced) by every broker of a cluster."""
+unthrottled one on the same broker, a kafka-python consumer held to its consumer_byte_rate, and a quota change
+seen (and enforced) by every broker of a cluster."""
 
 from __future__ import annotations
 
@@ -156,3 +157,36 @@ def test_a_quota_change_reaches_every_broker(cluster: Cluster) -> None:  # noqa:
     for broker in cluster.brokers.values():
         wait_until(lambda b=broker: asyncio.run(_throttle_of_one_produce(b, client_id)) == 0, 20,
                    f"broker {broker.broker_id} no longer throttling {client_id}")
+
+
+def test_a_consumer_is_held_to_its_quota(broker_factory: Callable[..., BrokerProcess], topic: str) -> None:
+    """kafka-python reading a full topic under consumer_byte_rate: fetch responses sized to the quota and the
+    channel muted after each throttled one keep it at the quota."""
+    from kafka import KafkaConsumer
+
+    broker = broker_factory(WINDOW)
+    reader = f"reader-{uuid.uuid4().hex[:8]}"
+    # Batches of at most 64 KiB: a fetch never has to hand out one batch larger than the window's allowance.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 65536})
+    for _ in range(6000):  # 6 MiB: more than the consumer may read in the run
+        producer.produce(topic, b"c" * 1024)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    del producer  # librdkafka's threads end with it (no reconnect attempts after the broker stops)
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.alter_client_quotas([({"client-id": reader}, {"consumer_byte_rate": QUOTA})])
+    consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, client_id=reader, group_id=None,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        start, received = time.monotonic(), 0
+        while (elapsed := time.monotonic() - start) < RUN_S:
+            for records in consumer.poll(timeout_ms=200).values():
+                if elapsed >= MEASURE_FROM_S:
+                    received += sum(len(r.value) for r in records)
+    finally:
+        consumer.close()
+    rate = received / (RUN_S - MEASURE_FROM_S)
+    print(f"consumer quota {QUOTA} B/s: read {rate:.0f} B/s")
+    assert 0.6 * QUOTA <= rate <= 1.4 * QUOTA
+    assert re.search(rf'^moldau_client_quota_throttle_time_seconds_total{{client_id="{reader}",quota="fetch",'
+                     rf'user=""}} [1-9]', broker.fetch_metrics(), re.M)
