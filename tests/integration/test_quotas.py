@@ -190,3 +190,34 @@ def test_a_consumer_is_held_to_its_quota(broker_factory: Callable[..., BrokerPro
     assert 0.6 * QUOTA <= rate <= 1.4 * QUOTA
     assert re.search(rf'^moldau_client_quota_throttle_time_seconds_total{{client_id="{reader}",quota="fetch",'
                      rf'user=""}} [1-9]', broker.fetch_metrics(), re.M)
+
+
+async def _metadata_loop(broker: BrokerProcess, client_id: str, seconds: float) -> tuple[int, int]:
+    """Metadata requests back to back on one connection of Moldau's client; (requests, throttle ms it waited)."""
+    async with BrokerConnection("127.0.0.1", broker.port, client_id=client_id) as conn:
+        deadline, sent = asyncio.get_running_loop().time() + seconds, 0
+        while asyncio.get_running_loop().time() < deadline:
+            await conn.send(api_for(ApiKey.METADATA), {"topics": None, "allow_auto_topic_creation": False})
+            sent += 1
+        return sent, conn.throttle_time_ms_total
+
+
+def test_request_percentage_throttles_a_tight_metadata_loop(broker: BrokerProcess) -> None:
+    """Moldau's client under request_percentage=0.05 (0.5 ms of handler time per second; a Metadata request
+    takes tens of microseconds): the broker throttles the loop and the client waits the throttle times out
+    before its next request."""
+    client_id = f"meta-{uuid.uuid4().hex[:8]}"
+    free, _ = asyncio.run(_metadata_loop(broker, f"free-{client_id}", 1.0))
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.alter_client_quotas([({"client-id": client_id}, {"request_percentage": 0.05})])
+        try:
+            sent, waited_ms = asyncio.run(_metadata_loop(broker, client_id, 6.0))
+            rate = float(re.search(rf'^moldau_client_quota_rate{{client_id="{client_id}",quota="request",'
+                                   rf'user=""}} (\S+)$', broker.fetch_metrics(), re.M).group(1))  # type: ignore
+        finally:
+            admin.alter_client_quotas([({"client-id": client_id}, {"request_percentage": None})])
+    print(f"request_percentage=0.05: {sent} Metadata requests in 6 s (unthrottled: {free} in 1 s), waited "
+          f"{waited_ms} ms, broker measures {rate:.2f}%")
+    assert waited_ms > 1000  # much of the run was spent waiting out throttle times
+    assert sent < 3 * free  # six times as long, far fewer than six times the requests
+    assert rate <= 0.15  # the handler time it gets, as the broker measures it, is near the quota
