@@ -44,7 +44,8 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
     ({s.fallback for s in TOPIC_SETTINGS if s.fallback}
      | {"log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.hours",
         "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
-        "log.cleaner.io.max.bytes.per.second"}) & set(SETTINGS))
+        "log.cleaner.io.max.bytes.per.second", "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate"}) & set(SETTINGS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +167,8 @@ class DynamicBrokerConfig:
         return out
 
     def _topic_fallback_layers(self, s: Setting) -> list[tuple[str, str | None, int]]:
-        assert s.fallback is not None
+        if s.fallback is None:  # no broker setting behind it (the replication throttle lists)
+            return [(s.name, s.format(s.default), DEFAULT_CONFIG)]
         names = [s.fallback]
         # retention.ms and segment.ms fall back through several broker keys (ms, then minutes/hours).
         names += {"retention.ms": ["log.retention.minutes", "log.retention.hours"],

@@ -36,6 +36,7 @@ from moldau.broker.quota_config import ZK_ENTITY_TYPES
 from moldau.broker.quotas import BrokerQuotas
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.replication_quota import ReplicationQuota
 from moldau.broker.request_channel import RequestChannel
 from moldau.broker.security.acl_store import ACLS_FILE, AclStore, FileAclStore, ZkAclStore
 from moldau.broker.security.authorizer import Authorizer
@@ -134,6 +135,13 @@ class BrokerServer:
             clock=self.clock,
             replica_lag_time_max_ms=int(cfg.get("replica.lag.time.max.ms")),
             high_watermarks=self.log_manager.read_high_watermarks())
+        window = int(cfg.get("replication.quota.window.num")), int(cfg.get("replication.quota.window.size.seconds"))
+        rm.leader_throttle = ReplicationQuota(
+            "leader.replication.throttled.replicas", self.broker_id,
+            lambda: int(dynamic.get("leader.replication.throttled.rate")), rm.topic_overrides, *window)
+        follower_throttle = ReplicationQuota(
+            "follower.replication.throttled.replicas", self.broker_id,
+            lambda: int(dynamic.get("follower.replication.throttled.rate")), rm.topic_overrides, *window)
         loop = asyncio.get_running_loop()
         self.fetch_purgatory = fetch_purgatory = Purgatory("Fetch", LoopTimer(loop), self.broker_id)
         self.produce_purgatory = produce_purgatory = Purgatory("Produce", LoopTimer(loop), self.broker_id)
@@ -151,7 +159,8 @@ class BrokerServer:
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security),
+                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security,
+                throttle=follower_throttle),
                 self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
         rm.log_dir_failure_listeners.append(self._on_log_dir_failure)

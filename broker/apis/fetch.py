@@ -31,21 +31,33 @@ READ_UNCOMMITTED = 0
 
 
 def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
-              ) -> tuple[list[FetchResponseResponses], int, bool]:
-    consumer = body["replica_id"] < 0
+              ) -> tuple[list[FetchResponseResponses], int, bool, int]:
+    """(responses, bytes read, any error, bytes of throttled replicas: leader.replication.throttled.rate)."""
+    replica_id = body["replica_id"]
+    consumer = replica_id < 0
     budget = body["max_bytes"] if version >= 3 else 1 << 31
-    total = 0
+    total = throttled_bytes = 0
     error = False
     responses: list[FetchResponseResponses] = []
     rm = ctx.replica_manager
+    throttle = None if consumer else rm.leader_throttle
+    hold_back = throttle is not None and throttle.exceeded()
     for t in body["topics"]:
         name = t["topic"]
         partitions: list[FetchResponseResponsesPartitions] = []
         for p in t["partitions"]:
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
-            r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0),
+            # KIP-73: a throttled replica that is not in sync gets no data while the leader's rate is above
+            # its bound (in-sync replicas never wait).
+            throttled = throttle is not None and throttle.is_throttled(name, index) and \
+                replica_id not in rm.isr_of(name, index)
+            held = throttled and hold_back
+            r = rm.read(name, index, p["fetch_offset"], 0 if held else max(limit, 0), consumer=consumer,
+                        min_one=(total == 0 and not held),
                         current_leader_epoch=-1 if consumer else p["current_leader_epoch"])
+            if throttled:
+                throttled_bytes += r.size
             entry: FetchResponseResponsesPartitions = {
                 "partition_index": index, "error_code": r.error,
                 "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
@@ -58,7 +70,14 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
             partitions.append(entry)
             total += r.size
         responses.append({"topic": name, "partitions": partitions})
-    return responses, total, error
+    return responses, total, error, throttled_bytes
+
+
+def _record_throttled(ctx: ReplicaDeps, throttled_bytes: int) -> None:
+    """The bytes a follower's answer carries for throttled replicas count against the leader's rate."""
+    throttle = ctx.replica_manager.leader_throttle
+    if throttle is not None and throttled_bytes:
+        throttle.record(throttled_bytes)
 
 
 def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
@@ -80,14 +99,15 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
             return self.force_complete()
-        _, total, error = _read_all(self.ctx, self.body, self.version)
+        _, total, error, _ = _read_all(self.ctx, self.body, self.version)
         if error or total >= self.body["min_bytes"]:
             return self.force_complete()
         return False
 
     def on_complete(self) -> None:
         if not self.future.done():
-            responses, _, _ = _read_all(self.ctx, self.body, self.version)
+            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version)
+            _record_throttled(self.ctx, throttled_bytes)
             self.future.set_result(_response(responses + self.denied))
 
 
@@ -127,9 +147,10 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
             for p in t["partitions"]:
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                     p["log_start_offset"], p["current_leader_epoch"])
-    responses, total, error = _read_all(ctx, body, request.version)
+    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
+        _record_throttled(ctx, throttled_bytes)
         return _response(responses + denied)
     future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
     ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future, denied), keys)
