@@ -166,7 +166,8 @@ class DynamicBrokerConfig:
         return out
 
     def _topic_fallback_layers(self, s: Setting) -> list[tuple[str, str | None, int]]:
-        assert s.fallback is not None
+        if s.fallback is None:  # a topic-only setting (remote.storage.enable): its own default
+            return [(s.name, s.format(s.default), DEFAULT_CONFIG)]
         names = [s.fallback]
         # retention.ms and segment.ms fall back through several broker keys (ms, then minutes/hours).
         names += {"retention.ms": ["log.retention.minutes", "log.retention.hours"],
