@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from moldau.aio import Consumer, Producer, TopicPartition
 from moldau.storage.remote.metadata import (
@@ -32,6 +33,41 @@ log = logging.getLogger(__name__)
 POLL_TIMEOUT_MS = 200
 
 
+class RemoteLogMetadataManager(Protocol):
+    """What the remote log manager needs of its metadata (Kafka's RemoteLogMetadataManager)."""
+
+    cache: RemoteLogMetadataCache
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def publish(self, event: MetadataEvent) -> None: ...
+
+    async def wait_caught_up(self, topic: str, partition: int, timeout_s: float = 30.0) -> bool: ...
+
+
+class InMemoryRemoteLogMetadataManager:
+    """Metadata kept in this process only: for one broker whose remote storage outlives nothing (tests, tools)."""
+
+    def __init__(self, cache: RemoteLogMetadataCache | None = None) -> None:
+        self.cache = cache if cache is not None else RemoteLogMetadataCache()
+        self.events: list[MetadataEvent] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def publish(self, event: MetadataEvent) -> None:
+        self.events.append(event)
+        self.cache.apply(event)
+
+    async def wait_caught_up(self, topic: str, partition: int, timeout_s: float = 30.0) -> bool:
+        return True
+
+
 class TopicBasedRemoteLogMetadataManager:
     def __init__(self, bootstrap: str, num_partitions: int, ensure_topic: Callable[[], Awaitable[None]],
                  client_configs: dict[str, object] | None = None) -> None:
@@ -45,6 +81,7 @@ class TopicBasedRemoteLogMetadataManager:
         self._task: asyncio.Task[None] | None = None
         self._positions: dict[int, int] = {}
         self._progress = asyncio.Event()
+        self.started = asyncio.Event()
 
     async def start(self) -> None:
         await self._ensure_topic()
@@ -55,6 +92,7 @@ class TopicBasedRemoteLogMetadataManager:
         await self._consumer.start()
         self._consumer.assign([TopicPartition(METADATA_TOPIC, p) for p in range(self.num_partitions)])
         self._task = asyncio.get_running_loop().create_task(self._consume())
+        self.started.set()
 
     async def close(self) -> None:
         if self._task is not None:
@@ -105,12 +143,16 @@ class TopicBasedRemoteLogMetadataManager:
 
     async def wait_caught_up(self, topic: str, partition: int, timeout_s: float = 30.0) -> bool:
         """True once the replay reached the end of the data partition's metadata partition as it is now."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            await asyncio.wait_for(self.started.wait(), timeout_s)
+        except TimeoutError:
+            return False
         assert self._consumer is not None
         mp = metadata_partition(topic, partition, self.num_partitions)
         tp = TopicPartition(METADATA_TOPIC, mp)
         end = (await self._consumer.end_offsets([tp]))[tp]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
         while self._positions.get(mp, 0) < end:
             remaining = deadline - loop.time()
             if remaining <= 0:

@@ -98,3 +98,14 @@ class CorruptIndexError(StorageError):
 
 class LogDirLockedError(StorageError):
     """Another process (or another LogManager in this process) holds the log directory's lock."""
+
+
+class OffsetMovedToTieredStorageError(StorageError):
+    """A read below the local log start offset of a tiered log: the data is in remote storage."""
+
+    error_code = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+
+    def __init__(self, offset: int, local_log_start_offset: int) -> None:
+        super().__init__(f"offset {offset} is below the local log start offset {local_log_start_offset}")
+        self.offset = offset
+        self.local_log_start_offset = local_log_start_offset

@@ -27,6 +27,7 @@ from moldau.protocol.types import TopicPartition
 from moldau.storage.config import Clock
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.broker.remote_log_manager import RemoteLogManager
     from moldau.protocol.typed import ApiVersionsResponseApiKeys
 
 
@@ -184,6 +185,7 @@ class ReplicaDeps:
     produce_purgatory: Purgatory
     fetch_purgatory: Purgatory
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+    remote: RemoteLogManager | None = None  # tiered storage (remote.log.storage.system.enable)
 
 
 @dataclass(slots=True)
