@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.broker.metadata import PartitionState
-from moldau.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, Log
+from moldau.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_TIMESTAMP,
+    Log,
+)
 
 UNKNOWN_OFFSET = -1
 
@@ -128,7 +134,7 @@ class Partition:
         found = self.log.offset_for_timestamp(timestamp)
         if found is None:
             return None
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return found[0], NO_TIMESTAMP
         if committed_only and timestamp >= 0 and found[0] >= self.high_watermark:
             return -1, -1

@@ -238,7 +238,8 @@ class RemoteLogManager:
                      m.end_offset)
         if doomed:
             rest = self.metadata.cache.copied_segments(*tp)
-            new_start = rest[0].start_offset if rest else log_.local_log_start_offset
+            # Past the deleted segments (local copies of them go too: they are past the total retention).
+            new_start = rest[0].start_offset if rest else doomed[-1].end_offset + 1
             if new_start > log_.log_start_offset:
                 partition.advance_log_start_offset(min(new_start, partition.high_watermark))
 

@@ -5,6 +5,11 @@ A consumer needs Read on each topic, a follower ClusterAction (else TOPIC_AUTHOR
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
 with sendfile.
+
+A consumer's fetch below the local log start offset of a tiered partition (OFFSET_MOVED_TO_TIERED_STORAGE from
+the log) is read from remote storage on the remote-read pool; the answer waits for it at most
+``remote.fetch.max.wait.ms`` (then that partition answers empty, the client fetches again), while other requests
+go on being served (docs/tiered-storage.md).
 """
 
 from __future__ import annotations
@@ -64,6 +69,38 @@ def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
 
+RemoteRequest = tuple["FetchResponseResponsesPartitions", str, int, int, int]
+
+
+def _remote_reads(ctx: ReplicaDeps, body: FetchRequest, responses: list[FetchResponseResponses]
+                  ) -> list[RemoteRequest]:
+    """The consumer partitions to read from remote storage: (answer entry, topic, partition, offset, max bytes)."""
+    if ctx.remote is None or body["replica_id"] >= 0:
+        return []
+    out: list[RemoteRequest] = []
+    for t, answer in zip(body["topics"], responses, strict=True):
+        for p, entry in zip(t["partitions"], answer["partitions"], strict=True):
+            if entry["error_code"] == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                out.append((entry, t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"]))
+    return out
+
+
+async def _with_remote(ctx: ReplicaDeps, reads: list[RemoteRequest], response: FetchResponse) -> FetchResponse:
+    remote = ctx.remote
+    assert remote is not None
+    tasks = [asyncio.ensure_future(remote.read(topic, index, offset, max_bytes))
+             for _, topic, index, offset, max_bytes in reads]
+    done, pending = await asyncio.wait(tasks, timeout=remote.fetch_max_wait_ms / 1000)
+    for task in pending:
+        task.cancel()
+    for (entry, *_), task in zip(reads, tasks, strict=True):
+        entry["error_code"], entry["records"] = ErrorCode.NONE, b""  # not read in time: empty, fetch again
+        if task in done:
+            result = task.result()
+            entry["error_code"], entry["records"] = result.error, result.records
+    return response
+
+
 class DelayedFetch(DelayedOperation):
     __slots__ = ("ctx", "body", "version", "future", "denied")
 
@@ -87,7 +124,18 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if not self.future.done():
             responses, _, _ = _read_all(self.ctx, self.body, self.version)
-            self.future.set_result(_response(responses + self.denied))
+            reads = _remote_reads(self.ctx, self.body, responses)
+            if not reads:
+                self.future.set_result(_response(responses + self.denied))
+                return
+            task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
+            future = self.future
+
+            def deliver(t: asyncio.Task[FetchResponse]) -> None:
+                if not future.done():
+                    future.set_result(t.result())
+
+            task.add_done_callback(deliver)
 
 
 def _unauthorized(ctx: ReplicaDeps, request: Request, body: FetchRequest) -> list[FetchResponseResponses]:
@@ -121,6 +169,9 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                     p["log_start_offset"], p["current_leader_epoch"])
     responses, total, error = _read_all(ctx, body, request.version)
+    reads = _remote_reads(ctx, body, responses)
+    if reads:
+        return asyncio.ensure_future(_with_remote(ctx, reads, _response(responses + denied)))
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         return _response(responses + denied)

@@ -1,5 +1,6 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at/after a timestamp (Describe
-on the topic, else TOPIC_AUTHORIZATION_FAILED)."""
+"""ListOffsets: earliest (-2; a tiered partition's remote log start), latest (-1), max timestamp (-3), earliest-local
+(-4, v8+: the local log start offset), or the first offset at/after a timestamp (Describe on the topic, else
+TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
         ListOffsetsResponseTopicsPartitions,
     )
 
-EARLIEST, MAX_TIMESTAMP = -2, -3
+EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -3, -4
 
 
 def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -42,10 +43,10 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
                 entry["error_code"] = error
                 continue
             ts = p["timestamp"]
-            if ts == MAX_TIMESTAMP and version < 7:
+            if (ts == MAX_TIMESTAMP and version < 7) or (ts == EARLIEST_LOCAL and version < 8):
                 entry["error_code"] = ErrorCode.UNSUPPORTED_VERSION
                 continue
-            if consumer and ts != EARLIEST and partition.offsets_settling:
+            if consumer and ts not in (EARLIEST, EARLIEST_LOCAL) and partition.offsets_settling:
                 entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
                 continue
             found = partition.offset_for_timestamp(ts, committed_only=consumer)
