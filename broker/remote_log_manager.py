@@ -81,6 +81,8 @@ class TieringStats:
     deleted_segments: int = 0
     fetched_bytes: int = 0
     fetch_errors: int = 0
+    fetches: int = 0
+    fetch_seconds: float = 0.0  # summed remote-read latency (sum/count: the mean)
 
 
 class RemoteLogManager:
@@ -243,6 +245,18 @@ class RemoteLogManager:
             if new_start > log_.log_start_offset:
                 partition.advance_log_start_offset(min(new_start, partition.high_watermark))
 
+    def copy_lag(self) -> list[tuple[str, int, int, int]]:
+        """(topic, partition, segments, bytes) rolled below the high watermark and not yet in remote storage,
+        per tiered partition led here (read on the metrics scrape thread: lists are snapshotted)."""
+        out = []
+        for (topic, index), p in list(self.partitions.items()):
+            if not (p.is_leader and p.log.config.remote_storage_enable):
+                continue
+            copied, hw = p.log.remote_copied_offset, p.high_watermark
+            waiting = [seg for seg in p.log.segments[:-1] if seg.next_offset - 1 > copied and seg.next_offset <= hw]
+            out.append((topic, index, len(waiting), sum(seg.size for seg in waiting)))
+        return out
+
     # ------------------------------------------------------------------ reads
     async def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> RemoteRead:
         """Batches from remote storage at ``offset`` (below the local log start offset)."""
@@ -258,6 +272,7 @@ class RemoteLogManager:
         if meta is None:
             return RemoteRead(ErrorCode.OFFSET_OUT_OF_RANGE)
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         try:
             data = await loop.run_in_executor(self._readers, read_batches, self.rsm, meta, offset, max_bytes,
                                               self._indexes)
@@ -265,6 +280,8 @@ class RemoteLogManager:
             self.stats.fetch_errors += 1
             log.warning("remote read of %s-%d at %d failed: %s", topic, partition, offset, exc)
             return RemoteRead(exc.error_code)
+        self.stats.fetches += 1
+        self.stats.fetch_seconds += time.monotonic() - started
         await self.fetch_throttle.acquire(len(data))
         self.stats.fetched_bytes += len(data)
         return RemoteRead(ErrorCode.NONE, data)

@@ -204,6 +204,9 @@ class BrokerServer:
         if self.zk_mode is not None:
             self.zk_mode.start_controller()
         if self.remote_log_manager is not None:
+            from moldau.broker.remote_log_metrics import RemoteLogCollector
+
+            self.metrics.registry.register(RemoteLogCollector(self.remote_log_manager))
             self.remote_log_manager.start()
         self._wire_metrics()
         self._schedule("log-retention", int(cfg.get("log.retention.check.interval.ms")),

@@ -66,3 +66,7 @@ def test_segments_move_to_remote_storage_and_clients_read_from_offset_0(
     finally:
         consumer.close()
     assert not (local_dir / f"{0:020d}.log").exists()
+    metrics = broker.fetch_metrics()
+    copied = [line for line in metrics.splitlines() if line.startswith("moldau_remote_copy_segments_total ")]
+    assert copied and float(copied[0].split()[1]) >= 10, metrics
+    assert "moldau_remote_fetch_bytes_total 0.0" not in metrics

@@ -195,3 +195,23 @@ def test_throttle() -> None:
 
 def test_remote_segment_ids_are_unique() -> None:
     assert RemoteLogSegmentId.generate("t", 0) != RemoteLogSegmentId.generate("t", 0)
+
+
+async def test_metrics(rlm: RemoteLogManager, partition: Partition) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from moldau.broker.remote_log_metrics import RemoteLogCollector
+
+    registry = CollectorRegistry()
+    registry.register(RemoteLogCollector(rlm))
+    produce(partition, 40)
+    waiting = len(partition.log.segments) - 1
+    text = generate_latest(registry).decode()
+    assert f'moldau_remote_copy_lag_segments{{partition="0",topic="t"}} {float(waiting)}' in text
+    await rlm.run_partition(TP, partition)
+    await rlm.read("t", 0, 0, 100)
+    text = generate_latest(registry).decode()
+    assert f"moldau_remote_copy_segments_total {float(waiting)}" in text
+    assert 'moldau_remote_copy_lag_segments{partition="0",topic="t"} 0.0' in text
+    assert "moldau_remote_fetch_latency_seconds_count 1.0" in text
+    assert "moldau_remote_fetch_bytes_total 0.0" not in text
