@@ -46,6 +46,8 @@ from moldau.storage.remote.segments import segment_data, segment_metadata
 
 log = logging.getLogger(__name__)
 
+MAX_BACKOFF_MS = 30_000  # longest pause of a partition's tasks after failures in a row
+
 
 class Throttle:
     """A byte-rate bound: ``await acquire(n)`` returns once sending n more bytes keeps the rate."""
@@ -105,6 +107,7 @@ class RemoteLogManager:
         self._copier = ThreadPoolExecutor(1, thread_name_prefix="remote-log-copier")
         self._indexes = IndexCache()
         self._synced: dict[TopicPartition, int] = {}  # partition -> leader epoch it caught up for
+        self._failures: dict[TopicPartition, tuple[int, float]] = {}  # (failures in a row, retry not before)
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -150,13 +153,20 @@ class RemoteLogManager:
                     self._synced.pop(tp, None)
                     partition.log.remote_copied_offset = self.metadata.cache.highest_copied_offset(*tp)
                     continue
+                failures, not_before = self._failures.get(tp, (0, 0.0))
+                if time.monotonic() < not_before:
+                    continue
                 try:
                     await self.run_partition(tp, partition)
+                    self._failures.pop(tp, None)
                 except asyncio.CancelledError:
                     raise
-                except Exception as exc:  # remote storage down, metadata not writable: retried next interval
+                except Exception as exc:  # remote storage down, metadata not writable: retried with backoff
                     self.stats.copy_errors += 1
-                    log.warning("tiered storage task of %s-%d failed: %r", tp[0], tp[1], exc)
+                    delay = min(self.task_interval_ms * 2 ** failures, MAX_BACKOFF_MS) / 1000
+                    self._failures[tp] = (failures + 1, time.monotonic() + delay)
+                    log.warning("tiered storage task of %s-%d failed (retry in %.1f s): %r", tp[0], tp[1], delay,
+                                exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.task_interval_ms / 1000)
             self._wake.clear()

@@ -70,6 +70,7 @@ class S3RemoteStorageManager:
         self.part_size = DEFAULT_PART_SIZE
         self._client: _S3Client | None = None
         self._lock = threading.Lock()
+        self._bucket_pending = False  # s3.create.bucket, not done yet (the store was unreachable at start)
 
     def configure(self, configs: Mapping[str, str]) -> None:
         import boto3  # only when the S3 backend is used (extra "s3")
@@ -88,15 +89,23 @@ class S3RemoteStorageManager:
             aws_secret_access_key=configs.get("s3.secret.access.key") or None,
             config=Config(s3={"addressing_style": style}, retries={"max_attempts": 3, "mode": "standard"},
                           connect_timeout=5, read_timeout=30, max_pool_connections=32)))
-        if configs.get("s3.create.bucket", "false").lower() == "true":
+        self._bucket_pending = configs.get("s3.create.bucket", "false").lower() == "true"
+        try:
             self._ensure_bucket()
+        except Exception:  # the store is down: the first copy tries again
+            pass
 
     def _ensure_bucket(self) -> None:
+        if not self._bucket_pending:
+            return
         client = self._s3()
         try:
             client.head_bucket(Bucket=self.bucket)
-        except Exception:
+        except Exception as exc:
+            if _error_code(exc) not in _NOT_FOUND:
+                raise
             client.create_bucket(Bucket=self.bucket)
+        self._bucket_pending = False
 
     def _s3(self) -> _S3Client:
         if self._client is None:
@@ -110,6 +119,7 @@ class S3RemoteStorageManager:
     # ------------------------------------------------------------------ writes
     def copy_log_segment_data(self, metadata: RemoteLogSegmentMetadata, data: LogSegmentData) -> None:
         try:
+            self._ensure_bucket()
             for kind, src in ((IndexType.OFFSET.value, data.offset_index), (IndexType.TIMESTAMP.value,
                               data.time_index), (IndexType.TRANSACTION.value, data.transaction_index),
                               (IndexType.PRODUCER_SNAPSHOT.value, data.producer_snapshot)):
@@ -155,6 +165,8 @@ class S3RemoteStorageManager:
             self._s3().delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in keys],
                                                                    "Quiet": True})
         except Exception as exc:
+            if _error_code(exc) in _NOT_FOUND:  # no bucket (yet): nothing of the segment is there
+                return
             raise RemoteStorageError(f"deleting {metadata.segment_id} from s3://{self.bucket}: {exc}") from exc
 
     # ------------------------------------------------------------------ reads

@@ -21,7 +21,7 @@ from .harness import _die_with_parent, free_port, port_accepts, wait_until
 @dataclass
 class S3Server:
     port: int
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None
     log_path: Path
 
     @property
@@ -35,7 +35,7 @@ class S3Server:
                 "rsm.config.s3.path.style.access": "true", "rsm.config.s3.create.bucket": "true"}
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(10)
@@ -44,11 +44,10 @@ class S3Server:
                 self.proc.wait(10)
 
 
-@pytest.fixture
-def s3_server(tmp_path: Path) -> Iterator[S3Server]:
-    port = free_port()
-    log_path = tmp_path / "moto.log"
-    with open(log_path, "wb") as out:
+def start_s3_server(log_path: Path, port: int | None = None) -> S3Server:
+    """Starts moto's server (on ``port``, else a free one) and waits until it listens; the caller stops it."""
+    port = free_port() if port is None else port
+    with open(log_path, "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                                 stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True,
                                 preexec_fn=_die_with_parent,
@@ -57,6 +56,16 @@ def s3_server(tmp_path: Path) -> Iterator[S3Server]:
     try:
         wait_until(lambda: port_accepts(port) or proc.poll() is not None, 60, "moto's S3 server to listen")
         assert proc.poll() is None, log_path.read_text(errors="replace")[-2000:]
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.fixture
+def s3_server(tmp_path: Path) -> Iterator[S3Server]:
+    server = start_s3_server(tmp_path / "moto.log")
+    try:
         yield server
     finally:
         server.stop()

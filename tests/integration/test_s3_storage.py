@@ -16,12 +16,20 @@ from moldau.storage.remote.s3 import MIN_PART_SIZE, S3RemoteStorageManager
 from moldau.storage.remote.segments import segment_data, segment_metadata
 
 from .clients import ck_consume, make_records
-from .harness import BrokerProcess, wait_until
-from .s3server import S3Server, s3_server  # noqa: F401 - the fixture
+from .harness import BrokerProcess, free_port, wait_until
+from .s3server import S3Server, s3_server, start_s3_server  # noqa: F401 - the fixture
 from .test_confluent import produce
 from .test_tiered_storage import create
 
 pytestmark = pytest.mark.integration
+
+
+def tiered_s3_broker(broker_factory: Callable[..., BrokerProcess], config: dict[str, str]) -> BrokerProcess:
+    return broker_factory({
+        "remote.log.storage.system.enable": "true", "remote.log.storage.manager.class.name": "s3", **config,
+        "remote.log.manager.task.interval.ms": "200",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "2",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1"})
 
 
 def manager(server: S3Server, bucket: str, **extra: str) -> S3RemoteStorageManager:
@@ -65,11 +73,7 @@ def test_s3_contract_with_multipart_upload(s3_server: S3Server, tmp_path: Path) 
 
 def test_broker_tiers_to_s3(s3_server: S3Server, broker_factory: Callable[..., BrokerProcess],  # noqa: F811
                             topic: str) -> None:
-    broker = broker_factory({
-        "remote.log.storage.system.enable": "true", "remote.log.storage.manager.class.name": "s3",
-        **s3_server.rsm_config("tiered"), "remote.log.manager.task.interval.ms": "200",
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "2",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "1"})
+    broker = tiered_s3_broker(broker_factory, s3_server.rsm_config("tiered"))
     create(broker.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": "16384",
                                      "local.retention.bytes": "1"})
     records = make_records(800, tag="s3", with_nulls=False)
@@ -80,3 +84,34 @@ def test_broker_tiers_to_s3(s3_server: S3Server, broker_factory: Callable[..., B
     rsm.close()
     got = ck_consume(broker.bootstrap, topic, len(records), timeout=60)
     assert [(m.offset(), m.value()) for m in got] == [(i, r.value) for i, r in enumerate(records)]
+
+
+def copy_errors(broker: BrokerProcess) -> float:
+    lines = [x for x in broker.fetch_metrics().splitlines() if x.startswith("moldau_remote_copy_errors_total ")]
+    return float(lines[0].split()[1]) if lines else 0.0
+
+
+def test_store_down_then_back(broker_factory: Callable[..., BrokerProcess], topic: str, tmp_path: Path) -> None:
+    """The object store is unreachable from the start: copies fail and back off, no local segment is deleted,
+    consumers read locally; once the store is up, copies resume, local segments go, reads from 0 use it."""
+    port = free_port()
+    offline = S3Server(port, None, tmp_path / "moto.log")  # not started: its settings only
+    broker = tiered_s3_broker(broker_factory, offline.rsm_config("outage"))
+    create(broker.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": "16384",
+                                     "local.retention.bytes": "1"})
+    records = make_records(800, tag="outage", with_nulls=False)
+    assert produce(broker.bootstrap, topic, records, acks="all", **{"batch.num.messages": 10}) == list(range(800))
+    local_dir = broker.partition_dir(topic)
+    segments = len(list(local_dir.glob("*.log")))
+    assert segments >= 5
+    wait_until(lambda: copy_errors(broker) >= 2, 30, "copies to fail while the store is down")
+    assert len(list(local_dir.glob("*.log"))) == segments  # nothing deleted while uncopied
+    got = ck_consume(broker.bootstrap, topic, len(records), timeout=60)
+    assert [m.value() for m in got] == [r.value for r in records]
+    server = start_s3_server(tmp_path / "moto.log", port)
+    try:
+        wait_until(lambda: len(list(local_dir.glob("*.log"))) <= 2, 60, "copies to resume and local segments to go")
+        got = ck_consume(broker.bootstrap, topic, len(records), timeout=60)
+        assert [(m.offset(), m.value()) for m in got] == [(i, r.value) for i, r in enumerate(records)]
+    finally:
+        server.stop()
