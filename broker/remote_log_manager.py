@@ -41,7 +41,7 @@ from moldau.storage.remote.api import (
     rsm_configs,
 )
 from moldau.storage.remote.metadata import METADATA_TOPIC, SegmentUpdate
-from moldau.storage.remote.reader import IndexCache, read_batches
+from moldau.storage.remote.reader import IndexCache, offset_for_timestamp, read_batches
 from moldau.storage.remote.segments import segment_data, segment_metadata
 
 log = logging.getLogger(__name__)
@@ -268,6 +268,19 @@ class RemoteLogManager:
         return out
 
     # ------------------------------------------------------------------ reads
+    async def offset_for_timestamp(self, topic: str, partition: int, timestamp: int,
+                                   log_start_offset: int) -> tuple[int, int] | None:
+        """ListOffsets by timestamp over the remote segments: the first record at or above the log start offset
+        with a timestamp >= ``timestamp`` (None: not in remote storage, look locally)."""
+        for meta in self.metadata.cache.copied_segments(topic, partition):
+            if meta.end_offset < log_start_offset or meta.max_timestamp_ms < timestamp:
+                continue
+            found = await asyncio.get_running_loop().run_in_executor(
+                self._readers, offset_for_timestamp, self.rsm, meta, timestamp, log_start_offset, self._indexes)
+            if found is not None:
+                return found
+        return None
+
     async def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> RemoteRead:
         """Batches from remote storage at ``offset`` (below the local log start offset)."""
         tp = (topic, partition)

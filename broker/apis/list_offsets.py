@@ -4,6 +4,8 @@ TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ReplicaDeps
@@ -19,11 +21,18 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
         ListOffsetsResponseTopicsPartitions,
     )
 
+log = logging.getLogger("moldau.apis.list_offsets")
+
 EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -3, -4
 
 
-def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsRequest) -> ListOffsetsResponse:
+RemoteLookup = tuple["ListOffsetsResponseTopicsPartitions", str, int, int, int, int]
+
+
+def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsRequest
+                        ) -> ListOffsetsResponse | asyncio.Future[ListOffsetsResponse]:
     version = request.version
+    remote: list[RemoteLookup] = []
     consumer = body["replica_id"] < 0
     topics: list[ListOffsetsResponseTopics] = []
     described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC,
@@ -49,6 +58,12 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
             if consumer and ts not in (EARLIEST, EARLIEST_LOCAL) and partition.offsets_settling:
                 entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
                 continue
+            log_ = partition.log
+            if ctx.remote is not None and ts >= 0 and log_.config.remote_storage_enable \
+                    and log_.local_log_start_offset > log_.log_start_offset:
+                # A tiered partition: the remote segments come first (offset -1 until then).
+                remote.append((entry, t["name"], p["partition_index"], ts, log_.log_start_offset,
+                               partition.leader_epoch))
             found = partition.offset_for_timestamp(ts, committed_only=consumer)
             if found is not None:
                 offset, entry["timestamp"] = found
@@ -57,4 +72,25 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
             if version == 0:
                 entry["old_style_offsets"] = [entry["offset"]] if entry["offset"] >= 0 else []
         topics.append({"name": t["name"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    response: ListOffsetsResponse = {"throttle_time_ms": 0, "topics": topics}
+    if remote:
+        return asyncio.ensure_future(_with_remote(ctx, remote, response, version))
+    return response
+
+
+async def _with_remote(ctx: ReplicaDeps, lookups: list[RemoteLookup], response: ListOffsetsResponse,
+                       version: int) -> ListOffsetsResponse:
+    """Timestamps in the remote part of tiered partitions: searched on the remote-read pool."""
+    assert ctx.remote is not None
+    results = await asyncio.gather(*(ctx.remote.offset_for_timestamp(topic, index, ts, start)
+                                     for _, topic, index, ts, start, _ in lookups), return_exceptions=True)
+    for (entry, topic, index, *_rest, epoch), found in zip(lookups, results, strict=True):
+        if isinstance(found, BaseException):
+            log.warning("remote ListOffsets of %s-%d failed: %r", topic, index, found)
+            entry.update({"error_code": ErrorCode.KAFKA_STORAGE_ERROR, "offset": -1, "timestamp": -1,
+                          "leader_epoch": -1})
+        elif found is not None:
+            entry.update({"offset": found[0], "timestamp": found[1], "leader_epoch": epoch})
+        if version == 0:
+            entry["old_style_offsets"] = [entry["offset"]] if entry["offset"] >= 0 else []
+    return response

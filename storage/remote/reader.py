@@ -7,7 +7,7 @@ import struct
 import threading
 from bisect import bisect_right
 
-from moldau.protocol.records import BATCH_HEADER_SIZE, iter_headers, read_header
+from moldau.protocol.records import BATCH_HEADER_SIZE, iter_headers, iter_records, read_header
 from moldau.storage.remote.api import IndexType, RemoteLogSegmentMetadata, RemoteStorageManager
 
 _ENTRY = struct.Struct(">ii")
@@ -79,3 +79,32 @@ def read_batches_from(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetad
             return rsm.fetch_log_segment(metadata, position, position + h.total_size - 1)
         position += h.total_size
     return b""
+
+
+_TIME_ENTRY = struct.Struct(">qi")
+_SCAN_BYTES = 1024 * 1024
+
+
+def offset_for_timestamp(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, timestamp: int,
+                         min_offset: int, indexes: IndexCache) -> tuple[int, int] | None:
+    """ListOffsets in a remote segment: (offset, timestamp) of the first record at or after ``min_offset`` whose
+    timestamp is >= ``timestamp``, or None. The time index skips what is older (its entries hold the largest
+    timestamp so far and where it was reached); then whole batches are read and only the hit is decoded."""
+    index = rsm.fetch_index(metadata, IndexType.TIMESTAMP)
+    offset = max(metadata.start_offset, min_offset)
+    for ts, rel in _TIME_ENTRY.iter_unpack(index[: len(index) - len(index) % _TIME_ENTRY.size]):
+        if ts >= timestamp:
+            break
+        offset = max(offset, metadata.start_offset + rel + 1)  # everything up to there is older
+    while offset <= metadata.end_offset:
+        data = read_batches(rsm, metadata, offset, _SCAN_BYTES, indexes)
+        if not data:
+            return None
+        for pos, h in iter_headers(data):
+            if h.max_timestamp >= timestamp and h.last_offset >= offset:
+                floor = max(h.base_offset, offset)
+                for record in iter_records(memoryview(data)[pos : pos + h.total_size], h, check_crc=False):
+                    if record.timestamp >= timestamp and record.offset >= floor:
+                        return record.offset, record.timestamp
+            offset = max(offset, h.last_offset + 1)
+    return None

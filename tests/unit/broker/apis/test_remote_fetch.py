@@ -71,8 +71,9 @@ async def tiered_env(tmp_path: Path) -> tuple[Env, RemoteLogManager, GatedStorag
     await env.create_topic("local")
     rm = env.replica_manager
     now = env.clock.time_ms()  # within retention.ms (7 days): nothing is deleted remotely
-    for i in range(40):
-        assert rm.append("t", 0, bytearray(build_batch([(None, b"r%02d" % i + b"x" * 60, [], now)] * 3))).error == 0
+    for i in range(40):  # batch i: offsets 3i..3i+2 with timestamps now + 10i + j
+        batch = build_batch([(None, b"r%02d" % i + b"x" * 60, [], now + 10 * i + j) for j in range(3)])
+        assert rm.append("t", 0, bytearray(batch)).error == 0
     assert rm.append("local", 0, bytearray(build_batch([(None, b"here", [], 1000)]))).error == 0
     rsm = GatedStorage(tmp_path / "remote")
     rsm.configure({})
@@ -148,5 +149,29 @@ async def test_list_offsets_earliest_and_earliest_local(tmp_path: Path) -> None:
         assert part["error_code"] == E.NONE and part["offset"] == local_start
         part = (await env.call(ApiKey.LIST_OFFSETS, 7, body(-4)))["topics"][0]["partitions"][0]
         assert part["error_code"] == E.UNSUPPORTED_VERSION
+    finally:
+        await rlm.close()
+
+
+async def test_offsets_for_times_across_the_boundary(tmp_path: Path) -> None:
+    env, rlm, _ = await tiered_env(tmp_path)
+    try:
+        now = env.clock.time_ms()
+        local_start = env.replica_manager.get_partition("t", 0).log.local_log_start_offset  # type: ignore[union-attr]
+
+        async def lookup(ts: int, version: int = 8) -> tuple[int, int, int]:
+            answer = await env.call(ApiKey.LIST_OFFSETS, version, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "timestamp": ts, "max_num_offsets": 1}]}]})
+            part = answer["topics"][0]["partitions"][0]
+            return part["error_code"], part["offset"], part["timestamp"]
+
+        assert await lookup(0) == (E.NONE, 0, now)  # before everything: the first remote record
+        assert await lookup(now + 10 * 5 + 1) == (E.NONE, 16, now + 51)  # inside a remote batch
+        last_remote_batch = (local_start - 1) // 3
+        assert await lookup(now + 10 * last_remote_batch + 3) == (E.NONE, 3 * (last_remote_batch + 1),
+                                                                  now + 10 * (last_remote_batch + 1))  # local
+        assert await lookup(now + 10 * 39 + 2) == (E.NONE, 119, now + 392)
+        assert (await lookup(now + 10_000))[1] == -1
+        assert (await lookup(now + 51, version=1))[:2] == (E.NONE, 16)
     finally:
         await rlm.close()
