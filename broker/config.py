@@ -543,7 +543,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("rlmm.config.remote.log.metadata.topic.num.partitions", "int", 50, "Partitions of "
        "__remote_log_metadata.", AT_LEAST_1),
     _s("rlmm.config.remote.log.metadata.topic.replication.factor", "int", 3, "Replication factor of "
-       "__remote_log_metadata (at most the live brokers when it is created).", AT_LEAST_1),
+       "__remote_log_metadata (created once that many brokers are registered; 1 on a standalone broker).",
+       AT_LEAST_1),
     # --- Moldau's own
     _s("metrics.port", "int", -1, "Port of the Prometheus /metrics endpoint; -1 = disabled, 0 = a free port "
        "(logged at start-up).", PORT),

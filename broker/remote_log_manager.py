@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from moldau.broker.apis.context import TopicDeps
 from moldau.broker.config import BrokerConfig
+from moldau.broker.metadata import StandaloneMetadata
 from moldau.broker.partition import Partition
 from moldau.broker.remote_log_metadata import RemoteLogMetadataManager, TopicBasedRemoteLogMetadataManager
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
@@ -324,7 +325,11 @@ def build_remote_log_manager(config: BrokerConfig, broker_id: int, partitions: d
         if topics.metadata.topic(METADATA_TOPIC) is not None:
             return
         live = len(topics.metadata.live_brokers())
-        replication = min(int(config.get("rlmm.config.remote.log.metadata.topic.replication.factor")), live)
+        replication = int(config.get("rlmm.config.remote.log.metadata.topic.replication.factor"))
+        if isinstance(topics.metadata, StandaloneMetadata):
+            replication = min(replication, live)  # one broker: its own metadata
+        elif live < replication:  # as Kafka: wait for the brokers rather than create it under-replicated
+            raise RuntimeError(f"{METADATA_TOPIC} needs {replication} live brokers, {live} registered")
         configs = {"cleanup.policy": "delete", "retention.ms": "-1"}
         try:
             plan = plan_topic(topics, METADATA_TOPIC, num_partitions, replication, [], configs)
