@@ -181,6 +181,11 @@ class RemoteLogManager:
                 return
             self._synced[tp] = epoch
         cache = self.metadata.cache
+        remote_start = cache.log_start_offset(*tp)
+        log_ = partition.log
+        if remote_start is not None and log_.log_start_offset < remote_start <= log_.local_log_start_offset:
+            # The log start offset checkpoint lags the remote deletions (or is gone): the remote log start wins.
+            partition.advance_log_start_offset(min(remote_start, partition.high_watermark))
         for m in cache.unfinished_segments(*tp) + cache.redundant_segments(*tp):
             log.info("%s-%d: deleting remote segment %s left in state %s", tp[0], tp[1], m.segment_id, m.state.name)
             await self._delete_remote(m)

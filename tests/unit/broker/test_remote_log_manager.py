@@ -215,3 +215,14 @@ async def test_metrics(rlm: RemoteLogManager, partition: Partition) -> None:
     assert 'moldau_remote_copy_lag_segments{partition="0",topic="t"} 0.0' in text
     assert "moldau_remote_fetch_latency_seconds_count 1.0" in text
     assert "moldau_remote_fetch_bytes_total 0.0" not in text
+
+
+async def test_a_lagging_log_start_is_raised_to_the_remote_log_start(rlm: RemoteLogManager,
+                                                                     partition: Partition) -> None:
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    await rlm._delete_remote(chain[0])  # deleted by retention, but the checkpointed log start did not follow
+    rlm._synced.clear()  # as after a restart or a new leadership
+    await rlm.run_partition(TP, partition)
+    assert partition.log.log_start_offset == chain[1].start_offset
