@@ -140,6 +140,14 @@ class Partition:
             return -1, -1
         return found
 
+    @property
+    def remote_log_start(self) -> int | None:
+        """A tiered partition with data in remote storage: its log start offset (below the local log); else None."""
+        log_ = self.log
+        if log_.config.remote_storage_enable and log_.local_log_start_offset > log_.log_start_offset:
+            return log_.log_start_offset
+        return None
+
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= ``leader_epoch``, its end offset); (-1, -1) if unknown."""
         return self.log.end_offset_for_epoch(leader_epoch)

@@ -305,10 +305,10 @@ class RemoteLogManager:
         try:
             data = await loop.run_in_executor(self._readers, read_batches, self.rsm, meta, offset, max_bytes,
                                               self._indexes)
-        except RemoteStorageError as exc:
+        except Exception as exc:  # the store failed, or its data does not parse: retriable for the client
             self.stats.fetch_errors += 1
-            log.warning("remote read of %s-%d at %d failed: %s", topic, partition, offset, exc)
-            return RemoteRead(exc.error_code)
+            log.warning("remote read of %s-%d at %d failed: %r", topic, partition, offset, exc)
+            return RemoteRead(ErrorCode.KAFKA_STORAGE_ERROR)
         self.stats.fetches += 1
         self.stats.fetch_seconds += time.monotonic() - started
         await self.fetch_throttle.acquire(len(data))

@@ -58,12 +58,10 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
             if consumer and ts not in (EARLIEST, EARLIEST_LOCAL) and partition.offsets_settling:
                 entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
                 continue
-            log_ = partition.log
-            if ctx.remote is not None and ts >= 0 and log_.config.remote_storage_enable \
-                    and log_.local_log_start_offset > log_.log_start_offset:
-                # A tiered partition: the remote segments come first (offset -1 until then).
-                remote.append((entry, t["name"], p["partition_index"], ts, log_.log_start_offset,
-                               partition.leader_epoch))
+            remote_start = partition.remote_log_start
+            if ctx.remote is not None and ts >= 0 and remote_start is not None:
+                # A tiered partition: the remote segments come first.
+                remote.append((entry, t["name"], p["partition_index"], ts, remote_start, partition.leader_epoch))
             found = partition.offset_for_timestamp(ts, committed_only=consumer)
             if found is not None:
                 offset, entry["timestamp"] = found
