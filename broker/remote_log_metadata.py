@@ -15,9 +15,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from moldau.aio import Consumer, Producer, TopicPartition
 from moldau.storage.remote.metadata import (
     METADATA_TOPIC,
     MetadataEvent,
@@ -27,6 +26,9 @@ from moldau.storage.remote.metadata import (
     metadata_partition,
     record_key,
 )
+
+if TYPE_CHECKING:  # the client library loads when the manager starts: the broker imports only its connection layer
+    from moldau.aio import Consumer, Producer
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,8 @@ class TopicBasedRemoteLogMetadataManager:
         self.started = asyncio.Event()
 
     async def start(self) -> None:
+        from moldau.aio import Consumer, Producer, TopicPartition
+
         await self._ensure_topic()
         common = {"bootstrap.servers": self.bootstrap, "client.id": "remote-log-metadata", **self._client_configs}
         self._producer = Producer({**common, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
@@ -150,6 +154,8 @@ class TopicBasedRemoteLogMetadataManager:
         except TimeoutError:
             return False
         assert self._consumer is not None
+        from moldau.aio import TopicPartition
+
         mp = metadata_partition(topic, partition, self.num_partitions)
         tp = TopicPartition(METADATA_TOPIC, mp)
         end = (await self._consumer.end_offsets([tp]))[tp]
