@@ -342,6 +342,8 @@ class BrokerServer:
         # Both read in-memory state on the scrape thread (segment sizes the log tracks, no disk walk); list()
         # snapshots the dicts the loop may change meanwhile.
         m.set_log_size_callback(lambda: [(tp[0], tp[1], p.log.size) for tp, p in list(rm.partitions.items())])
+        m.set_last_stable_offset_lag_callback(lambda: [(tp[0], tp[1], p.log.last_stable_offset_lag())
+                                                       for tp, p in list(rm.partitions.items()) if p.is_leader])
         coordinator = self.group_coordinator
         if coordinator is not None:
             m.set_consumer_lag_callback(lambda: consumer_group_lag(coordinator.store.groups, rm.partitions))

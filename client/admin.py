@@ -14,10 +14,18 @@ from typing import Any
 
 from moldau.admin_acls import AclsAdmin
 from moldau.admin_configs import ConfigsAdmin
+from moldau.admin_groups import (  # noqa: F401  (MemberDescription re-exported)
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    GroupAdmin,
+    MemberDescription,
+)
 from moldau.admin_scram import ScramAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
 from moldau.errors import KafkaError
+from moldau.fetcher import TopicPartition
+from moldau.group import OffsetAndMetadata
 from moldau.partition_admin import (  # noqa: F401  (re-exported: moldau.admin.NewPartitions, ...)
     LogDirDescription,
     NewPartitions,
@@ -73,6 +81,7 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin):
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self.config = admin_config(config, **kwargs)
         self._cluster = Cluster(self.config)
+        self._groups = GroupAdmin(self._cluster, self.config)
         self._started = False
 
     @property
@@ -191,6 +200,37 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin):
                 if isinstance(value, KafkaError):
                     raise value
         return results
+
+    # ------------------------------------------------------------------ consumer groups (client/admin_groups.py)
+    async def list_consumer_groups(self, states: Iterable[str] | None = None) -> list[ConsumerGroupListing]:
+        """Every group of every broker (only those in ``states``, e.g. ``["Stable", "Empty"]``, if given)."""
+        return await self._groups.list_consumer_groups(states)
+
+    async def describe_consumer_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True,
+                                       ) -> dict[str, ConsumerGroupDescription | KafkaError]:
+        """Members with their assigned partitions, state, assignor and coordinator of each group."""
+        return await self._groups.describe_consumer_groups(group_ids, raise_errors=raise_errors)
+
+    async def delete_consumer_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True,
+                                     ) -> dict[str, KafkaError | None]:
+        """Deletes empty groups with their committed offsets; group -> error (None: deleted)."""
+        return await self._groups.delete_consumer_groups(group_ids, raise_errors=raise_errors)
+
+    async def list_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None,
+                                          ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (of ``partitions`` only, if given); uncommitted partitions left out."""
+        return await self._groups.list_consumer_group_offsets(group_id, partitions)
+
+    async def alter_consumer_group_offsets(self, group_id: str,
+                                           offsets: Mapping[tuple[str, int], int | OffsetAndMetadata], *,
+                                           raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
+        """Commits ``offsets`` for a group without active members (UNKNOWN_MEMBER_ID while it has some)."""
+        return await self._groups.alter_consumer_group_offsets(group_id, offsets, raise_errors=raise_errors)
+
+    async def delete_consumer_group_offsets(self, group_id: str, partitions: Iterable[tuple[str, int]], *,
+                                            raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
+        """Deletes the group's committed offsets of ``partitions`` (GROUP_SUBSCRIBED_TO_TOPIC while consumed)."""
+        return await self._groups.delete_consumer_group_offsets(group_id, partitions, raise_errors=raise_errors)
 
     # ------------------------------------------------------------------ controller routing
     async def _controller_conn(self) -> Any:

@@ -2,6 +2,7 @@
 
 from moldau.admin import AdminClient, ClusterDescription, NewTopic, OffsetResult, TopicDescription
 from moldau.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
+from moldau.admin_groups import ConsumerGroupDescription, ConsumerGroupListing, MemberDescription
 from moldau.consumer import (
            Consumer,
            ConsumerRebalanceListener,
@@ -11,6 +12,7 @@ from moldau.consumer import (
 )
 from moldau.producer import Producer, RecordMetadata
 
-__all__ = ["AdminClient", "AlterConfigOp", "ConfigEntry", "ConfigResource", "ClusterDescription", "Consumer", "ConsumerRebalanceListener", "ConsumerRecord",
-           "NewTopic", "OffsetAndMetadata", "OffsetResult", "Producer", "RecordMetadata", "TopicDescription",
+__all__ = ["AdminClient", "AlterConfigOp", "ConfigEntry", "ConfigResource", "ClusterDescription", "Consumer",
+           "ConsumerGroupDescription", "ConsumerGroupListing", "ConsumerRebalanceListener", "ConsumerRecord",
+           "MemberDescription", "NewTopic", "OffsetAndMetadata", "OffsetResult", "Producer", "RecordMetadata", "TopicDescription",
            "TopicPartition"]

@@ -24,7 +24,7 @@ from typing import Any
 
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig, consumer_config
-from moldau.errors import ClientError, ConfigError, KafkaError
+from moldau.errors import ClientError, ConfigError, KafkaConnectionError, KafkaError, RequestTimeoutError
 from moldau.fetcher import (
     EARLIEST,
     LATEST,
@@ -84,7 +84,10 @@ class Consumer:
         self._group: GroupMember | None = None
         self._auto_commit: asyncio.Task[None] | None = None
         self._committed_positions: dict[TopicPartition, int] = {}
-        self._pattern_checked = 0.0
+        # When the pattern was last matched against the cluster's topics; None: never (match on the next poll).
+        # Not 0.0: time.monotonic() counts from boot, so on a machine up for less than metadata.max.age.ms a
+        # 0.0 sentinel looked "checked recently" and the first match waited until the clock passed it.
+        self._pattern_checked: float | None = None
         self._started = False
         self._closed = False
 
@@ -133,7 +136,7 @@ class Consumer:
             raise ValueError("subscribe() takes topics or a pattern, not both")
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._topics = sorted(set(topics)) if topics is not None else []
-        self._pattern_checked = 0.0
+        self._pattern_checked = None
         self._listener = listener
         if topics is not None:
             self._cluster.add_topics(self._topics)
@@ -173,18 +176,31 @@ class Consumer:
         self._set_assignment(set(self._states) - revoked)
 
     async def _refresh_pattern(self) -> None:
-        if self._pattern is None or time.monotonic() - self._pattern_checked < self.config[
-                "metadata.max.age.ms"] / 1000:
+        if self._pattern is None:
             return
-        self._pattern_checked = time.monotonic()
+        now = time.monotonic()
+        checked = self._pattern_checked
+        if checked is not None and now - checked < self.config["metadata.max.age.ms"] / 1000:
+            return
+        pattern = self._pattern
         # The cluster cache holds only the topics we use: ask for all of them here.
-        conn = await self._cluster.any_connection()
-        version = conn.version_for(METADATA, 12)
-        response = await conn.send(METADATA, {"topics": [] if version == 0 else None,
-                                              "allow_auto_topic_creation": False}, version)
+        try:
+            conn = await self._cluster.any_connection()
+            version = conn.version_for(METADATA, 12)
+            response = await conn.send(METADATA, {"topics": [] if version == 0 else None,
+                                                  "allow_auto_topic_creation": False}, version)
+        except (KafkaConnectionError, RequestTimeoutError) as exc:  # as Kafka's poll(): retried, not raised
+            log.info("matching pattern %s against the topics failed (%s); retrying on the next poll",
+                     pattern.pattern, exc)
+            return
+        if pattern is not self._pattern:  # subscribe() changed it meanwhile: the next poll matches the new one
+            return
+        # Marked only once matched: a failed request (timeout under load, broker away) is retried on the next
+        # poll, not metadata.max.age.ms later.
+        self._pattern_checked = now
         skip_internal = self.config["exclude.internal.topics"]
         names = sorted(t["name"] for t in response["topics"]
-                       if self._pattern.fullmatch(t["name"]) and not (t.get("is_internal") and skip_internal))
+                       if pattern.fullmatch(t["name"]) and not (t.get("is_internal") and skip_internal))
         if names != self._topics:
             self._topics = names
             self._cluster.add_topics(names)

@@ -78,3 +78,17 @@ class ConfigError(ClientError, ValueError):
 
 class NoBrokersAvailableError(KafkaConnectionError):
     """None of the bootstrap servers (or known brokers) accepted a connection."""
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not finish within its bound (Kafka's TimeoutException), e.g. ``send()`` waiting longer
+    than ``max.block.ms`` for room in a full buffer. A ``KafkaError`` with code REQUEST_TIMED_OUT."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+
+
+class BlockingCallOnLoopError(ClientError, RuntimeError):
+    """A blocking call (``flush()``, ``poll()``, an admin request, ...) was made on the client's event-loop thread,
+    i.e. from a delivery callback or a rebalance listener. It waits for work only that thread can do, so it would
+    deadlock; it raises this instead."""

@@ -1,7 +1,9 @@
 """The blocking API: the same async core driven by an event loop in a background thread.
 
 One daemon thread per process runs the loop (like librdkafka's background thread); every blocking call hands a
-coroutine to it and waits for the result. Delivery callbacks run on that thread, so keep them short.
+coroutine to it and waits for the result. Delivery callbacks and rebalance listeners run on that thread, so keep
+them short, and make no blocking call there (``flush()``, ``poll()``, ``commit()``, admin requests): it would
+wait for the thread it blocks, so it raises :class:`BlockingCallOnLoopError` instead of deadlocking.
 """
 
 from __future__ import annotations
@@ -11,48 +13,28 @@ import concurrent.futures
 import functools
 import logging
 import threading
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import Any, TypeVar
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
-from moldau import admin as _admin
 from moldau import consumer as _consumer
 from moldau import producer as _producer
-from moldau.consumer import ConsumerRecord
+from moldau.config import ClientConfig
+from moldau.consumer import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from moldau.errors import BlockingCallOnLoopError, KafkaTimeoutError
+from moldau.loop_thread import background_loop, call, on_loop_thread, run
+from moldau.loop_thread import refuse_on_loop as _refuse_on_loop
 from moldau.producer import Headers, RecordMetadata
+from moldau.sync_admin import AdminClient
 
-T = TypeVar("T")
 log = logging.getLogger("moldau.client.sync")
 DeliveryCallback = Callable[[BaseException | None, RecordMetadata | None], None]
 
-_MAX_HANDOVER = 100_000  # records queued for the loop before send() blocks
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-def background_loop() -> asyncio.AbstractEventLoop:
-    """The process-wide client loop, started on first use."""
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            thread = threading.Thread(target=loop.run_forever, name="moldau-client-loop", daemon=True)
-            thread.start()
-            _loop = loop
-        return _loop
-
-
-def run(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-    """Runs ``coro`` on the client loop and blocks for its result (cancels it on timeout)."""
-    future = asyncio.run_coroutine_threadsafe(coro, background_loop())
-    try:
-        return future.result(timeout)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        raise TimeoutError(f"no result within {timeout}s") from None
-
-
 class Producer:
     """Blocking producer: ``send()`` returns a ``concurrent.futures.Future``; ``produce()`` takes a callback."""
+
+    #: Records waiting for the loop to take them over before ``send()``/``produce()`` block (max.block.ms).
+    max_handover = 100_000
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         self._loop = background_loop()
@@ -67,7 +49,7 @@ class Producer:
         # It also keeps records in produce() order across the scheduled drain and flush's own.
         self._drain_lock = asyncio.Lock()
         self._room = threading.Event()
-        run(self._aio.start())
+        run(self._aio.start(), what="Producer()")
 
     @property
     def aio(self) -> _producer.Producer:
@@ -83,7 +65,9 @@ class Producer:
     def send(self, topic: str, value: Any = None, key: Any = None, *, partition: int | None = None,
              timestamp_ms: int | None = None, headers: Headers = None,
              on_delivery: DeliveryCallback | None = None) -> concurrent.futures.Future[RecordMetadata]:
-        """Queues a record; the future (and ``on_delivery(error, metadata)``) completes when it is acknowledged."""
+        """Queues a record; the future (and ``on_delivery(error, metadata)``) completes when it is acknowledged.
+        With ``max_handover`` records not yet taken over by the loop it blocks up to ``max.block.ms``, then
+        raises :class:`KafkaTimeoutError`."""
         future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
         self._enqueue(topic, value, key, partition, timestamp_ms, headers, future, on_delivery)
         return future
@@ -92,16 +76,28 @@ class Producer:
                  headers: Headers, future: concurrent.futures.Future[RecordMetadata] | None,
                  on_delivery: DeliveryCallback | None) -> None:
         kwargs = {"partition": partition, "timestamp_ms": timestamp_ms, "headers": headers}
-        with self._pending_lock:
-            self._pending.append(((topic, value, key), kwargs, future, on_delivery))
-            schedule = not self._drain_scheduled
-            self._drain_scheduled = True
-            backlog = len(self._pending)
+        deadline: float | None = None
+        while True:
+            with self._pending_lock:
+                if len(self._pending) < self.max_handover:
+                    self._pending.append(((topic, value, key), kwargs, future, on_delivery))
+                    schedule = not self._drain_scheduled
+                    if schedule:
+                        self._drain_scheduled = True
+                        self._room.clear()  # set again (under this lock) when the drain has emptied the list
+                    break
+            # The loop is behind (buffer.memory full, brokers away): block like Kafka's send(), for at most
+            # max.block.ms, then fail this record without queueing it.
+            _refuse_on_loop("send()/produce() on a full buffer")
+            max_block_s = self._aio.config["max.block.ms"] / 1000
+            if deadline is None:
+                deadline = time.monotonic() + max_block_s
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._room.wait(remaining):
+                raise KafkaTimeoutError(f"no room for the record in the buffer within max.block.ms "
+                                        f"({max_block_s * 1000:.0f} ms)")
         if schedule:  # one hand-over per burst of calls, not per record
-            self._room.clear()
             self._loop.call_soon_threadsafe(self._start_drain)
-        if backlog >= _MAX_HANDOVER:  # the loop is behind (buffer.memory full): block like Kafka's send()
-            self._room.wait(self._aio.config["max.block.ms"] / 1000)
 
     def produce(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                 on_delivery: DeliveryCallback | None = None, timestamp: int | None = None,
@@ -162,13 +158,13 @@ class Producer:
         async def go() -> None:
             await self._drain_pending()
             await self._aio.flush(timeout)
-        run(go(), None if timeout is None else timeout + 1)
+        run(go(), None if timeout is None else timeout + 1, what="flush")
 
     def close(self, timeout: float | None = None) -> None:
         async def go() -> None:
             await self._drain_pending()
             await self._aio.close(timeout)
-        run(go())
+        run(go(), what="close")
 
 
 def _log_failure(inner: asyncio.Future[RecordMetadata]) -> None:
@@ -201,42 +197,23 @@ def _settle(future: concurrent.futures.Future[RecordMetadata] | None, callback: 
             log.exception("delivery callback raised")
 
 
-class AdminClient:
-    """Blocking AdminClient: every method of :class:`moldau.aio.AdminClient`, run to completion."""
-
-    def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
-        background_loop()
-        self._aio = _admin.AdminClient(config, **kwargs)
-        run(self._aio.start())
-
-    def __enter__(self) -> AdminClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        run(self._aio.close())
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._aio, name)
-        if not asyncio.iscoroutinefunction(method):
-            return method
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return run(method(*args, **kwargs))
-        call.__doc__ = method.__doc__
-        return call
-
-
 class Consumer:
-    """Blocking consumer over :class:`moldau.aio.Consumer`: ``poll()``, iteration, and every other method run to
+    """Blocking consumer over :class:`moldau.aio.Consumer`: ``poll()``, iteration and every other method run to
     completion on the client loop (so the async core is only ever touched from its own thread)."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         background_loop()
         self._aio = _consumer.Consumer(config, **kwargs)
-        run(self._aio.start())
+        run(self._aio.start(), what="Consumer()")
+
+    @property
+    def aio(self) -> _consumer.Consumer:
+        """The async consumer underneath (use it only from the client loop)."""
+        return self._aio
+
+    @property
+    def config(self) -> ClientConfig:
+        return self._aio.config
 
     def __enter__(self) -> Consumer:
         return self
@@ -245,27 +222,108 @@ class Consumer:
         self.close()
 
     def close(self, autocommit: bool = True) -> None:
-        run(self._aio.close(autocommit))
+        """Commits the positions (enable.auto.commit), leaves the group, closes the connections."""
+        run(self._aio.close(autocommit), what="close")
 
+    # ------------------------------------------------------------------ consuming
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from every assigned partition (up to max.poll.records), waiting up to ``timeout_ms``."""
-        batch = run(self._aio.getmany(timeout_ms=timeout_ms, max_records=max_records))
+        batch = run(self._aio.getmany(timeout_ms=timeout_ms, max_records=max_records), what="poll")
         return [r for records in batch.values() for r in records]
 
-    def __iter__(self) -> Any:
+    def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
+                max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records per partition (of ``partitions`` only, when given), waiting up to ``timeout_ms``."""
+        return run(self._aio.getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records), what="getmany")
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
         while True:
             yield from self.poll()
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._aio, name)
-        if not callable(method):
-            return method
-        is_coro = asyncio.iscoroutinefunction(method)
+    # ------------------------------------------------------------------ subscription / assignment
+    def subscribe(self, topics: Iterable[str] | None = None, pattern: str | None = None,
+                  listener: ConsumerRebalanceListener | None = None) -> None:
+        """Joins ``group.id`` for ``topics`` or every topic matching the regex ``pattern`` (on the next poll);
+        the listener runs on the client loop's thread, inside ``poll()``."""
+        call(self._aio.subscribe, None if topics is None else list(topics), pattern, listener)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            async def on_loop() -> Any:
-                result = method(*args, **kwargs)
-                return await result if is_coro else result
-            return run(on_loop())
-        call.__doc__ = method.__doc__
-        return call
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Manual assignment: no group membership (commits still go to group.id if one is set)."""
+        call(self._aio.assign, list(partitions))
+
+    def unsubscribe(self) -> None:
+        call(self._aio.unsubscribe)
+
+    def assignment(self) -> set[TopicPartition]:
+        return call(self._aio.assignment)
+
+    def subscription(self) -> set[str]:
+        return call(self._aio.subscription)
+
+    # ------------------------------------------------------------------ positions
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        call(self._aio.seek, partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        call(self._aio.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        call(self._aio.seek_to_end, *partitions)
+
+    def position(self, partition: TopicPartition) -> int:
+        """The offset of the next record ``poll()`` returns (looked up by auto.offset.reset if unknown)."""
+        return run(self._aio.position(partition), what="position")
+
+    def committed(self, partition: TopicPartition) -> int | None:
+        return run(self._aio.committed(partition), what="committed")
+
+    def committed_offsets(self, partitions: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return run(self._aio.committed_offsets(list(partitions)), what="committed_offsets")
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return run(self._aio.beginning_offsets(list(partitions)), what="beginning_offsets")
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return run(self._aio.end_offsets(list(partitions)), what="end_offsets")
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, tuple[int, int] | None]:
+        """(offset, timestamp) of the first record at or after each timestamp; None when there is none."""
+        return run(self._aio.offsets_for_times(dict(timestamps)), what="offsets_for_times")
+
+    def highwater(self, partition: TopicPartition) -> int:
+        return call(self._aio.highwater, partition)
+
+    # ------------------------------------------------------------------ flow control
+    def pause(self, *partitions: TopicPartition) -> None:
+        call(self._aio.pause, *partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        call(self._aio.resume, *partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return call(self._aio.paused)
+
+    # ------------------------------------------------------------------ commits
+    def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata | tuple[int, str]] | None = None,
+               ) -> None:
+        """Commits ``offsets`` (offset, (offset, metadata) or OffsetAndMetadata) or the current positions."""
+        run(self._aio.commit(None if offsets is None else dict(offsets)), what="commit")
+
+    def commit_async(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata | tuple[int, str]] | None = None,
+                     ) -> concurrent.futures.Future[None]:
+        """Starts a commit; the future gives its outcome (safe to call from a listener: it does not block)."""
+        coro = self._aio.commit(None if offsets is None else dict(offsets))
+        return asyncio.run_coroutine_threadsafe(coro, background_loop())
+
+    # ------------------------------------------------------------------ metadata
+    def topics(self) -> set[str]:
+        return run(self._aio.topics(), what="topics")
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return run(self._aio.partitions_for_topic(topic), what="partitions_for_topic")
+
+
+__all__ = ["AdminClient", "BlockingCallOnLoopError", "Consumer", "KafkaTimeoutError", "Producer", "background_loop",
+           "call", "on_loop_thread", "run"]

@@ -36,9 +36,12 @@ class InvalidRecordError(StorageError):
 
     error_code = ErrorCode.INVALID_RECORD
 
-    def __init__(self, message: str, *, legacy: bool = False) -> None:
+    def __init__(self, message: str, *, legacy: bool = False,
+                 record_errors: list[tuple[int, str | None]] | None = None) -> None:
         super().__init__(message)
         self.legacy = legacy
+        # KIP-467: (index of the record in its batch, message) of every refused record, for ProduceResponse
+        self.record_errors: list[tuple[int, str | None]] = record_errors or []
         if legacy:
             self.error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
 
@@ -98,6 +101,18 @@ class CorruptIndexError(StorageError):
 
 class LogDirLockedError(StorageError):
     """Another process (or another LogManager in this process) holds the log directory's lock."""
+
+
+class InvalidTxnStateError(StorageError):
+    """A producer with an open transaction wrote a non-transactional batch (Kafka's InvalidTxnStateException)."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than the one the partition has seen."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
 class OffsetMovedToTieredStorageError(StorageError):

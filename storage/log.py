@@ -1,7 +1,8 @@
 """One partition's log: a ``<topic>-<partition>/`` directory of segments.
 
-Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (LEO, the next offset to assign) and
-``recovery_point`` (everything below it is fsynced; recovery after a crash starts at its segment).
+Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (LEO, the next offset to assign),
+``recovery_point`` (everything below it is fsynced; recovery after a crash starts at its segment) and
+``last_stable_offset`` (below the first open transaction and the high watermark; storage/log_txn.py).
 All methods are synchronous and not thread-safe: the broker serialises calls per partition.
 """
 
@@ -29,6 +30,7 @@ from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.log_txn import LogTransactions, apply_control_batch
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
     DELETED_SUFFIX,
@@ -40,6 +42,7 @@ from moldau.storage.segment import (
     LogSegment,
 )
 from moldau.storage.swap import recover_swaps
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX
 from moldau.storage.validation import (
     Batches,
     batches_end,
@@ -91,7 +94,7 @@ def parse_topic_partition(dir_name: str) -> TopicPartition:
     return topic, int(partition)
 
 
-class Log:
+class Log(LogTransactions):
     def __init__(
         self,
         dir: Path,
@@ -158,7 +161,7 @@ class Log:
                 continue
             if dot + suffix == LOG_SUFFIX:
                 bases.add(int(stem))
-            elif dot + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif dot + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 indexes.append((int(stem), p))
         for base, p in indexes:
             if base not in bases:
@@ -220,8 +223,13 @@ class Log:
         self.producer_state.delete_snapshots_above(leo)
         start = self.producer_state.load_latest_snapshot(self.log_start_offset, leo)
         for seg in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
-            for _, h in seg.iter_batches(start if seg.base_offset <= start else None):
-                if h.last_offset >= start:
+            seg.txn_index.truncate_to(start)  # the replay re-derives the aborted transactions from here
+            for pos, h in seg.iter_batches(start if seg.base_offset <= start else None):
+                if h.last_offset < start:
+                    continue
+                if h.is_control:
+                    apply_control_batch(self.producer_state, seg, seg.read_batch(pos, h), h)
+                else:
                     self.producer_state.update(h)
         self.producer_state.map_end_offset = leo
 
@@ -294,8 +302,11 @@ class Log:
             leo = self.log_end_offset
             return AppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0)
         info = self._append(view[: batches_end(batches)], batches, NO_TIMESTAMP)
-        for _, h in batches:
-            self.producer_state.update(h)
+        for pos, h in batches:
+            if h.is_control:
+                apply_control_batch(self.producer_state, self.active_segment, view[pos : pos + h.total_size], h)
+            else:
+                self.producer_state.update(h)
         return info
 
     def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
@@ -340,7 +351,7 @@ class Log:
             return active  # empty segment at that offset already
         active.on_become_inactive()
         prefix = f"{new_base:020d}"
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             stale = self.dir / (prefix + suffix)
             if stale.exists():
                 logger.warning("%s: deleting stale file %s before rolling", self, stale.name)

@@ -24,6 +24,7 @@ from moldau.broker.apis.context import (
     ScramDeps,
     TopicDeps,
 )
+from moldau.broker.apis.describe_producers import handle_describe_producers
 from moldau.broker.apis.fetch import handle_fetch
 from moldau.broker.apis.group import (
     handle_delete_groups,
@@ -62,6 +63,7 @@ from moldau.broker.apis.sasl import (
     handle_sasl_handshake,
 )
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
+from moldau.broker.apis.txn_markers import TxnMarkerDeps, handle_write_txn_markers
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
 
@@ -124,6 +126,10 @@ def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
 
 
+def _txn_markers(c: BrokerContext) -> TxnMarkerDeps:
+    return TxnMarkerDeps(c.replicas.replica_manager, c.replicas.auth, int(c.topics.config.get("request.timeout.ms")))
+
+
 def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
@@ -178,6 +184,11 @@ ROUTES.update({
     ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
     ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
+# Transactions, the partition side (issue 19; broker/apis/txn_markers.py).
+ROUTES.update({
+    ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
+    ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

@@ -1,6 +1,7 @@
 """ListOffsets: earliest (-2; a tiered partition's remote log start), latest (-1), max timestamp (-3), earliest-local
 (-4, v8+: the local log start offset), or the first offset at/after a timestamp (Describe on the topic, else
-TOPIC_AUTHORIZATION_FAILED)."""
+TOPIC_AUTHORIZATION_FAILED). A consumer's latest is the high watermark, or the last stable offset with
+isolation level 1 (read_committed, v2+)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
     version = request.version
     remote: list[RemoteLookup] = []
     consumer = body["replica_id"] < 0
+    read_committed = version >= 2 and body["isolation_level"] == 1
     topics: list[ListOffsetsResponseTopics] = []
     described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC,
                                        (t["name"] for t in body["topics"]))
@@ -62,7 +64,7 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
             if ctx.remote is not None and ts >= 0 and remote_start is not None:
                 # A tiered partition: the remote segments come first.
                 remote.append((entry, t["name"], p["partition_index"], ts, remote_start, partition.leader_epoch))
-            found = partition.offset_for_timestamp(ts, committed_only=consumer)
+            found = partition.offset_for_timestamp(ts, committed_only=consumer, read_committed=read_committed)
             if found is not None:
                 offset, entry["timestamp"] = found
                 entry["offset"] = offset

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from moldau import AdminClient, KafkaError, NewTopic, Producer, RecordMetadata
+from moldau.errors import BlockingCallOnLoopError, KafkaTimeoutError
 from moldau.protocol.errors import ErrorCode
 from moldau.sync import background_loop
 
@@ -124,3 +125,92 @@ def test_sync_flush_waits_for_records_awaiting_metadata(broker: BrokerProcess, t
         producer.flush(30)
         with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
             assert admin.list_offsets({(forgotten, 0): "latest"})[(forgotten, 0)].offset == 10
+
+
+def test_blocking_calls_in_a_delivery_callback_raise_instead_of_deadlocking(broker: BrokerProcess, topic: str) -> None:
+    # The callback runs on the client loop's thread; flush() there used to wait for that very thread forever.
+    caught: list[BaseException] = []
+    with Producer(bootstrap_servers=broker.bootstrap) as producer, \
+            AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        def on_delivery(err: BaseException | None, meta: RecordMetadata | None) -> None:
+            for blocking in (lambda: producer.flush(5), admin.list_topics):
+                try:
+                    blocking()
+                except BlockingCallOnLoopError as exc:
+                    caught.append(exc)
+
+        producer.produce(topic, b"v", partition=0, on_delivery=on_delivery)
+        producer.flush(30)
+        assert admin.list_topics()  # the client still works from the application's thread
+    assert len(caught) == 2, caught
+    assert "flush()" in str(caught[0]) and "delivery callback" in str(caught[0])
+    assert "list_topics()" in str(caught[1])
+
+
+def test_send_on_a_full_buffer_honours_max_block_ms(broker: BrokerProcess, topic: str) -> None:
+    with Producer(bootstrap_servers=broker.bootstrap, max_block_ms=500) as producer:
+        producer.max_handover = 20  # records the loop has not taken over yet; the loop is held below
+        with _client_loop_held():
+            for i in range(20):
+                producer.produce(topic, b"%d" % i, partition=0)
+            started = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="max.block.ms"):
+                producer.send(topic, b"late", partition=0)
+            waited = time.monotonic() - started
+        assert 0.45 <= waited < 10, waited
+        producer.flush(30)
+        with AdminClient(bootstrap_servers=broker.bootstrap) as admin:  # the late record was not queued
+            assert admin.list_offsets({(topic, 0): "latest"})[(topic, 0)].offset == 20
+
+
+def test_admin_consumer_group_methods(broker: BrokerProcess, topic: str) -> None:
+    from moldau import Consumer, OffsetAndMetadata, TopicPartition
+    from moldau.aio import ConsumerRebalanceListener
+
+    group, tp = f"adm-{topic}", TopicPartition(topic, 0)
+    in_listener: list[BaseException] = []
+
+    class Listener(ConsumerRebalanceListener):  # runs on the client loop's thread, inside poll()
+        def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+            try:
+                consumer.committed(tp)
+            except BlockingCallOnLoopError as exc:
+                in_listener.append(exc)
+
+    with Producer(bootstrap_servers=broker.bootstrap) as producer:
+        for i in range(5):
+            producer.produce(topic, b"%d" % i, partition=0)
+        producer.flush(30)
+    with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        with Consumer(bootstrap_servers=broker.bootstrap, group_id=group, auto_offset_reset="earliest",
+                      enable_auto_commit=False) as consumer:
+            consumer.subscribe([topic], listener=Listener())
+            deadline = time.monotonic() + 30
+            while not consumer.assignment() or consumer.position(tp) < 5:
+                assert time.monotonic() < deadline, "never assigned"
+                consumer.poll(timeout_ms=200)
+            consumer.commit()
+            assert len(in_listener) == 1 and "committed()" in str(in_listener[0])
+            described = admin.describe_consumer_groups([group])[group]
+            assert not isinstance(described, KafkaError)
+            assert (described.state, described.partition_assignor, described.coordinator) == ("Stable", "range", 0)
+            [member] = described.members
+            assert member.assignment == [tp] and member.client_id and member.host
+            assert [g.group_id for g in admin.list_consumer_groups(states=["Stable"])].count(group) == 1
+            busy = admin.delete_consumer_groups([group], raise_errors=False)[group]
+            assert busy is not None and busy.code == ErrorCode.NON_EMPTY_GROUP
+        listing = [g for g in admin.list_consumer_groups() if g.group_id == group]
+        assert [(g.state, g.is_simple_consumer_group, g.protocol_type) for g in listing] == [("Empty", False,
+                                                                                               "consumer")]
+        assert group not in [g.group_id for g in admin.list_consumer_groups(states=["Stable"])]
+        assert admin.list_consumer_group_offsets(group) == {tp: OffsetAndMetadata(5, "")}
+        assert admin.alter_consumer_group_offsets(group, {tp: OffsetAndMetadata(2, "m")}) == {tp: None}
+        assert admin.list_consumer_group_offsets(group, [tp]) == {tp: OffsetAndMetadata(2, "m")}
+        assert admin.delete_consumer_group_offsets(group, [tp]) == {tp: None}
+        assert admin.list_consumer_group_offsets(group) == {}
+        assert admin.delete_consumer_groups([group]) == {group: None}
+        assert group not in [g.group_id for g in admin.list_consumer_groups()]
+        missing = admin.describe_consumer_groups([group])[group]  # Kafka: a deleted group reads as Dead
+        assert not isinstance(missing, KafkaError) and missing.state == "Dead" and missing.members == []
+        with pytest.raises(ValueError, match="unknown group state"):
+            admin.list_consumer_groups(states=["Running"])

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
 from moldau.consumer_groups import (
+    GroupDescription,
     UsageError,
+    export_reset,
     main,
     parse_datetime_ms,
     parse_duration_ms,
     parse_topic_spec,
+    read_reset_file,
+    render_members,
+    render_state,
     reset_target,
 )
+from moldau.fetcher import TopicPartition
 
 
 def test_duration() -> None:
@@ -65,10 +72,54 @@ def test_targets_are_clamped_to_the_log() -> None:
     (["--reset-offsets", "--group", "g", "--topic", "t", "--by-duration", "soon"], "--by-duration"),
     (["--reset-offsets", "--topic", "t", "--to-latest"], "--group"),
     (["--describe"], "--group"),
+    (["--describe", "--group", "g", "--members", "--state"], "--members and --state"),
+    (["--list", "--members"], "--members can only be used with --describe"),
+    (["--list", "--verbose"], "--verbose"),
+    (["--describe", "--group", "g", "--all-groups"], "--all-groups"),
+    (["--describe", "--group", "g", "--to-earliest"], "--to-earliest can only be used with --reset-offsets"),
+    (["--describe", "--group", "g", "--topic", "t"], "--topic"),
+    (["--delete-offsets", "--group", "g"], "--topic"),
+    (["--list", "--state", "Running"], "Running"),
+    (["--describe", "--group", "g", "--state", "Stable"], "--state"),
+    (["--reset-offsets", "--all-groups", "--all-topics", "--to-earliest", "--execute", "--export"], "--export"),
+    (["--reset-offsets", "--group", "g", "--topic", "t", "--to-latest", "--from-file", "f"], "--from-file"),
 ])
-def test_bad_flags_exit_1_with_one_line(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_exit_2_with_one_line(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--bootstrap-server", "127.0.0.1:1", *args])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert flag in err and len(err.splitlines()) == 1
+
+
+def test_reset_file_reads_kafkas_csv_of_one_or_several_groups(tmp_path: Path) -> None:
+    plan = {"g": [("t", 0, 5), ("t", 1, 7)], "h": [("u", 0, 1)]}
+    (tmp_path / "one.csv").write_text(export_reset({"g": plan["g"]}) + "\n")
+    (tmp_path / "many.csv").write_text(export_reset(plan) + "\n\n")
+    assert (tmp_path / "one.csv").read_text() == "t,0,5\nt,1,7\n"
+    assert read_reset_file(str(tmp_path / "one.csv"), "g") == {TopicPartition("t", 0): 5, TopicPartition("t", 1): 7}
+    assert read_reset_file(str(tmp_path / "many.csv"), "h") == {TopicPartition("u", 0): 1}
+    (tmp_path / "bad.csv").write_text("t,0,5\nt,zero,5\n")
+    with pytest.raises(UsageError, match="line 2"):
+        read_reset_file(str(tmp_path / "bad.csv"), "g")
+    with pytest.raises(UsageError, match="cannot read"):
+        read_reset_file(str(tmp_path / "missing.csv"), "g")
+
+
+def test_members_and_state_views_use_kafkas_columns() -> None:
+    desc = GroupDescription("g", "Stable", "range", [
+        {"consumer_id": "c-1", "group_instance_id": None, "host": "/127.0.0.1", "client_id": "app",
+         "partitions": ["t-0", "t-2", "other-topic-1"]}], [], "127.0.0.1:9092 (0)")
+    plain = render_members(desc, verbose=False).splitlines()
+    assert plain[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+    assert plain[1].split() == ["g", "c-1", "/127.0.0.1", "app", "3"]
+    verbose = render_members(desc, verbose=True).splitlines()
+    assert verbose[0].split() == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+                                  "ASSIGNMENT"]
+    assert verbose[1].split() == ["g", "c-1", "-", "/127.0.0.1", "app", "3", "other-topic(1),t(0,2)"]
+    state = render_state(desc).splitlines()
+    assert [c.strip() for c in state[0].split("  ") if c.strip()] == ["GROUP", "COORDINATOR (ID)",
+                                                                     "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    assert state[1].split() == ["g", "127.0.0.1:9092", "(0)", "range", "Stable", "1"]
+    empty = GroupDescription("g", "Empty", "", [], [])
+    assert render_members(empty, verbose=True) == "Consumer group 'g' has no active members."
