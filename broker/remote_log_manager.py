@@ -3,7 +3,7 @@
 
 1. once per leadership, catch up on ``__remote_log_metadata`` and finish what a dead leader left: copies that
    started and never finished, and deletes that started, are deleted (their objects and their metadata);
-2. copy rolled segments below the high watermark, oldest first, each as COPY_SEGMENT_STARTED -> objects ->
+2. copy rolled segments below the high watermark and the last stable offset, oldest first, each as COPY_SEGMENT_STARTED -> objects ->
    COPY_SEGMENT_FINISHED, throttled to ``remote.log.manager.copy.max.bytes.per.second``;
 3. tell the log how far it is copied (its local retention then deletes copied segments past
    ``local.retention.ms/bytes``, never an uncopied one);
@@ -42,8 +42,15 @@ from moldau.storage.remote.api import (
     rsm_configs,
 )
 from moldau.storage.remote.metadata import METADATA_TOPIC, SegmentUpdate
-from moldau.storage.remote.reader import IndexCache, offset_for_timestamp, read_batches
+from moldau.storage.remote.reader import (
+    IndexCache,
+    batches_end,
+    collect_aborted_txns,
+    offset_for_timestamp,
+    read_batches,
+)
 from moldau.storage.remote.segments import segment_data, segment_metadata
+from moldau.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +81,7 @@ class RemoteRead:
 
     error: ErrorCode
     records: bytes = b""
+    aborted: list[AbortedTxn] | None = None  # read_committed: the aborted transactions of the range
 
 
 @dataclass(slots=True)
@@ -203,7 +211,9 @@ class RemoteLogManager:
         for seg in log_.segments[:-1]:
             if seg.next_offset - 1 <= log_.remote_copied_offset or seg.size == 0:
                 continue
-            if seg.next_offset > partition.high_watermark or not self._still_leading(partition, epoch):
+            # Below the high watermark and the last stable offset: no open transaction is copied.
+            upper = min(partition.high_watermark, log_.last_stable_offset)
+            if seg.next_offset > upper or not self._still_leading(partition, epoch):
                 return
             meta = segment_metadata(log_, seg, self.broker_id, self.clock.time_ms())
             data = segment_data(log_, seg)
@@ -287,8 +297,10 @@ class RemoteLogManager:
                 return found
         return None
 
-    async def read(self, topic: str, partition: int, offset: int, max_bytes: int) -> RemoteRead:
-        """Batches from remote storage at ``offset`` (below the local log start offset)."""
+    async def read(self, topic: str, partition: int, offset: int, max_bytes: int,
+                   read_committed: bool = False) -> RemoteRead:
+        """Batches from remote storage at ``offset`` (below the local log start offset); with ``read_committed``
+        also the aborted transactions they overlap (remote transaction indexes, then the local log's)."""
         tp = (topic, partition)
         local = self.partitions.get(tp)
         if local is not None and offset < local.log.log_start_offset:
@@ -309,11 +321,25 @@ class RemoteLogManager:
             self.stats.fetch_errors += 1
             log.warning("remote read of %s-%d at %d failed: %r", topic, partition, offset, exc)
             return RemoteRead(ErrorCode.KAFKA_STORAGE_ERROR)
+        aborted: list[AbortedTxn] | None = None
+        if read_committed:
+            upper = batches_end(data, offset)
+            chain = [m for m in self.metadata.cache.copied_segments(topic, partition) if m.end_offset >= meta.start_offset]
+            try:
+                found, complete = await loop.run_in_executor(self._readers, collect_aborted_txns, self.rsm, chain,
+                                                             offset, upper)
+            except Exception as exc:
+                self.stats.fetch_errors += 1
+                log.warning("remote transaction index of %s-%d failed: %r", topic, partition, exc)
+                return RemoteRead(ErrorCode.KAFKA_STORAGE_ERROR)
+            if not complete and local is not None:
+                found += local.log.collect_aborted_txns(max(offset, local.log.local_log_start_offset), upper)
+            aborted = found
         self.stats.fetches += 1
         self.stats.fetch_seconds += time.monotonic() - started
         await self.fetch_throttle.acquire(len(data))
         self.stats.fetched_bytes += len(data)
-        return RemoteRead(ErrorCode.NONE, data)
+        return RemoteRead(ErrorCode.NONE, data, aborted)
 
 
 def build_remote_log_manager(config: BrokerConfig, broker_id: int, partitions: dict[TopicPartition, Partition],

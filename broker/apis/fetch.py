@@ -76,27 +76,30 @@ def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
 
-RemoteRequest = tuple["FetchResponseResponsesPartitions", str, int, int, int]
+RemoteRequest = tuple["FetchResponseResponsesPartitions", str, int, int, int, bool]
 
 
-def _remote_reads(ctx: ReplicaDeps, body: FetchRequest, responses: list[FetchResponseResponses]
+def _remote_reads(ctx: ReplicaDeps, body: FetchRequest, responses: list[FetchResponseResponses], version: int
                   ) -> list[RemoteRequest]:
-    """The consumer partitions to read from remote storage: (answer entry, topic, partition, offset, max bytes)."""
+    """The consumer partitions to read from remote storage: (answer entry, topic, partition, offset, max bytes,
+    read_committed)."""
     if ctx.remote is None or body["replica_id"] >= 0:
         return []
+    read_committed = version >= 4 and body["isolation_level"] == READ_COMMITTED
     out: list[RemoteRequest] = []
     for t, answer in zip(body["topics"], responses, strict=True):
         for p, entry in zip(t["partitions"], answer["partitions"], strict=True):
             if entry["error_code"] == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
-                out.append((entry, t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"]))
+                out.append((entry, t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                            read_committed))
     return out
 
 
 async def _with_remote(ctx: ReplicaDeps, reads: list[RemoteRequest], response: FetchResponse) -> FetchResponse:
     remote = ctx.remote
     assert remote is not None
-    tasks = [asyncio.ensure_future(remote.read(topic, index, offset, max_bytes))
-             for _, topic, index, offset, max_bytes in reads]
+    tasks = [asyncio.ensure_future(remote.read(topic, index, offset, max_bytes, committed))
+             for _, topic, index, offset, max_bytes, committed in reads]
     done, pending = await asyncio.wait(tasks, timeout=remote.fetch_max_wait_ms / 1000)
     for task in pending:
         task.cancel()
@@ -105,6 +108,9 @@ async def _with_remote(ctx: ReplicaDeps, reads: list[RemoteRequest], response: F
         if task in done:
             result = task.result()
             entry["error_code"], entry["records"] = result.error, result.records
+            if result.aborted is not None:
+                entry["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                                 for a in result.aborted]
     return response
 
 
@@ -131,7 +137,7 @@ class DelayedFetch(DelayedOperation):
     def on_complete(self) -> None:
         if not self.future.done():
             responses, _, _ = _read_all(self.ctx, self.body, self.version)
-            reads = _remote_reads(self.ctx, self.body, responses)
+            reads = _remote_reads(self.ctx, self.body, responses, self.version)
             if not reads:
                 self.future.set_result(_response(responses + self.denied))
                 return
@@ -176,7 +182,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                     p["log_start_offset"], p["current_leader_epoch"])
     responses, total, error = _read_all(ctx, body, request.version)
-    reads = _remote_reads(ctx, body, responses)
+    reads = _remote_reads(ctx, body, responses, request.version)
     if reads:
         return asyncio.ensure_future(_with_remote(ctx, reads, _response(responses + denied)))
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]

@@ -9,6 +9,7 @@ from bisect import bisect_right
 
 from moldau.protocol.records import BATCH_HEADER_SIZE, iter_headers, iter_records, read_header
 from moldau.storage.remote.api import IndexType, RemoteLogSegmentMetadata, RemoteStorageManager
+from moldau.storage.txn_index import ENTRY_SIZE, AbortedTxn
 
 _ENTRY = struct.Struct(">ii")
 # Read a little past max_bytes at once: the bytes between the index entry and the wanted offset come too.
@@ -82,6 +83,7 @@ def read_batches_from(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetad
 
 
 _TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")  # Kafka's AbortedTxn (storage/txn_index.py)
 _SCAN_BYTES = 1024 * 1024
 
 
@@ -108,3 +110,29 @@ def offset_for_timestamp(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMe
                         return record.offset, record.timestamp
             offset = max(offset, h.last_offset + 1)
     return None
+
+
+def collect_aborted_txns(rsm: RemoteStorageManager, segments: list[RemoteLogSegmentMetadata], fetch_offset: int,
+                         upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+    """A read_committed fetch of remote data: the aborted transactions overlapping ``[fetch_offset,
+    upper_bound_offset)`` from the stored ``.txnindex`` of ``segments`` (the one read, then the later ones), and
+    whether the search is complete (an entry's last stable offset passed the bound; else the local log's indexes
+    follow)."""
+    found: list[AbortedTxn] = []
+    for meta in segments:
+        data = rsm.fetch_index(meta, IndexType.TRANSACTION)
+        for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
+            _version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
+            if last >= fetch_offset and first < upper_bound_offset:
+                found.append(AbortedTxn(pid, first, last, lso))
+            if lso >= upper_bound_offset:
+                return found, True
+    return found, False
+
+
+def batches_end(data: bytes, default: int) -> int:
+    """The offset after the last whole batch in ``data`` (``default`` when there is none)."""
+    end = default
+    for _, h in iter_headers(data):
+        end = h.last_offset + 1
+    return end

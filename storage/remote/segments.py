@@ -33,6 +33,7 @@ def segment_data(log: Log, seg: LogSegment) -> LogSegmentData:
         time_index=seg.time_index.path,
         producer_snapshot=snapshot if snapshot.exists() else None,
         leader_epochs=epochs_up_to(log.leader_epoch_cache.entries, seg.next_offset - 1),
+        transaction_index=seg.txn_index.path if seg.txn_index.path.exists() else None,
     )
 
 

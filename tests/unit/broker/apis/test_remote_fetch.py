@@ -175,3 +175,31 @@ async def test_offsets_for_times_across_the_boundary(tmp_path: Path) -> None:
         assert (await lookup(now + 51, version=1))[:2] == (E.NONE, 16)
     finally:
         await rlm.close()
+
+
+async def test_read_committed_lists_aborted_transactions_of_remote_data(tmp_path: Path) -> None:
+    env, rlm, _ = await tiered_env(tmp_path)
+    try:
+        rm = env.replica_manager
+        await env.metadata.create_topic("tx", {0: [0]}, TIERED)
+        now = env.clock.time_ms()
+        for i in range(10):  # producer 7's transaction: offsets 0-29, aborted by the marker at 30
+            batch = build_batch([(None, b"t%02d" % i + b"x" * 60, [], now)] * 3, producer_id=7, producer_epoch=0,
+                                base_sequence=3 * i, is_transactional=True)
+            assert rm.append("tx", 0, bytearray(batch)).error == 0
+        assert rm.append_marker("tx", 0, 7, 0, False, 0).error == 0
+        for _ in range(30):
+            assert rm.append("tx", 0, bytearray(build_batch([(None, b"y" * 60, [], now)] * 3))).error == 0
+        partition = rm.get_partition("tx", 0)
+        assert partition is not None
+        await rlm.run_partition(("tx", 0), partition)
+        assert partition.log.local_log_start_offset > 31  # the transaction and its marker are remote only
+        body = fetch_body("tx", 0)
+        body["isolation_level"] = 1
+        part = await fetch(env, body)
+        assert part["error_code"] == E.NONE and len(part["records"]) > 0
+        assert [(a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"]] == [(7, 0)]
+        part = await fetch(env, fetch_body("tx", 0))  # read_uncommitted: nothing to list
+        assert not part["aborted_transactions"]
+    finally:
+        await rlm.close()
