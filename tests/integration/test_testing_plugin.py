@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
-from moldau.testing import MoldauBroker
+from moldau import AdminClient
+from moldau.testing import MoldauBroker, MoldauCluster
 
 from .harness import port_accepts, wait_until
 
@@ -153,3 +154,23 @@ def test_a_marker_sets_the_brokers_settings_and_any_client_works(moldau_broker: 
         admin.close()
     assert len(description["partitions"]) == 3
     assert moldau_broker.create_topic() in moldau_broker.list_topics()
+
+
+@pytest.mark.moldau_cluster(brokers=2)
+def test_a_cluster_broker_stops_and_starts_again_on_its_port_and_catches_up(moldau_cluster: MoldauCluster) -> None:
+    from confluent_kafka import Producer
+
+    topic = moldau_cluster.create_topic(partitions=1, replication_factor=2)
+    assert moldau_cluster.zookeeper.connect.startswith("127.0.0.1:")
+    second = moldau_cluster.broker(2)
+    port = second.port
+    second.stop()
+    producer = Producer({"bootstrap.servers": moldau_cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, str(i).encode())
+    assert producer.flush(30) == 0  # min.insync.replicas is 1 with two brokers: broker 1 alone takes them
+    second.start()
+    assert second.port == port
+    with AdminClient(bootstrap_servers=second.bootstrap_servers) as admin:
+        wait_until(lambda: sorted(admin.describe_topics([topic])[0].partitions[0].isr) == [1, 2], 30,
+                   "broker 2 back in the ISR")
