@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from moldau import AdminClient, NewTopic
 from moldau.testing.servers import (
     SINGLE_BROKER_DEFAULTS,
     START_TIMEOUT_S,
@@ -34,8 +35,6 @@ class _Topics:
                      config: Mapping[str, str] | None = None) -> str:
         """Creates a topic (a unique name when `name` is None) and waits until it is ready; returns its name.
         `replication_factor=-1` takes the broker's `default.replication.factor` (a cluster's is min(3, N))."""
-        from moldau import AdminClient, NewTopic
-
         topic = name or unique_topic_name()
         with AdminClient(bootstrap_servers=self.bootstrap_servers) as admin:
             admin.create_topics([NewTopic(topic, partitions, replication_factor, config=dict(config or {}))])
@@ -44,22 +43,15 @@ class _Topics:
         return topic
 
     def delete_topic(self, name: str) -> None:
-        from moldau import AdminClient
-
         with AdminClient(bootstrap_servers=self.bootstrap_servers) as admin:
             admin.delete_topics([name])
 
     def list_topics(self) -> list[str]:
-        from moldau import AdminClient
-
         with AdminClient(bootstrap_servers=self.bootstrap_servers) as admin:
             return admin.list_topics()
 
 
-def _ready(admin: object, topic: str, partitions: int) -> bool:
-    from moldau import AdminClient
-
-    assert isinstance(admin, AdminClient)
+def _ready(admin: AdminClient, topic: str, partitions: int) -> bool:
     (description,) = admin.describe_topics([topic])
     return len(description.partitions) == partitions and all(
         p.leader >= 0 and sorted(p.isr) == sorted(p.replicas) for p in description.partitions)
@@ -146,8 +138,6 @@ class MoldauCluster(_Topics):
         return self
 
     def _all_registered(self) -> bool:
-        from moldau import AdminClient
-
         with AdminClient(bootstrap_servers=self.bootstrap_servers) as admin:
             description = admin.describe_cluster()
         return len(description.brokers) == len(self.brokers) and description.controller_id >= 0

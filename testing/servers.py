@@ -98,9 +98,13 @@ class BrokerThread:
                 loop.run_until_complete(server.start())
             except BaseException as exc:  # noqa: BLE001 - handed to start()'s caller
                 failure.append(exc)
-                loop.run_until_complete(server.shutdown())
-                loop.close()
-                started.set()
+                try:
+                    loop.run_until_complete(server.shutdown())  # releases what was opened (port, log files)
+                except BaseException:  # noqa: BLE001 - the start-up failure is the one to report
+                    pass
+                finally:
+                    loop.close()
+                    started.set()
                 return
             started.set()
             loop.run_forever()
@@ -144,7 +148,8 @@ def _new_loop(kind: str) -> asyncio.AbstractEventLoop:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: the kernel SIGKILLs it when the thread that started it dies (Linux)."""
+    """In the child before exec: the kernel SIGKILLs it when the thread that started it dies (Linux). The thread,
+    not the process: start a cluster from a thread that lives as long as the cluster (pytest's main thread does)."""
     if sys.platform == "linux":
         import ctypes
 

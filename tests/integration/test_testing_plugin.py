@@ -1,9 +1,9 @@
 """moldau.testing, the pytest plugin (docs/testing.md), as a user's project sees it.
 
-The plugin comes through the installed ``pytest11`` entry point: these tests run a fresh pytest in a scratch
-directory with no conftest, so nothing but the installed package provides the fixtures. They check that loading the
-plugin starts nothing and imports no broker code, that a failing test's broker and cluster are gone before the next
-test runs, and that ZooKeeper does not outlive a SIGKILLed test process. In this process (the plugin is loaded in
+The plugin comes through the installed ``pytest11`` entry point: two tests run a fresh pytest in a scratch directory
+with no conftest, so nothing but the installed package provides the fixtures. They check that loading the plugin
+imports no broker code (so starts nothing), that a failing test's broker and cluster are gone before the next test
+runs, and that ZooKeeper does not outlive a SIGKILLed test process. In this process (the plugin is loaded in
 our own suite too) a marker changes a fixture broker's settings, seen through kafka-python.
 """
 
@@ -49,12 +49,17 @@ def _pid_alive(pid: int) -> bool:
 
 
 FAILING_TESTS = '''
-import json, os, socket
+import json, os, socket, sys
 from pathlib import Path
 
 import pytest
 
 SEEN = Path(os.environ["SEEN_FILE"])
+
+
+def test_the_plugin_is_loaded_and_imported_no_broker_code(request):
+    assert request.config.pluginmanager.get_plugin("moldau.testing") is not None
+    assert [m for m in sys.modules if m.startswith(("moldau.broker", "moldau.testing."))] == []
 
 
 def test_broker_fails(moldau_broker):
@@ -88,11 +93,12 @@ def test_everything_the_failed_tests_started_is_gone():
 '''
 
 
-def test_a_failing_tests_broker_and_cluster_are_torn_down_before_the_next_test(tmp_path: Path) -> None:
+def test_the_plugin_loads_lazily_and_a_failing_tests_brokers_are_gone_before_the_next_test(
+        tmp_path: Path) -> None:
     (tmp_path / "test_app.py").write_text(FAILING_TESTS)
     proc = _pytest(tmp_path, tmp_path / "seen.json")
     out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    assert "2 failed, 1 passed" in out, out
+    assert "2 failed, 2 passed" in out, out
     assert "this test fails on purpose" in out
 
 
@@ -129,17 +135,6 @@ def test_zookeeper_dies_with_a_killed_test_process(tmp_path: Path) -> None:
     assert not port_accepts(zk_port) and not port_accepts(broker_port)
 
 
-def test_loading_the_plugin_imports_no_broker_code_and_starts_nothing(tmp_path: Path) -> None:
-    (tmp_path / "test_app.py").write_text(
-        "import sys\n\n"
-        "def test_nothing_loaded(request):\n"
-        "    assert request.config.pluginmanager.get_plugin('moldau.testing') is not None\n"
-        "    assert [m for m in sys.modules if m.startswith(('moldau.broker', 'moldau.testing.'))] == []\n")
-    proc = _pytest(tmp_path)
-    out, _ = proc.communicate(timeout=RUN_TIMEOUT_S)
-    assert "1 passed" in out, out
-
-
 @pytest.mark.moldau_broker(overrides={"num.partitions": "3"})
 def test_a_marker_sets_the_brokers_settings_and_any_client_works(moldau_broker: MoldauBroker) -> None:
     producer = KafkaProducer(bootstrap_servers=moldau_broker.bootstrap_servers)
@@ -157,7 +152,8 @@ def test_a_marker_sets_the_brokers_settings_and_any_client_works(moldau_broker: 
 
 
 @pytest.mark.moldau_cluster(brokers=2)
-def test_a_cluster_broker_stops_and_starts_again_on_its_port_and_catches_up(moldau_cluster: MoldauCluster) -> None:
+def test_a_cluster_broker_stops_and_starts_again_on_its_port_and_catches_up(
+        moldau_cluster: MoldauCluster) -> None:
     from confluent_kafka import Producer
 
     topic = moldau_cluster.create_topic(partitions=1, replication_factor=2)

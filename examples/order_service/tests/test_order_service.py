@@ -125,4 +125,5 @@ async def test_aiokafka_service_answers_every_order_under_the_customers_key(brok
         await producer.stop()
         await consumer.stop()
         async with asyncio.timeout(TIMEOUT_S):
-            assert await service == len(ORDERS)
+            answered = await service
+    assert answered == len(ORDERS)
