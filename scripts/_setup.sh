@@ -128,7 +128,7 @@ moldau_setup() {
 }
 
 # mypy cannot follow setuptools' editable import hook, so it type-checks a tree of symlinks that has the
-# installed package's shape: build/typecheck/moldau/ = client/'s entries + broker/, protocol/, storage/.
+# installed package's shape: build/typecheck/moldau/ = client/'s entries + broker/, protocol/, storage/, testing/.
 # Rebuilt on every call (cheap), so new files are always seen; mypy reads it through mypy_path.
 moldau_typecheck_tree() {
     local tree=build/typecheck/moldau entry
@@ -138,7 +138,7 @@ moldau_typecheck_tree() {
         case "$entry" in *__pycache__*) continue ;; esac
         ln -s "../../../$entry" "$tree/$(basename "$entry")"
     done
-    for entry in broker protocol storage; do
+    for entry in broker protocol storage testing; do
         ln -s "../../../$entry" "$tree/$entry"
     done
 }

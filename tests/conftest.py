@@ -6,13 +6,14 @@ and two workers never start the same module's cluster (or two dockerds on the on
 modules share one scope, so a single worker holds the single Spark JVM.
 
 Work goes out in two lanes. The first worker (gw0) runs the *cluster lane*: every module of tests/integration
-that starts brokers, one after another, as a serial run would. The other workers run the *side lane*: the unit
-tier (no process at all, tests/unit/conftest.py), tests/ops (the docker-compose run, which mostly waits on image
-builds) and the wheel-install test, beside it. So no two broker clusters ever run at once: under that load
-kafka-python 3.0.12 sometimes never applies a SyncGroup answer (README, "Running tests"), which failed a group
-test in about 1 of 3 runs when integration modules ran on three workers. The two modules that build the
-project's wheel (``pip wheel .`` builds in the source tree) are one work unit, so they never build at the same
-time. gw0 takes side-lane work once its own lane is empty; side workers never take cluster-lane work.
+and of examples/ (the sample applications' tests, on moldau.testing's brokers) that starts brokers, one after
+another, as a serial run would. The other workers run the *side lane*: the unit tier (no process at all,
+tests/unit/conftest.py), tests/ops (the docker-compose run, which mostly waits on image builds) and the
+wheel-install test, beside it. So no two broker clusters ever run at once: under that load kafka-python 3.0.12
+sometimes never applies a SyncGroup answer (README, "Running tests"), which failed a group test in about 1 of 3
+runs when integration modules ran on three workers. The two modules that build the project's wheel (``pip wheel
+.`` builds in the source tree) are one work unit, so they never build at the same time. gw0 takes side-lane
+work once its own lane is empty; side workers never take cluster-lane work.
 
 This is xdist's ``loadscope`` with our own scopes and lanes (the ``pytest_xdist_make_scheduler`` hook). Not
 ``loadgroup`` with ``xdist_group`` markers: xdist 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2
@@ -40,8 +41,9 @@ def scope_of(nodeid: str) -> str:
 
 
 def lane_of(scope: str) -> str:
-    """ "cluster" for work units that start brokers (one at a time, on the first worker), else "side"."""
-    return "cluster" if scope == "spark" or scope.startswith("tests/integration/") else "side"
+    """ "cluster" for work units that start brokers (one at a time, on the first worker), else "side". The
+    examples' tests (examples/*/tests, through moldau.testing's fixtures) start brokers too."""
+    return "cluster" if scope == "spark" or scope.startswith(("tests/integration/", "examples/")) else "side"
 
 
 def pick_scope(worker: str, scopes: list[str]) -> str | None:

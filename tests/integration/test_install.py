@@ -39,6 +39,11 @@ def test_a_plain_install_has_one_moldau_package_and_working_tools(tmp_path: Path
     tops = {name.split("/", 1)[0] for name in zipfile.ZipFile(wheel).namelist()}
     # Besides the package, one module: PySpark registers top-level `pyspark_*` modules' DefaultSource (docs/spark.md).
     assert {t for t in tops if not t.endswith(".dist-info")} == {"moldau", "pyspark_moldau.py"}, tops
+    # moldau.testing, the pytest plugin (docs/testing.md), ships and is registered for pytest to load.
+    with zipfile.ZipFile(wheel) as whl:
+        assert "moldau/testing/__init__.py" in whl.namelist()
+        (entry_points,) = [n for n in whl.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        assert "[pytest11]\nmoldau.testing = moldau.testing\n" in whl.read(entry_points).decode()
 
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)

@@ -6,7 +6,8 @@ import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-ROOTS = {"moldau": "client", "moldau.broker": "broker", "moldau.protocol": "protocol", "moldau.storage": "storage"}
+ROOTS = {"moldau": "client", "moldau.broker": "broker", "moldau.protocol": "protocol", "moldau.storage": "storage",
+         "moldau.testing": "testing"}
 
 
 def _pyproject() -> dict:
@@ -14,7 +15,7 @@ def _pyproject() -> dict:
         return tomllib.load(f)
 
 
-def test_package_dir_maps_the_four_folders_under_moldau() -> None:
+def test_package_dir_maps_the_five_folders_under_moldau() -> None:
     dirs = dict(_pyproject()["tool"]["setuptools"]["package-dir"])
     assert dirs.pop("") == "spark_plugin"  # the root of the one top-level module, below
     assert dirs == ROOTS

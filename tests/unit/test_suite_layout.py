@@ -26,8 +26,9 @@ def test_a_module_is_one_work_unit_and_the_spark_modules_share_one() -> None:
 
 def test_cluster_lane_units_go_to_the_first_worker_only() -> None:
     assert [suite.lane_of(s) for s in ("tests/integration/test_replication.py", "spark", "wheel",
-                                       "tests/ops/test_ops_files.py", "tests/unit/test_x.py")] == \
-        ["cluster", "cluster", "side", "side", "side"]
+                                       "tests/ops/test_ops_files.py", "tests/unit/test_x.py",
+                                       "examples/order_service/tests/test_order_service.py")] == \
+        ["cluster", "cluster", "side", "side", "side", "cluster"]
     pending = ["tests/integration/test_a.py", "wheel", "tests/unit/test_b.py"]
     assert suite.pick_scope("gw0", pending) == "tests/integration/test_a.py"
     assert suite.pick_scope("gw1", pending) == "wheel"
