@@ -469,6 +469,16 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        Range(1, 32767), H),
     _s("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", AT_LEAST_1,
        H),
+    _s("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.",
+       AT_LEAST_1, H),
+    _s("transaction.state.log.load.buffer.size", "int", 5242880, "Batch size when loading transaction state "
+       "into the cache.", AT_LEAST_1, L),
+    _s("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000, "How often the "
+       "transaction coordinator looks for transactions open longer than their timeout (and aborts them).",
+       AT_LEAST_1, L),
+    _s("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000, "How often the "
+       "transaction coordinator removes transactional ids idle for transactional.id.expiration.ms.",
+       AT_LEAST_1, L),
     _s("producer.id.expiration.ms", "int", 86400000, "A producer id's sequence state is dropped this long "
        "after its last write.", AT_LEAST_1, L),
     # --- TLS (PEM files only; per listener as listener.name.<name>.ssl.*, these are the fallback)

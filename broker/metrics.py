@@ -31,6 +31,7 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_leader_partitions                  ReplicaManager LeaderCount
     moldau_connections                        socket-server-metrics connection-count
     moldau_log_size_bytes{topic,partition}    kafka.log Log Size{topic,partition}
+    moldau_last_stable_offset_lag{topic,partition}  kafka.cluster Partition LastStableOffsetLag (led here)
     moldau_consumer_group_lag{group,topic,partition}  (none; what kafka-consumer-groups.sh shows as LAG), for
                                               groups coordinated here and partitions led here
     moldau_log_cleaner_runs_total             (none) cleanings finished
@@ -320,7 +321,11 @@ class BrokerMetrics:
         self.consumer_group_lag = _LabelledGauges(
             "moldau_consumer_group_lag", "High watermark minus committed offset, for groups coordinated here and "
             "partitions led here", ["group", "topic", "partition"])
+        self.last_stable_offset_lag = _LabelledGauges(
+            "moldau_last_stable_offset_lag", "High watermark minus last stable offset of a partition led here: "
+            "grows while a transaction stays open", ["topic", "partition"])
         r.register(self.log_size)
+        r.register(self.last_stable_offset_lag)
         r.register(self.consumer_group_lag)
         self._per_api: dict[str, tuple[Any, ...]] = {}
         self._server: WSGIServer | None = None
@@ -414,6 +419,10 @@ class BrokerMetrics:
     def set_log_size_callback(self, fn: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
         """`fn()` yields (topic, partition, size in bytes) per hosted partition, read on the scrape thread."""
         self.log_size.fn = fn
+
+    def set_last_stable_offset_lag_callback(self, fn: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
+        """`fn()` yields (topic, partition, HW - LSO) per partition led here, read on the scrape thread."""
+        self.last_stable_offset_lag.fn = fn
 
     def set_consumer_lag_callback(self, fn: Callable[[], Iterable[tuple[str, str, int, int]]]) -> None:
         """`fn()` yields (group, topic, partition, lag in records), read on the scrape thread."""

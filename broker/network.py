@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from moldau.broker.apis import ADVERTISED_VERSIONS
+from moldau.broker.apis import ADVERTISED, ADVERTISED_VERSIONS
 from moldau.broker.config import BrokerConfig, parse_ip_overrides
 from moldau.broker.request_channel import Request, RequestChannel
 from moldau.broker.security.credentials import CredentialStore
@@ -232,7 +232,8 @@ class Connection:
             log.warning("closing connection from %s: %s", self.name, exc)
             return False
         api = REGISTRY.get(api_key)
-        if api is None or not api.supports(version):
+        # A declared API without a handler yet (protocol.api.TRANSACTION_APIS) is unsupported, as if unknown.
+        if api is None or api_key not in ADVERTISED or not api.supports(version):
             # ApiVersions answers in its v0 layout with the ranges we support, so the client can pick one.
             # Any other unsupported (key, version) gets UNSUPPORTED_VERSION right after the header.
             if api_key == API_VERSIONS_KEY:

@@ -17,6 +17,7 @@ from typing import Any
 
 from moldau.broker.metadata import PartitionState
 from moldau.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, Log
+from moldau.storage.producer_state import ProducerStateEntry
 
 UNKNOWN_OFFSET = -1
 
@@ -119,20 +120,27 @@ class Partition:
         return self.is_leader and self.high_watermark < self.leader_epoch_start_offset
 
     # ------------------------------------------------------------------ leader: offset queries and DeleteRecords
-    def offset_for_timestamp(self, timestamp: int, committed_only: bool) -> tuple[int, int] | None:
+    def offset_for_timestamp(self, timestamp: int, committed_only: bool, read_committed: bool = False
+                             ) -> tuple[int, int] | None:
         """ListOffsets: ``(offset, timestamp)`` or None. ``committed_only`` (a consumer, not a replica) answers
         latest (-1) with the high watermark instead of the log end offset and hides a timestamp match at or
-        above the high watermark as ``(-1, -1)``; earliest (-2) carries no timestamp."""
+        above the high watermark as ``(-1, -1)``; earliest (-2) carries no timestamp. ``read_committed``
+        (isolation level 1) bounds both by the last stable offset instead."""
+        fetchable = self.log.last_stable_offset if read_committed else self.high_watermark
         if timestamp == LATEST_TIMESTAMP:
-            return (self.high_watermark if committed_only else self.log.log_end_offset), NO_TIMESTAMP
+            return (fetchable if committed_only else self.log.log_end_offset), NO_TIMESTAMP
         found = self.log.offset_for_timestamp(timestamp)
         if found is None:
             return None
         if timestamp == EARLIEST_TIMESTAMP:
             return found[0], NO_TIMESTAMP
-        if committed_only and timestamp >= 0 and found[0] >= self.high_watermark:
+        if committed_only and timestamp >= 0 and found[0] >= fetchable:
             return -1, -1
         return found
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """DescribeProducers: the producer state entries of this partition's log."""
+        return list(self.log.producer_state.producers.values())
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest known epoch <= ``leader_epoch``, its end offset); (-1, -1) if unknown."""

@@ -6,7 +6,8 @@ Handlers call ``append``/``read``/``update_follower``/``get_partition``. Role ch
 ``isr_writer`` (ZooKeeper mode: a versioned write of the partition state znode plus an ISR change notification)
 and takes the new ISR only once it was accepted. ``append_listeners`` hear of every append (follower fetches wait
 for the log end offset), ``hw_listeners`` of every high-watermark advance (acks=all produces and consumer fetches
-wait for it).
+wait for it). ``txn_marker_listeners`` hear of every transaction marker this leader wrote and replicated (the
+group coordinator makes a transaction's pending offset commits visible or drops them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from moldau.broker.metadata import PartitionState, TopicMetadata
 from moldau.broker.partition import IsrOutcome, Partition
@@ -26,11 +27,19 @@ from moldau.storage.config import SystemClock
 from moldau.storage.errors import DuplicateSequence, OffsetOutOfRangeError, StorageError
 from moldau.storage.log_manager import LogManager
 from moldau.storage.segment import FileRegion
+from moldau.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("moldau.replica_manager")
 
 # (partition, new ISR) -> (the state znode's new version, the ISR it holds), or None when the controller moved on.
 IsrWriter = Callable[[Partition, list[int]], Awaitable[tuple[int, list[int]] | None]]
+
+
+class TxnMarkerListener(Protocol):
+    def on_transaction_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT (``committed``) or ABORT marker for ``producer_id`` is in the partition's log and replicated
+        to the ISR (called by the WriteTxnMarkers handler on the leader)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -51,6 +60,8 @@ class ReadResult:
     log_end_offset: int = -1
     records: Any = None
     size: int = 0
+    last_stable_offset: int = -1
+    aborted_transactions: list[AbortedTxn] | None = None  # read_committed only
 
 
 class RecordsView:
@@ -91,6 +102,9 @@ class ReplicaManager:
         # Called with (partition, became_leader) after a LeaderAndIsr or StopReplica changed its role; the follower
         # fetchers hook in here, so the LeaderAndIsr handler does not change.
         self.role_listeners: list[Callable[[Partition, bool], None]] = []
+        # Told of each transaction marker written here once replicated (WriteTxnMarkers); registered by the
+        # group coordinator's transactional offset commits.
+        self.txn_marker_listeners: list[TxnMarkerListener] = []
         self.isr_writer: IsrWriter | None = None
         # Called with True after an ISR shrink, False after an expansion (metrics).
         self.isr_change_listeners: list[Callable[[bool], None]] = []
@@ -323,8 +337,43 @@ class ReplicaManager:
         return AppendResult(ErrorCode.NONE, info.first_offset, append_time, partition.log.log_start_offset,
                             last_offset=info.last_offset)
 
+    def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, committed: bool,
+                      coordinator_epoch: int) -> AppendResult:
+        """WriteTxnMarkers on the leader: append a COMMIT/ABORT control batch (acks=all rules: the ISR must
+        satisfy min.insync.replicas). The caller waits for the high watermark to pass ``last_offset``."""
+        partition, error = self.leader_partition(topic, index)
+        if partition is None:
+            return AppendResult(error)
+        if len(partition.isr) < partition.min_insync_replicas:
+            return AppendResult(ErrorCode.NOT_ENOUGH_REPLICAS)
+        hw = partition.high_watermark
+        try:
+            info = partition.log.append_marker(producer_id, producer_epoch, committed, coordinator_epoch,
+                                               partition.leader_epoch)
+        except StorageError as exc:
+            log.info("transaction marker for %s-%d refused: %s", topic, index, exc)
+            return AppendResult(exc.error_code, message=str(exc))
+        except OSError as exc:
+            self.log_dir_failed(partition.log.dir.parent, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir failed: {exc.strerror}")
+        partition.maybe_advance_high_watermark()
+        if partition.high_watermark != hw:
+            self._hw_changed((topic, index))
+        else:
+            for listener in self.append_listeners:
+                listener((topic, index))
+        return AppendResult(ErrorCode.NONE, info.first_offset, -1, partition.log.log_start_offset,
+                            last_offset=info.last_offset)
+
+    def transaction_marker_written(self, topic: str, index: int, producer_id: int, committed: bool) -> None:
+        for listener in self.txn_marker_listeners:
+            try:
+                listener.on_transaction_marker(topic, index, producer_id, committed)
+            except Exception:
+                log.exception("transaction marker listener %r failed for %s-%d", listener, topic, index)
+
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
-             min_one: bool = True, current_leader_epoch: int = -1) -> ReadResult:
+             min_one: bool = True, current_leader_epoch: int = -1, read_committed: bool = False) -> ReadResult:
         partition = self.partitions.get((topic, index))
         if partition is None:
             return ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -335,11 +384,15 @@ class ReplicaManager:
                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
         log_ = partition.log
         hw = partition.high_watermark
-        result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, log_.log_end_offset)
-        # Consumers read only below the high watermark: a fetch at or above it is an empty answer, not an
-        # error, as long as it is within the log. Followers read up to the log end offset.
-        upper = hw if consumer else None
-        if (consumer and hw <= offset <= log_.log_end_offset) or offset == log_.log_end_offset:
+        result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, log_.log_end_offset,
+                            last_stable_offset=log_.last_stable_offset)
+        # Consumers read only below the high watermark (read_committed: below the last stable offset): a fetch at
+        # or above it is an empty answer, not an error, as long as it is within the log. Followers read up to
+        # the log end offset.
+        upper = (result.last_stable_offset if read_committed else hw) if consumer else None
+        if read_committed:
+            result.aborted_transactions = []
+        if (upper is not None and upper <= offset <= log_.log_end_offset) or offset == log_.log_end_offset:
             return result
         try:
             data = log_.read(offset, max_bytes, max_offset=upper, min_one=min_one)
@@ -355,6 +408,8 @@ class ReplicaManager:
             return result
         result.records = RecordsView(data.regions, data.size)
         result.size = data.size
+        if read_committed and upper is not None and data.size:
+            result.aborted_transactions = log_.collect_aborted_txns(offset, upper)
         return result
 
     # ------------------------------------------------------------------ leader: followers and the ISR

@@ -21,10 +21,14 @@ from moldau.broker.apis.context import (
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
+    TxnDeps,
 )
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
+from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC, TxnStateStore
+from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
@@ -43,6 +47,7 @@ from moldau.broker.security.credentials import (
     FileCredentialStore,
     ZkCredentialStore,
 )
+from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.broker.security.listener_config import listener_security
 from moldau.broker.zk_mode import ZkMode
 from moldau.storage.config import SystemClock
@@ -99,6 +104,8 @@ class BrokerServer:
         self.authorizer = Authorizer()
         self.handler_pool: HandlerPool | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self.txn_markers: InterBrokerMarkerChannel | None = None
         self.metrics_port: int | None = None
         self.dynamic = DynamicBrokerConfig(config, self.broker_id)  # replaced in start() once the id is known
         self.cleaner_service: CleanerService | None = None
@@ -190,8 +197,10 @@ class BrokerServer:
             LoopTimer(asyncio.get_running_loop()), self.clock, GroupConfig.from_broker_config(cfg), self.broker_id)
         self.group_coordinator.startup()
         metadata.listeners.append(self.group_coordinator.on_topic_change)
+        self.replica_manager.txn_marker_listeners.append(self.group_coordinator)  # TxnOffsetCommit's offsets
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))
         # --- end group coordinator -------------------------------------------------------------------------
+        self._start_transaction_coordinator(metadata)
         if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
             await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
         await self._start_authorizer()
@@ -219,13 +228,30 @@ class BrokerServer:
         log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
                  time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
 
+    def _start_transaction_coordinator(self, metadata: MetadataStore) -> None:
+        """The transaction coordinator of the __transaction_state partitions this broker leads."""
+        cfg, rm, producer_ids = self.config, self.replica_manager, self.producer_ids
+        assert rm is not None and producer_ids is not None
+        store = TxnStateStore(rm, self.clock, int(cfg.get("transaction.state.log.num.partitions")),
+                              load_buffer_size=int(cfg.get("transaction.state.log.load.buffer.size")))
+        security = (self.zk_mode.inter_broker_security if self.zk_mode is not None
+                    else inter_broker_security(cfg))
+        self.txn_markers = InterBrokerMarkerChannel(metadata, self._endpoint_of, self.broker_id, security=security,
+                                                    request_timeout_ms=int(cfg.get("request.timeout.ms")))
+        self.txn_coordinator = coordinator = TransactionCoordinator(
+            store, producer_ids.next_id, self.txn_markers, LoopTimer(asyncio.get_running_loop()), self.clock,
+            TxnConfig.from_broker_config(cfg), self.broker_id)
+        coordinator.startup()
+        metadata.listeners.append(coordinator.on_topic_change)
+        coordinator.on_topic_change(TRANSACTION_STATE_TOPIC, metadata.topic(TRANSACTION_STATE_TOPIC))
+
     def _handler_context(self) -> BrokerContext:
         """The typed dependencies of the request handlers, once every component has started."""
         rm, metadata, coordinator = self.replica_manager, self.metadata, self.group_coordinator
         fetch, produce, producer_ids = self.fetch_purgatory, self.produce_purgatory, self.producer_ids
         assert rm is not None and metadata is not None and coordinator is not None
         assert fetch is not None and produce is not None and producer_ids is not None
-        assert self.delete_records_purgatory is not None
+        assert self.delete_records_purgatory is not None and self.txn_coordinator is not None
         cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None,
                                                     self.dynamic)
         if self.zk_mode is not None:
@@ -235,11 +261,13 @@ class BrokerServer:
         topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
-            groups=GroupDeps(topics, coordinator, self.clock),
+            groups=GroupDeps(topics, coordinator, self.clock, self.txn_coordinator),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
             configs=ConfigDeps(self.broker_id, self.dynamic, metadata, cluster, auth),
             partition_admin=PartitionAdminDeps(topics, cluster, rm, self.delete_records_purgatory),
+            transactions=TxnDeps(self.txn_coordinator, metadata, coordinator, self.clock, auth,
+                                 int(self.config.get("offsets.commit.timeout.ms"))),
             scram=self.scram_store, acls=AclDeps(auth, self.acl_store))
 
     async def _start_authorizer(self) -> None:
@@ -323,6 +351,8 @@ class BrokerServer:
         # Both read in-memory state on the scrape thread (segment sizes the log tracks, no disk walk); list()
         # snapshots the dicts the loop may change meanwhile.
         m.set_log_size_callback(lambda: [(tp[0], tp[1], p.log.size) for tp, p in list(rm.partitions.items())])
+        m.set_last_stable_offset_lag_callback(lambda: [(tp[0], tp[1], p.log.last_stable_offset_lag())
+                                                       for tp, p in list(rm.partitions.items()) if p.is_leader])
         coordinator = self.group_coordinator
         if coordinator is not None:
             m.set_consumer_lag_callback(lambda: consumer_group_lag(coordinator.store.groups, rm.partitions))
@@ -382,6 +412,10 @@ class BrokerServer:
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         # --- end group coordinator ---
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.shutdown()
+        if self.txn_markers is not None:
+            await _bounded("transaction marker connections", self.txn_markers.close(), deadline)
         if self.socket_server is not None:
             await _bounded("client connections", self.socket_server.close_all(), deadline)
         if self.handler_pool is not None:

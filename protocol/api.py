@@ -46,6 +46,16 @@ from moldau.protocol.messages.sasl import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
 )
+from moldau.protocol.messages.transactions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
+)
 from moldau.protocol.schema import Api
 
 
@@ -74,6 +84,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -90,6 +105,9 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 REGISTRY: dict[int, Api] = {
@@ -107,6 +125,14 @@ REGISTRY.update({api.key: api for api in (CREATE_PARTITIONS, DELETE_RECORDS, ELE
 REGISTRY.update({api.key: api for api in (DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS)})
 # Topic and broker configs (issue 10).
 REGISTRY.update({api.key: api for api in (DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS)})
+# Transactions (issue 19; protocol/messages/transactions.py). Declared for both halves of the work at once; each is
+# advertised only once broker/apis routes it (TRANSACTION_APIS may be declared ahead of their handlers).
+TRANSACTION_APIS: frozenset[int] = frozenset(
+    api.key for api in (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT,
+                        DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS))
+REGISTRY.update({api.key: api for api in (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS,
+                                          TXN_OFFSET_COMMIT, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS,
+                                          LIST_TRANSACTIONS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

@@ -1125,6 +1125,216 @@ class OffsetForLeaderEpochResponse(TypedDict):
     topics: list[OffsetForLeaderEpochResponseTopics]
 
 
+class AddPartitionsToTxnRequestTransactionsTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequestTransactions(TypedDict):
+    """One ``transactions`` entry."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: NotRequired[bool]
+    topics: list[AddPartitionsToTxnRequestTransactionsTopics]
+
+
+class AddPartitionsToTxnRequestV3AndBelowTopics(TypedDict):
+    """One ``v3_and_below_topics`` entry."""
+
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    """AddPartitionsToTxn request (key 24), v0-v5."""
+
+    transactions: NotRequired[list[AddPartitionsToTxnRequestTransactions]]
+    v3_and_below_transactional_id: NotRequired[str]
+    v3_and_below_producer_id: NotRequired[int]
+    v3_and_below_producer_epoch: NotRequired[int]
+    v3_and_below_topics: NotRequired[list[AddPartitionsToTxnRequestV3AndBelowTopics]]
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition(TypedDict):
+    """One ``results_by_partition`` entry."""
+
+    partition_index: int
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResultsByTransactionTopicResults(TypedDict):
+    """One ``topic_results`` entry."""
+
+    name: str
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByTransactionTopicResultsResultsByPartition]
+
+
+class AddPartitionsToTxnResponseResultsByTransaction(TypedDict):
+    """One ``results_by_transaction`` entry."""
+
+    transactional_id: str
+    topic_results: list[AddPartitionsToTxnResponseResultsByTransactionTopicResults]
+
+
+class AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition(TypedDict):
+    """One ``results_by_partition`` entry."""
+
+    partition_index: int
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseResultsByTopicV3AndBelow(TypedDict):
+    """One ``results_by_topic_v3_and_below`` entry."""
+
+    name: str
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition]
+
+
+class AddPartitionsToTxnResponse(TypedDict):
+    """AddPartitionsToTxn response (key 24), v0-v5."""
+
+    throttle_time_ms: int
+    error_code: NotRequired[int]
+    results_by_transaction: NotRequired[list[AddPartitionsToTxnResponseResultsByTransaction]]
+    results_by_topic_v3_and_below: NotRequired[list[AddPartitionsToTxnResponseResultsByTopicV3AndBelow]]
+
+
+class AddOffsetsToTxnRequest(TypedDict):
+    """AddOffsetsToTxn request (key 25), v0-v4."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict):
+    """AddOffsetsToTxn response (key 25), v0-v4."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
+class EndTxnRequest(TypedDict):
+    """EndTxn request (key 26), v0-v4."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict):
+    """EndTxn response (key 26), v0-v4."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
+class WriteTxnMarkersRequestMarkersTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestMarkers(TypedDict):
+    """One ``markers`` entry."""
+
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestMarkersTopics]
+    coordinator_epoch: int
+
+
+class WriteTxnMarkersRequest(TypedDict):
+    """WriteTxnMarkers request (key 27), v0-v1."""
+
+    markers: list[WriteTxnMarkersRequestMarkers]
+
+
+class WriteTxnMarkersResponseMarkersTopicsPartitions(TypedDict):
+    """One ``partitions`` entry."""
+
+    partition_index: int
+    error_code: int
+
+
+class WriteTxnMarkersResponseMarkersTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partitions: list[WriteTxnMarkersResponseMarkersTopicsPartitions]
+
+
+class WriteTxnMarkersResponseMarkers(TypedDict):
+    """One ``markers`` entry."""
+
+    producer_id: int
+    topics: list[WriteTxnMarkersResponseMarkersTopics]
+
+
+class WriteTxnMarkersResponse(TypedDict):
+    """WriteTxnMarkers response (key 27), v0-v1."""
+
+    markers: list[WriteTxnMarkersResponseMarkers]
+
+
+class TxnOffsetCommitRequestTopicsPartitions(TypedDict):
+    """One ``partitions`` entry."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: NotRequired[int]
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partitions: list[TxnOffsetCommitRequestTopicsPartitions]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    """TxnOffsetCommit request (key 28), v0-v4."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: NotRequired[int]
+    member_id: NotRequired[str]
+    group_instance_id: NotRequired[str | None]
+    topics: list[TxnOffsetCommitRequestTopics]
+
+
+class TxnOffsetCommitResponseTopicsPartitions(TypedDict):
+    """One ``partitions`` entry."""
+
+    partition_index: int
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partitions: list[TxnOffsetCommitResponseTopicsPartitions]
+
+
+class TxnOffsetCommitResponse(TypedDict):
+    """TxnOffsetCommit response (key 28), v0-v4."""
+
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopics]
+
+
 class DescribeAclsRequest(TypedDict):
     """DescribeAcls request (key 29), v0-v3."""
 
@@ -1732,3 +1942,108 @@ class AlterUserScramCredentialsResponse(TypedDict):
 
     throttle_time_ms: int
     results: list[AlterUserScramCredentialsResponseResults]
+
+
+class DescribeProducersRequestTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict):
+    """DescribeProducers request (key 61), v0-v0."""
+
+    topics: list[DescribeProducersRequestTopics]
+
+
+class DescribeProducersResponseTopicsPartitionsActiveProducers(TypedDict):
+    """One ``active_producers`` entry."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: NotRequired[int]
+    last_timestamp: NotRequired[int]
+    coordinator_epoch: int
+    current_txn_start_offset: NotRequired[int]
+
+
+class DescribeProducersResponseTopicsPartitions(TypedDict):
+    """One ``partitions`` entry."""
+
+    partition_index: int
+    error_code: int
+    error_message: NotRequired[str | None]
+    active_producers: list[DescribeProducersResponseTopicsPartitionsActiveProducers]
+
+
+class DescribeProducersResponseTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    name: str
+    partitions: list[DescribeProducersResponseTopicsPartitions]
+
+
+class DescribeProducersResponse(TypedDict):
+    """DescribeProducers response (key 61), v0-v0."""
+
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopics]
+
+
+class DescribeTransactionsRequest(TypedDict):
+    """DescribeTransactions request (key 65), v0-v0."""
+
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTransactionStatesTopics(TypedDict):
+    """One ``topics`` entry."""
+
+    topic: str
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionStates(TypedDict):
+    """One ``transaction_states`` entry."""
+
+    error_code: int
+    transactional_id: str
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTransactionStatesTopics]
+
+
+class DescribeTransactionsResponse(TypedDict):
+    """DescribeTransactions response (key 65), v0-v0."""
+
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionStates]
+
+
+class ListTransactionsRequest(TypedDict):
+    """ListTransactions request (key 66), v0-v1."""
+
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: NotRequired[int]
+
+
+class ListTransactionsResponseTransactionStates(TypedDict):
+    """One ``transaction_states`` entry."""
+
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict):
+    """ListTransactions response (key 66), v0-v1."""
+
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionStates]

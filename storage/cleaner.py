@@ -107,15 +107,15 @@ class LogCleaner:
     @staticmethod
     def cleanable_segments(log: Log, now_ms: int) -> list[LogSegment]:
         """Sealed segments, stopping at the first one holding records younger than min.compaction.lag.ms or
-        above the high watermark (Kafka stops at the last stable offset: an unreplicated later version of a key
-        could still be truncated away, so it must not remove the older one)."""
+        above the last stable offset, as Kafka: an unreplicated later version of a key could still be truncated
+        away, and one in an open transaction could still be aborted, so neither may remove the older one."""
         out: list[LogSegment] = []
         lag = log.config.min_compaction_lag_ms
-        hw = log.high_watermark
+        stable = log.last_stable_offset  # the high watermark without open transactions (the LEO without a HW)
         for seg in log.segments[:-1]:
             if lag > 0 and seg.largest_timestamp() > now_ms - lag:
                 break
-            if hw is not None and seg.next_offset > hw:
+            if seg.next_offset > stable:
                 break
             out.append(seg)
         return out
@@ -178,6 +178,9 @@ class LogCleaner:
             segment_index_bytes=cfg.segment_index_bytes, delete_retention_ms=cfg.delete_retention_ms,
             io_max_bytes_per_second=self.throttler.rate,
         )
+        if refs:
+            for t in log.collect_aborted_txns(refs[0].base_offset, refs[-1].next_offset):
+                job.aborted_txns.setdefault(t.producer_id, []).append((t.first_offset, t.last_offset))
         return job, cleanable
 
     @staticmethod

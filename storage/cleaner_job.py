@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from moldau.protocol.compression import decompress
+from moldau.protocol.control_records import read_marker
 from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
     COMPRESSION_MASK,
@@ -40,6 +41,7 @@ from moldau.storage.segment import (
     LogSegment,
     filename_prefix,
 )
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, read_entries
 
 # Measured (tests/unit/storage/test_cleaner.py::test_offset_map_entry_cost): a dict entry mapping a key (a bytes
 # object of up to 48 bytes: the key itself when shorter than 16 bytes, else its 16-byte MD5 digest) to an int offset
@@ -217,6 +219,8 @@ class CleanJob:
     segment_index_bytes: int
     delete_retention_ms: int
     io_max_bytes_per_second: float = float("inf")
+    # producer id -> [(first offset, marker offset)] of its aborted transactions (from the .txnindex files)
+    aborted_txns: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -238,6 +242,14 @@ class _Runner:
         self.job = job
         self.throttle = throttler.maybe_throttle
         self.stats = CleanStats()
+        self._txn_read: set[int] = set()  # producers with a transactional batch read since their last marker
+        self._dropped_aborts: set[int] = set()  # offsets of removed ABORT markers: their .txnindex entries go
+
+    def _aborted(self, h: BatchHeader) -> bool:
+        """A data batch of an aborted transaction: its producer aborted one spanning its offset (a producer has
+        one transaction open at a time, so the span from first offset to ABORT marker is all of it)."""
+        spans = self.job.aborted_txns.get(h.producer_id) if h.is_transactional and not h.is_control else None
+        return spans is not None and any(first <= h.base_offset < last for first, last in spans)
 
     def run(self) -> JobResult | None:
         started = time.monotonic()
@@ -272,8 +284,8 @@ class _Runner:
         throttle = self.throttle
         for seg in dirty:
             for h, data in _read_batches(seg, throttle):
-                if h.is_control or h.last_offset < first_dirty:
-                    continue
+                if h.is_control or h.last_offset < first_dirty or self._aborted(h):
+                    continue  # an aborted version of a key never replaces a committed one
                 base, count = h.base_offset, h.records_count
                 keys, offsets, no_key = scan_keys(_payload(data, h), count, base)
                 if no_key or offsets != list(range(base, base + count)):
@@ -316,7 +328,7 @@ class _Runner:
         job = self.job
         log_dir = Path(job.dir)
         prefix = filename_prefix(group[0].base_offset)
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # leftovers of an abandoned attempt
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):  # an abandoned attempt
             (log_dir / (prefix + suffix + CLEANED_SUFFIX)).unlink(missing_ok=True)
         new = LogSegment(
             log_dir,
@@ -329,6 +341,12 @@ class _Runner:
         try:
             for seg, retain_deletes in zip(group, retain):
                 self._clean_segment(seg, new, retain_deletes, mapped)
+                # An aborted transaction keeps its .txnindex entry while its ABORT marker stays (Kafka's
+                # cleanedIndex): without the marker a consumer would skip the producer's later batches.
+                txn_index = Path(seg.path).with_name(filename_prefix(seg.base_offset) + TXN_INDEX_SUFFIX)
+                for entry in read_entries(txn_index) if txn_index.exists() else []:
+                    if entry.last_offset not in self._dropped_aborts:
+                        new.txn_index.append(entry)
             new.on_become_inactive()
             new.flush()
             new.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
@@ -366,6 +384,26 @@ class _Runner:
         new.append(buf, headers[-1][1].last_offset, max_ts, offset_of_max, headers)
         self.throttle(len(buf))
 
+    def _filter_marker(self, data: bytes, h: BatchHeader, retain_deletes: bool) -> bytes | None:
+        """Kafka's rule for a transaction marker: it goes once no batch of its transaction was read in this
+        cleaning (its data went in an earlier one) and, like a tombstone, its segment is clean and older than
+        delete.retention.ms. Other control records stay."""
+        read = h.producer_id in self._txn_read
+        self._txn_read.discard(h.producer_id)
+        if read or retain_deletes:
+            return data
+        try:
+            marker = read_marker(data, h)
+        except ValueError:  # RecordBatchError included: keep what we cannot read
+            return data
+        if marker is None:
+            return data
+        if not marker.committed:
+            self._dropped_aborts.add(h.base_offset)
+        self.stats.records_read += h.records_count
+        self.stats.records_removed += h.records_count
+        return None
+
     def _filter_batch(self, data: bytes, h: BatchHeader, retain_deletes: bool, mapped: _MapResult) -> bytes | None:
         """The batch with its obsolete records removed: ``data`` itself when all stay, None when it goes.
 
@@ -373,8 +411,18 @@ class _Runner:
         a batch that is wholly dead or wholly live is dropped or copied without decompressing it; a partly live
         one is walked record by record (see cleaner_scan) and its survivors copied byte for byte."""
         if h.is_control:
-            return data  # transaction markers: kept (Moldau has no transactions to resolve them against)
+            return self._filter_marker(data, h, retain_deletes)
         stats = self.stats
+        if h.is_transactional:
+            self._txn_read.add(h.producer_id)
+        if self._aborted(h):  # aborted data: removed, as Kafka's cleaner does
+            stats.records_read += h.records_count
+            stats.records_removed += h.records_count
+            if self.job.producer_last_offsets.get(h.producer_id) == h.last_offset:
+                out = _empty_batch(h, data)  # keeps the producer's sequence state, as for compacted batches
+                stats.bytes_written += len(out)
+                return out
+            return None
         base, count = h.base_offset, h.records_count
         stats.records_read += count
         live = mapped.live

@@ -98,3 +98,15 @@ class CorruptIndexError(StorageError):
 
 class LogDirLockedError(StorageError):
     """Another process (or another LogManager in this process) holds the log directory's lock."""
+
+
+class InvalidTxnStateError(StorageError):
+    """A producer with an open transaction wrote a non-transactional batch (Kafka's InvalidTxnStateException)."""
+
+    error_code = ErrorCode.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than the one the partition has seen."""
+
+    error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED

@@ -1,7 +1,8 @@
 """One partition's log: a ``<topic>-<partition>/`` directory of segments.
 
-Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (LEO, the next offset to assign) and
-``recovery_point`` (everything below it is fsynced; recovery after a crash starts at its segment).
+Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (LEO, the next offset to assign),
+``recovery_point`` (everything below it is fsynced; recovery after a crash starts at its segment) and
+``last_stable_offset`` (below the first open transaction and the high watermark; storage/log_txn.py).
 All methods are synchronous and not thread-safe: the broker serialises calls per partition.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from moldau.protocol.control_records import ABORT, COMMIT, EndTxnMarker, build_marker_batch
 from moldau.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
@@ -29,6 +31,7 @@ from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import OffsetOutOfRangeError
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.log_txn import apply_control_batch, collect_aborted_txns, complete_txn
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
     DELETED_SUFFIX,
@@ -40,6 +43,7 @@ from moldau.storage.segment import (
     LogSegment,
 )
 from moldau.storage.swap import recover_swaps
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from moldau.storage.validation import (
     Batches,
     batches_end,
@@ -154,7 +158,7 @@ class Log:
                 continue
             if dot + suffix == LOG_SUFFIX:
                 bases.add(int(stem))
-            elif dot + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif dot + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 indexes.append((int(stem), p))
         for base, p in indexes:
             if base not in bases:
@@ -215,8 +219,13 @@ class Log:
         self.producer_state.delete_snapshots_above(leo)
         start = self.producer_state.load_latest_snapshot(self.log_start_offset, leo)
         for seg in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
-            for _, h in seg.iter_batches(start if seg.base_offset <= start else None):
-                if h.last_offset >= start:
+            seg.txn_index.truncate_to(start)  # the replay re-derives the aborted transactions from here
+            for pos, h in seg.iter_batches(start if seg.base_offset <= start else None):
+                if h.last_offset < start:
+                    continue
+                if h.is_control:
+                    apply_control_batch(self.producer_state, seg, seg.read_batch(pos, h), h)
+                else:
                     self.producer_state.update(h)
         self.producer_state.map_end_offset = leo
 
@@ -284,9 +293,50 @@ class Log:
             leo = self.log_end_offset
             return AppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0)
         info = self._append(view[: batches_end(batches)], batches, NO_TIMESTAMP)
-        for _, h in batches:
-            self.producer_state.update(h)
+        for pos, h in batches:
+            if h.is_control:
+                apply_control_batch(self.producer_state, self.active_segment, view[pos : pos + h.total_size], h)
+            else:
+                self.producer_state.update(h)
         return info
+
+    def append_marker(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                      leader_epoch: int) -> AppendInfo:
+        """WriteTxnMarkers on the leader: a control batch ending the producer's transaction (COMMIT or ABORT).
+        Refused from an older producer epoch (InvalidProducerEpochError) or coordinator epoch
+        (TransactionCoordinatorFencedError). An abort gets its ``.txnindex`` entry."""
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        batch = bytearray(build_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch,
+                                             self.clock.time_ms(), base_offset=self.log_end_offset,
+                                             partition_leader_epoch=leader_epoch))
+        h = read_header(batch)
+        info = self._append(batch, [(0, h)], NO_TIMESTAMP)
+        complete_txn(self.producer_state, self.active_segment, h,
+                     EndTxnMarker(COMMIT if committed else ABORT, coordinator_epoch))
+        return info
+
+    # --- transactions ----------------------------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: min(first offset of the oldest transaction open or
+        ended but not yet below the high watermark, high watermark), never below the log start offset (Kafka
+        clamps the first unstable offset there when DeleteRecords or retention passed it)."""
+        hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
+        self.producer_state.prune_unreplicated(hw)
+        first_unstable = self.producer_state.first_unstable_offset(hw)
+        return hw if first_unstable is None else min(max(first_unstable, self.log_start_offset), hw)
+
+    def last_stable_offset_lag(self) -> int:
+        """High watermark minus the LSO (Kafka's LastStableOffsetLag); changes nothing (the metrics thread)."""
+        hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
+        first_unstable = self.producer_state.first_unstable_offset(hw)
+        return 0 if first_unstable is None else max(hw - max(first_unstable, self.log_start_offset), 0)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (read_committed fetch)."""
+        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+        return collect_aborted_txns(self._segments[i:], fetch_offset, upper_bound_offset)
 
     def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
         first = batches[0][1]
@@ -330,7 +380,7 @@ class Log:
             return active  # empty segment at that offset already
         active.on_become_inactive()
         prefix = f"{new_base:020d}"
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             stale = self.dir / (prefix + suffix)
             if stale.exists():
                 logger.warning("%s: deleting stale file %s before rolling", self, stale.name)

@@ -9,6 +9,13 @@ A leader append is checked against this state (Kafka's ``ProducerAppendInfo`` ru
 * otherwise the first sequence must follow the last one (wrapping from 2**31-1 to 0), else
   :class:`OutOfOrderSequenceError`.
 
+Transactions (Kafka's ``ProducerAppendInfo`` and ``ProducerStateManager``): a transactional batch opens the
+producer's transaction at its first offset unless one is open; a non-transactional batch while one is open is
+refused (:class:`InvalidTxnStateError`). A transaction marker (control batch) closes it: markers from an older
+producer epoch or coordinator epoch are refused on the leader. A completed transaction stays "unreplicated"
+until the high watermark passes its marker; the first unstable offset is the smallest first offset of the open
+and the unreplicated transactions, and the last stable offset ``min(first unstable offset, high watermark)``.
+
 Follower appends and loading update the state without checks. The state is rebuilt at load from the newest
 snapshot (``<20-digit offset>.snapshot``, Kafka's v1 format, written at roll and at close) plus a header-only scan
 of the batches after it. Kafka's snapshot keeps only the last batch per producer, so after a restart duplicates
@@ -26,9 +33,16 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from moldau.protocol.control_records import EndTxnMarker
 from moldau.protocol.records import BatchHeader
 from moldau.storage.checkpoint import fsync_dir
-from moldau.storage.errors import DuplicateSequence, InvalidProducerEpochError, OutOfOrderSequenceError
+from moldau.storage.errors import (
+    DuplicateSequence,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 SNAPSHOT_SUFFIX = ".snapshot"
 NUM_BATCHES_TO_RETAIN = 5
@@ -47,6 +61,16 @@ class CorruptSnapshotError(ValueError):
 
 
 @dataclass(slots=True, frozen=True)
+class CompletedTxn:
+    """A transaction ended by a marker at ``last_offset``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(slots=True, frozen=True)
 class BatchMetadata:
     first_seq: int
     last_seq: int
@@ -61,6 +85,7 @@ class ProducerStateEntry:
     producer_epoch: int = NO_PRODUCER_EPOCH
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -94,6 +119,7 @@ class ProducerStateEntry:
             self.producer_epoch,
             deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
             self.coordinator_epoch,
+            self.current_txn_first_offset,
         )
 
 
@@ -101,7 +127,7 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
 
-PendingUpdate = tuple[int, int, BatchMetadata]  # producer id, epoch, batch
+PendingUpdate = tuple[int, int, BatchMetadata, bool]  # producer id, epoch, batch, transactional
 
 
 class ProducerStateManager:
@@ -111,6 +137,10 @@ class ProducerStateManager:
         self.dir = dir
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
+        # Open transactions: producer id -> first offset. Completed ones whose marker is not yet below the high
+        # watermark stay unstable too (Kafka's unreplicatedTxns).
+        self.ongoing: dict[int, int] = {}
+        self.unreplicated: list[CompletedTxn] = []
 
     # --- the append path -------------------------------------------------------------------------------------
 
@@ -133,11 +163,18 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(h.producer_id)
                 staged[h.producer_id] = entry
             self._check(entry, h)
+            if h.is_transactional:
+                if entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = h.base_offset
+            elif entry.current_txn_first_offset >= 0:
+                raise InvalidTxnStateError(
+                    f"expected a transactional write from producer {h.producer_id} at epoch {h.producer_epoch}:"
+                    f" its transaction started at offset {entry.current_txn_first_offset} is still open")
             meta = BatchMetadata(
                 h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp
             )
             entry.update(h.producer_epoch, meta)
-            pending.append((h.producer_id, h.producer_epoch, meta))
+            pending.append((h.producer_id, h.producer_epoch, meta, h.is_transactional))
         return pending
 
     @staticmethod
@@ -156,14 +193,21 @@ class ProducerStateManager:
             raise OutOfOrderSequenceError(
                 f"producer {h.producer_id} epoch {epoch}: sequence {first_seq} does not follow {entry.last_seq}"
             )
+        elif not entry.batches and first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+            # The epoch came with a transaction marker (a coordinator's bump): its first batch starts at 0.
+            raise OutOfOrderSequenceError(
+                f"producer {h.producer_id} epoch {epoch} has no batch yet: sequence {first_seq}, expected 0"
+            )
 
     def apply(self, pending: Iterable[PendingUpdate], end_offset: int) -> None:
         """Applies updates returned by :meth:`validate_leader_batches` once the batches are in the log."""
-        for producer_id, epoch, meta in pending:
+        for producer_id, epoch, meta, transactional in pending:
             entry = self.producers.get(producer_id)
             if entry is None:
                 entry = self.producers[producer_id] = ProducerStateEntry(producer_id)
             entry.update(epoch, meta)
+            if transactional:
+                self._begin_txn(entry, meta.first_offset)
         self.map_end_offset = max(self.map_end_offset, end_offset)
 
     def update(self, h: BatchHeader) -> None:
@@ -176,13 +220,78 @@ class ProducerStateManager:
                 h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp
             )
             entry.update(h.producer_epoch, meta)
+            if h.is_transactional:
+                self._begin_txn(entry, h.base_offset)
         self.map_end_offset = max(self.map_end_offset, h.last_offset + 1)
+
+    # --- transactions ----------------------------------------------------------------------------------------
+
+    def _begin_txn(self, entry: ProducerStateEntry, first_offset: int) -> None:
+        if entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+        self.ongoing.setdefault(entry.producer_id, entry.current_txn_first_offset)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Leader checks before writing a marker: not from an older producer epoch (INVALID_PRODUCER_EPOCH) nor
+        from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if entry.producer_epoch != NO_PRODUCER_EPOCH and producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"transaction marker for producer {producer_id} at epoch {producer_epoch} is older than the "
+                f"current epoch {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"transaction marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}")
+
+    def complete_txn(self, h: BatchHeader, marker: EndTxnMarker) -> CompletedTxn | None:
+        """Applies a marker batch (leader after :meth:`check_marker`, follower and replay unchecked); returns the
+        transaction it ended, None when the producer had none open here."""
+        self.map_end_offset = max(self.map_end_offset, h.last_offset + 1)
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerStateEntry(h.producer_id)
+        if h.producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = h.producer_epoch
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(h.producer_id, None)
+        if first < 0:
+            return None
+        completed = CompletedTxn(h.producer_id, first, h.base_offset, not marker.committed)
+        self.unreplicated.append(completed)
+        return completed
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO recorded with an aborted transaction: the first offset of the oldest other open transaction,
+        else just past the marker (Kafka's ``lastStableOffset(completedTxn)``)."""
+        others = [o for pid, o in self.ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction that is open or whose marker is not yet below the high
+        watermark; None when there is none. Changes nothing (the metrics thread may call it)."""
+        firsts = [t.first_offset for t in self.unreplicated if t.last_offset >= high_watermark]
+        if self.ongoing:
+            firsts.append(min(self.ongoing.values()))
+        return min(firsts) if firsts else None
+
+    def prune_unreplicated(self, high_watermark: int) -> None:
+        """Forgets the ended transactions whose marker is below the high watermark (they are stable now)."""
+        if self.unreplicated and self.unreplicated[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in self.unreplicated if t.last_offset >= high_watermark]
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
     def reset(self, offset: int) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
         self.map_end_offset = offset
 
     # --- snapshots -------------------------------------------------------------------------------------------
@@ -201,9 +310,9 @@ class ProducerStateManager:
     def take_snapshot(self) -> None:
         """Writes ``<map_end_offset>.snapshot`` (atomically) in Kafka's v1 layout."""
         body = bytearray()
-        entries = [e for e in self.producers.values() if e.batches]
+        entries = [e for e in self.producers.values() if e.batches or e.current_txn_first_offset >= 0]
         for e in entries:
-            last = e.batches[-1]
+            last = e.batches[-1] if e.batches else BatchMetadata(NO_SEQUENCE, NO_SEQUENCE, -1, -1, -1)
             body += _SNAPSHOT_ENTRY.pack(
                 e.producer_id,
                 e.producer_epoch,
@@ -212,7 +321,7 @@ class ProducerStateManager:
                 last.last_offset - last.first_offset,
                 last.timestamp,
                 e.coordinator_epoch,
-                -1,
+                e.current_txn_first_offset,
             )
         count = struct.pack(">i", len(entries))
         crc = crc32c(count + bytes(body))
@@ -238,12 +347,14 @@ class ProducerStateManager:
         if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
             raise CorruptSnapshotError(f"{path}: bad entry count {count}")
         result = []
-        for pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, _txn in _SNAPSHOT_ENTRY.iter_unpack(
+        for pid, epoch, last_seq, last_offset, delta, ts, coord_epoch, txn in _SNAPSHOT_ENTRY.iter_unpack(
             data[_SNAPSHOT_HEADER.size :]
         ):
             first_seq = (last_seq - delta) & INT32_MAX if last_seq >= 0 else NO_SEQUENCE
-            entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch)
-            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+            entry = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch,
+                                       current_txn_first_offset=txn if txn >= 0 else -1)
+            if last_offset >= 0:
+                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
             result.append(entry)
         return result
 
@@ -262,6 +373,8 @@ class ProducerStateManager:
                 path.unlink(missing_ok=True)
                 continue
             self.producers = {e.producer_id: e for e in entries}
+            self.ongoing = {e.producer_id: e.current_txn_first_offset for e in entries
+                            if e.current_txn_first_offset >= 0}
             self.map_end_offset = max(offset, log_start_offset)
             return self.map_end_offset
         return log_start_offset

@@ -1,4 +1,5 @@
-"""One log segment: ``<base offset, 20 digits>.log`` plus its ``.index`` and ``.timeindex``.
+"""One log segment: ``<base offset, 20 digits>.log`` plus its ``.index`` and ``.timeindex`` (and ``.txnindex``, the
+aborted transactions whose ABORT marker it holds; storage/txn_index.py).
 
 The ``.log`` file is a plain concatenation of v2 record batches exactly as Kafka stores them. Appends write whole
 request buffers with ``os.write``; reads never copy: they return a :class:`FileRegion` the broker sends with
@@ -29,6 +30,7 @@ from moldau.protocol.records import (
 )
 from moldau.storage.errors import CorruptIndexError
 from moldau.storage.index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -113,6 +115,7 @@ class LogSegment:
         self.time_index = TimeIndex(
             dir / (prefix + TIME_INDEX_SUFFIX + suffix), base_offset, segment_index_bytes
         )
+        self.txn_index = TransactionIndex(dir / (prefix + TXN_INDEX_SUFFIX + suffix))
         self.index_interval_bytes = index_interval_bytes
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
@@ -203,6 +206,7 @@ class LogSegment:
         if truncated:
             os.ftruncate(self._fd, pos)
             self.size = pos
+        self.txn_index.truncate_to(self.next_offset)  # the log's replay re-adds what lies past its snapshot
         return truncated
 
     def _plausible(self, h: BatchHeader) -> bool:
@@ -405,6 +409,7 @@ class LogSegment:
         self.index.truncate_to(offset)
         self.index.truncate_to_position(position)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         os.ftruncate(self._fd, position)
         self.size = position
         if not self._load_tail():
@@ -419,6 +424,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self, flush: bool = False) -> None:
         """Closes the files after recording the final max timestamp; ``flush`` fsyncs the indexes first."""
@@ -441,13 +447,13 @@ class LogSegment:
         deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         os.replace(self.log_path, deleted)
         self.log_path = deleted
-        for idx in (self.index, self.time_index):
+        for idx in (self.index, self.time_index, self.txn_index):
             idx.rename(idx.path.with_name(idx.path.name + DELETED_SUFFIX))
 
     def rename_suffix(self, old: str, new: str) -> None:
         """Renames the three files from ``<name><old>`` to ``<name><new>`` (index files first, the ``.log``
         last: the log file's name is what recovery at load goes by)."""
-        for idx in (self.index, self.time_index):
+        for idx in (self.index, self.time_index, self.txn_index):
             idx.rename(idx.path.with_name(idx.path.name.removesuffix(old) + new))
         path = self.log_path.with_name(self.log_path.name.removesuffix(old) + new)
         os.replace(self.log_path, path)
@@ -457,6 +463,7 @@ class LogSegment:
         """Closes and removes the files (without the final time-index entry: they are going away)."""
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         if not self.file.closed:
             self.file.close()
         self.log_path.unlink(missing_ok=True)

@@ -6,8 +6,9 @@ three files to ``.swap`` (the commit point), renames the replaced segments to ``
 
 - ``.cleaned`` files are removed (the cleaning had not committed: the old segments are intact);
 - a ``<base>.log.swap`` wins: every live segment whose base offset lies in ``[base, next offset of the swap)``
-  is removed and the swap file takes the live name. Its indexes are dropped and rebuilt (cheap, and it avoids
-  trusting half-renamed index files);
+  is removed and the swap file takes the live name. Its offset and time indexes are dropped and rebuilt (cheap,
+  and it avoids trusting half-renamed index files); its ``.txnindex`` (aborted transactions, which cannot be
+  rebuilt from the segment alone) was complete before the ``.log`` became a swap, so it is kept and renamed too;
 - ``.deleted`` files are removed by the log's usual stray-file sweep.
 """
 
@@ -27,10 +28,11 @@ from moldau.storage.segment import (
     TIME_INDEX_SUFFIX,
     filename_prefix,
 )
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def _next_offset(path: Path, base: int) -> int:
@@ -64,6 +66,8 @@ def recover_swaps(dir: Path) -> int:
             continue
         if name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
             swaps.append(int(stem))
+        elif name.endswith(TXN_INDEX_SUFFIX + SWAP_SUFFIX):
+            continue  # taken with its .log.swap below, removed without one
         elif name.endswith(SWAP_SUFFIX):
             p.unlink(missing_ok=True)  # an index of a swap: rebuilt after the rename
         elif name.endswith(LOG_SUFFIX):
@@ -77,8 +81,13 @@ def recover_swaps(dir: Path) -> int:
                     (dir / (filename_prefix(old) + suffix)).unlink(missing_ok=True)
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             (dir / (filename_prefix(base) + suffix)).unlink(missing_ok=True)
+        txn_swap = dir / (filename_prefix(base) + TXN_INDEX_SUFFIX + SWAP_SUFFIX)
+        if txn_swap.exists():
+            os.replace(txn_swap, dir / (filename_prefix(base) + TXN_INDEX_SUFFIX))
         os.replace(swap, dir / (filename_prefix(base) + LOG_SUFFIX))
         logger.info("%s: completed the interrupted swap of cleaned segment %d (up to %d)", dir, base, end)
+    for p in dir.glob("*" + TXN_INDEX_SUFFIX + SWAP_SUFFIX):
+        p.unlink(missing_ok=True)  # no .log.swap: the cleaning had not committed
     if swaps:
         fsync_dir(dir)
     return len(swaps)

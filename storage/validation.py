@@ -40,7 +40,8 @@ def _check_magic(buf: memoryview, pos: int) -> None:
 
 def validate_leader_batches(buf: memoryview, max_message_bytes: int) -> Batches:
     """Every batch of a produce request: whole, magic 2, within ``max.message.bytes``, CRC32C valid, offsets and
-    count consistent, not a control batch, a sequence whenever there is a producer id.
+    count consistent, not a control batch, a sequence whenever there is a producer id, a producer id whenever
+    the batch is transactional.
 
     Returns ``(position, header)`` pairs; raises before anything is appended if any batch fails.
     """
@@ -71,6 +72,8 @@ def validate_leader_batches(buf: memoryview, max_message_bytes: int) -> Batches:
             )
         if h.is_control:
             raise InvalidRecordError("clients may not write control batches")
+        if h.is_transactional and h.producer_id < 0:
+            raise InvalidRecordError("a transactional record batch needs a producer id")
         if h.producer_id >= 0 and h.base_sequence < 0:
             raise InvalidRecordError(f"invalid sequence {h.base_sequence} for producer {h.producer_id}")
         batches.append((pos, h))

@@ -23,7 +23,9 @@ from moldau.broker.apis.context import (
     ReplicaDeps,
     ScramDeps,
     TopicDeps,
+    TxnDeps,
 )
+from moldau.broker.apis.describe_producers import handle_describe_producers
 from moldau.broker.apis.fetch import handle_fetch
 from moldau.broker.apis.group import (
     handle_delete_groups,
@@ -62,6 +64,15 @@ from moldau.broker.apis.sasl import (
     handle_sasl_handshake,
 )
 from moldau.broker.apis.topics import handle_create_topics, handle_delete_topics
+from moldau.broker.apis.transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+)
+from moldau.broker.apis.txn_markers import TxnMarkerDeps, handle_write_txn_markers
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import ApiKey
 
@@ -101,7 +112,11 @@ def _control(c: BrokerContext) -> ControlDeps:
 
 
 def _producer_ids(c: BrokerContext) -> ProducerIdDeps:
-    return ProducerIdDeps(c.producer_ids, c.replicas.auth)
+    return ProducerIdDeps(c.producer_ids, c.replicas.auth, c.transactions.coordinator)
+
+
+def _transactions(c: BrokerContext) -> TxnDeps:
+    return c.transactions
 
 
 def _scram(c: BrokerContext) -> ScramDeps:
@@ -122,6 +137,10 @@ def _acls(c: BrokerContext) -> AclDeps:
 
 def _configs(c: BrokerContext) -> ConfigDeps:
     return c.configs
+
+
+def _txn_markers(c: BrokerContext) -> TxnMarkerDeps:
+    return TxnMarkerDeps(c.replicas.replica_manager, c.replicas.auth, int(c.topics.config.get("request.timeout.ms")))
 
 
 def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
@@ -178,6 +197,20 @@ ROUTES.update({
     ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
     ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
+})
+# The transaction coordinator (issue 19; broker/apis/transactions.py).
+ROUTES.update({
+    ApiKey.ADD_PARTITIONS_TO_TXN: route(_transactions, handle_add_partitions_to_txn),
+    ApiKey.ADD_OFFSETS_TO_TXN: route(_transactions, handle_add_offsets_to_txn),
+    ApiKey.END_TXN: route(_transactions, handle_end_txn),
+    ApiKey.TXN_OFFSET_COMMIT: route(_transactions, handle_txn_offset_commit),
+    ApiKey.DESCRIBE_TRANSACTIONS: route(_transactions, handle_describe_transactions),
+    ApiKey.LIST_TRANSACTIONS: route(_transactions, handle_list_transactions),
+})
+# Transactions, the partition side (issue 19; broker/apis/txn_markers.py).
+ROUTES.update({
+    ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
+    ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

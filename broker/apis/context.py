@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
+from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
@@ -170,10 +171,28 @@ class ProducerIdSource(Protocol):
 
 @dataclass(slots=True)
 class ProducerIdDeps:
-    """InitProducerId: the id source, and the authorizer (IdempotentWrite on the cluster or Write on a topic)."""
+    """InitProducerId: the id source, and the authorizer (IdempotentWrite on the cluster or Write on a topic);
+    with a transactional id, the transaction coordinator (None: not running, COORDINATOR_NOT_AVAILABLE)."""
 
     source: ProducerIdSource
     auth: Authorizer = NO_AUTHORIZER
+    transactions: TransactionCoordinator | None = None
+
+
+@dataclass(slots=True)
+class TxnDeps:
+    """AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, DescribeTransactions, ListTransactions."""
+
+    coordinator: TransactionCoordinator
+    metadata: MetadataStore
+    group_coordinator: GroupCoordinator  # AddOffsetsToTxn (the group's partition) and TxnOffsetCommit
+    clock: Clock
+    auth: Authorizer = NO_AUTHORIZER
+    offsets_commit_timeout_ms: int = 5000
+
+    def offsets_partition_for(self, group_id: str) -> int:
+        """The group's __consumer_offsets partition (AddOffsetsToTxn adds it to the transaction)."""
+        return self.group_coordinator.store.partition_for(group_id)
 
 
 @dataclass(slots=True)
@@ -203,6 +222,7 @@ class GroupDeps:
     topics: TopicDeps
     coordinator: GroupCoordinator
     clock: Clock
+    transactions: TransactionCoordinator | None = None  # FindCoordinator key type 1
 
     def active_coordinator(self) -> GroupCoordinator | None:
         """The coordinator, or None after it stopped (shutdown): callers answer COORDINATOR_NOT_AVAILABLE."""
@@ -269,5 +289,6 @@ class BrokerContext:
     api_versions: list[ApiVersionsResponseApiKeys]
     partition_admin: PartitionAdminDeps
     configs: ConfigDeps
+    transactions: TxnDeps  # the transaction coordinator's APIs
     scram: CredentialStore | None = None  # SCRAM users (ZooKeeper or the standalone users file)
     acls: AclDeps = field(default_factory=AclDeps)

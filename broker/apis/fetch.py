@@ -1,5 +1,6 @@
-"""Fetch: read each partition (bounded by the HW for consumers, by the log end offset for followers), or wait in
-the fetch purgatory. A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
+"""Fetch: read each partition (bounded by the HW for consumers, by the last stable offset for read_committed ones
+(isolation level 1, with the aborted transactions of the range from the .txnindex), by the log end offset for
+followers), or wait in the fetch purgatory (its re-reads use the same bound). A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
 A consumer needs Read on each topic, a follower ClusterAction (else TOPIC_AUTHORIZATION_FAILED for the topic).
 
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
@@ -27,11 +28,13 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     )
 
 READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
 
 
 def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
               ) -> tuple[list[FetchResponseResponses], int, bool]:
     consumer = body["replica_id"] < 0
+    read_committed = consumer and version >= 4 and body["isolation_level"] == READ_COMMITTED
     budget = body["max_bytes"] if version >= 3 else 1 << 31
     total = 0
     error = False
@@ -44,11 +47,15 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
             r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0),
-                        current_leader_epoch=-1 if consumer else p["current_leader_epoch"])
+                        current_leader_epoch=-1 if consumer else p["current_leader_epoch"],
+                        read_committed=read_committed)
+            aborted = r.aborted_transactions
             entry: FetchResponseResponsesPartitions = {
                 "partition_index": index, "error_code": r.error,
-                "high_watermark": r.high_watermark, "last_stable_offset": r.high_watermark,
-                "log_start_offset": r.log_start_offset, "aborted_transactions": None,
+                "high_watermark": r.high_watermark, "last_stable_offset": r.last_stable_offset,
+                "log_start_offset": r.log_start_offset,
+                "aborted_transactions": None if aborted is None else [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted],
                 "preferred_read_replica": -1,
                 "records": b"" if r.records is None else r.records}
             if r.error != ErrorCode.NONE:

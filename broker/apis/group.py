@@ -20,6 +20,8 @@ from moldau.broker.apis.context import GroupDeps
 from moldau.broker.apis.metadata import UNKNOWN_AUTHORIZED_OPERATIONS
 from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC
+from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator
+from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic, plan_topic
@@ -62,52 +64,81 @@ def group_allowed(ctx: GroupDeps, request: Request, operation: Operation, group_
 OFFSETS_TOPIC_CREATE_WAIT_MS = 5000
 
 
-async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) -> ErrorCode:
-    """Create __consumer_offsets on first use (compacted; replication capped at the live brokers)."""
-    async with coordinator.topic_lock:
-        if ctx.topics.metadata.topic(OFFSETS_TOPIC) is not None:
+async def ensure_internal_topic(ctx: GroupDeps, lock: asyncio.Lock, name: str, partitions: int, replication: int,
+                                configs: dict[str, str]) -> ErrorCode:
+    """Create an internal topic (__consumer_offsets, __transaction_state) on first use; replication capped at the
+    live brokers."""
+    async with lock:
+        if ctx.topics.metadata.topic(name) is not None:
             return ErrorCode.NONE
         # Any broker may create it: standalone brokers are their own controller, and in ZooKeeper mode the
         # topic znodes may be written from any broker (the controller then elects the leaders).
-        cfg = ctx.topics.config
         live = len(ctx.topics.metadata.live_brokers())
-        replication = min(int(cfg.get("offsets.topic.replication.factor")), live)
-        configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                   "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
+        replication = min(replication, live)
+        if "min.insync.replicas" in configs:  # never above the replication it got
+            configs = dict(configs, **{"min.insync.replicas": str(min(int(configs["min.insync.replicas"]),
+                                                                      replication))})
         try:
-            plan = plan_topic(ctx.topics, OFFSETS_TOPIC, int(cfg.get("offsets.topic.num.partitions")), replication, [],
-                              configs)
-            await create_topic(ctx.topics, OFFSETS_TOPIC, plan, configs, timeout_ms=OFFSETS_TOPIC_CREATE_WAIT_MS)
+            plan = plan_topic(ctx.topics, name, partitions, replication, [], configs)
+            await create_topic(ctx.topics, name, plan, configs, timeout_ms=OFFSETS_TOPIC_CREATE_WAIT_MS)
         except TopicCreationError as exc:
             if exc.code == ErrorCode.TOPIC_ALREADY_EXISTS:
                 return ErrorCode.NONE
             if exc.code == ErrorCode.REQUEST_TIMED_OUT:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE  # created; leaders not elected yet: the client retries
-            log.error("cannot create %s: %s", OFFSETS_TOPIC, exc.message)  # the log format tags the broker
+            log.error("cannot create %s: %s", name, exc.message)  # the log format tags the broker
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        log.info("created %s with %d partitions, replication factor %d",
-                 OFFSETS_TOPIC, len(plan), replication)
+        log.info("created %s with %d partitions, replication factor %d", name, len(plan), replication)
         return ErrorCode.NONE
+
+
+async def ensure_offsets_topic(ctx: GroupDeps, coordinator: GroupCoordinator) -> ErrorCode:
+    """Create __consumer_offsets on first use (compacted)."""
+    cfg = ctx.topics.config
+    configs = {"cleanup.policy": "compact", "compression.type": "producer",
+               "segment.bytes": str(cfg.get("offsets.topic.segment.bytes"))}
+    return await ensure_internal_topic(ctx, coordinator.topic_lock, OFFSETS_TOPIC,
+                                       int(cfg.get("offsets.topic.num.partitions")),
+                                       int(cfg.get("offsets.topic.replication.factor")), configs)
+
+
+async def ensure_transaction_topic(ctx: GroupDeps, coordinator: TransactionCoordinator) -> ErrorCode:
+    """Create __transaction_state on first use, with Kafka's settings for it (compacted, uncompressed,
+    transaction.state.log.min.isr as min.insync.replicas, no unclean leader election)."""
+    cfg = ctx.topics.config
+    configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+               "unclean.leader.election.enable": "false",
+               "min.insync.replicas": str(cfg.get("transaction.state.log.min.isr")),
+               "segment.bytes": str(cfg.get("transaction.state.log.segment.bytes"))}
+    return await ensure_internal_topic(ctx, coordinator.topic_lock, TRANSACTION_STATE_TOPIC,
+                                       int(cfg.get("transaction.state.log.num.partitions")),
+                                       int(cfg.get("transaction.state.log.replication.factor")), configs)
 
 
 async def _find_one(ctx: GroupDeps, key: str, key_type: int, listener: str | None
                     ) -> FindCoordinatorResponseCoordinators:
     entry: FindCoordinatorResponseCoordinators = {"key": key, "node_id": -1, "host": "", "port": -1,
                                                   "error_code": ErrorCode.NONE, "error_message": None}
-    coordinator = ctx.active_coordinator()
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         entry["error_code"] = ErrorCode.INVALID_REQUEST
         entry["error_message"] = f"Unknown coordinator type {key_type}"
         return entry
-    if key_type == TRANSACTION_KEY or coordinator is None:  # no transaction coordinator yet
+    coordinator = ctx.active_coordinator()
+    txn = ctx.transactions if ctx.transactions is not None and ctx.transactions.active else None
+    if key_type == TRANSACTION_KEY and txn is not None:
+        error, name = await ensure_transaction_topic(ctx, txn), TRANSACTION_STATE_TOPIC
+        partition = txn.store.partition_for(key)
+    elif key_type == GROUP_KEY and coordinator is not None:
+        error, name = await ensure_offsets_topic(ctx, coordinator), OFFSETS_TOPIC
+        partition = coordinator.store.partition_for(key)
+    else:
         entry["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
-    error = await ensure_offsets_topic(ctx, coordinator)
-    topic = ctx.topics.metadata.topic(OFFSETS_TOPIC)
+    topic = ctx.topics.metadata.topic(name)
     if error != ErrorCode.NONE or topic is None:
         entry["error_code"] = error if error != ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
         return entry
-    state = topic.partitions.get(coordinator.store.partition_for(key))
+    state = topic.partitions.get(partition)
     # The coordinator's endpoint on the client's listener; a coordinator without that listener is not available.
     broker = None if state is None else next((b for b in ctx.topics.metadata.live_brokers(listener)
                                               if b.broker_id == state.leader), None)

@@ -1,5 +1,6 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at/after a timestamp (Describe
-on the topic, else TOPIC_AUTHORIZATION_FAILED)."""
+on the topic, else TOPIC_AUTHORIZATION_FAILED). A consumer's latest is the high watermark, or the last stable
+offset with isolation level 1 (read_committed, v2+)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ EARLIEST, MAX_TIMESTAMP = -2, -3
 def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsRequest) -> ListOffsetsResponse:
     version = request.version
     consumer = body["replica_id"] < 0
+    read_committed = version >= 2 and body["isolation_level"] == 1
     topics: list[ListOffsetsResponseTopics] = []
     described = ctx.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.TOPIC,
                                        (t["name"] for t in body["topics"]))
@@ -48,7 +50,7 @@ def handle_list_offsets(ctx: ReplicaDeps, request: Request, body: ListOffsetsReq
             if consumer and ts != EARLIEST and partition.offsets_settling:
                 entry["error_code"] = ErrorCode.OFFSET_NOT_AVAILABLE
                 continue
-            found = partition.offset_for_timestamp(ts, committed_only=consumer)
+            found = partition.offset_for_timestamp(ts, committed_only=consumer, read_committed=read_committed)
             if found is not None:
                 offset, entry["timestamp"] = found
                 entry["offset"] = offset

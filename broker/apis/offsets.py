@@ -91,8 +91,10 @@ async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCom
 
 
 def _fetch_group(ctx: GroupDeps, request: Request, group_id: str, topics: list[OffsetFetchRequestTopics] | None,
-                 errors_in_partitions: bool) -> tuple[ErrorCode, list[OffsetFetchResponseTopics]]:
-    """One group's answer: (group-level error, topics with partitions)."""
+                 errors_in_partitions: bool, require_stable: bool = False
+                 ) -> tuple[ErrorCode, list[OffsetFetchResponseTopics]]:
+    """One group's answer: (group-level error, topics with partitions). ``require_stable`` (v7+, KIP-447): a
+    partition with a transactional commit still pending answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
     coordinator = ctx.active_coordinator()
     wanted = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
     found: dict[TopicPartition, OffsetAndMetadata | None] = {}
@@ -102,6 +104,8 @@ def _fetch_group(ctx: GroupDeps, request: Request, group_id: str, topics: list[O
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         error, found = coordinator.fetch_offsets(group_id, wanted)
+    unstable = coordinator.pending_txn_partitions(group_id) if coordinator is not None and require_stable \
+        else set()
     if error != ErrorCode.NONE and (wanted is None or not errors_in_partitions):
         return error, []
     by_topic: dict[str, list[OffsetFetchResponseTopicsPartitions]] = {}
@@ -113,6 +117,8 @@ def _fetch_group(ctx: GroupDeps, request: Request, group_id: str, topics: list[O
             if wanted is None:
                 continue  # all topics: only those the principal may describe
             o, partition_error = None, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif tp in unstable and error == ErrorCode.NONE:
+            o, partition_error = None, ErrorCode.UNSTABLE_OFFSET_COMMIT
         else:
             partition_error = error
         by_topic.setdefault(tp[0], []).append({
@@ -127,11 +133,12 @@ def handle_offset_fetch(ctx: GroupDeps, request: Request, body: OffsetFetchReque
     if version >= 8:
         groups: list[OffsetFetchResponseGroups] = []
         for g in body["groups"]:
-            error, topics = _fetch_group(ctx, request, g["group_id"], g["topics"], False)
+            error, topics = _fetch_group(ctx, request, g["group_id"], g["topics"], False, body["require_stable"])
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     # v1 has no group-level error: it is reported in every partition.
-    error, topics = _fetch_group(ctx, request, body["group_id"], body["topics"], version < 2)
+    error, topics = _fetch_group(ctx, request, body["group_id"], body["topics"], version < 2,
+                                 body["require_stable"])
     return {"throttle_time_ms": 0, "topics": topics, "error_code": error}
 
 

@@ -18,6 +18,7 @@ from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
@@ -72,14 +73,27 @@ class DelayedProduce(DelayedOperation):
             self.future.set_result(self.response)
 
 
-def _writable(ctx: ReplicaDeps, request: Request, body: ProduceRequest) -> set[str]:
-    """The request's topics the principal may write: Write on each topic (one decision per topic), and for a
-    transactional producer Write on its transactional id too (else no topic is writable)."""
+def _transactional(body: ProduceRequest) -> bool:
+    """Whether any partition's first batch is transactional (one attributes byte per partition, as Kafka)."""
+    for t in body["topic_data"]:
+        for p in t["partition_data"]:
+            records = p["records"]
+            if isinstance(records, (bytes, bytearray, memoryview)) and len(records) > ATTRIBUTES_OFFSET + 1 \
+                    and records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK:
+                return True
+    return False
+
+
+def _writable(ctx: ReplicaDeps, request: Request, body: ProduceRequest) -> tuple[set[str], ErrorCode]:
+    """The request's topics the principal may write: Write on each topic (one decision per topic). Transactional
+    records need a transactional id with Write on it, else every partition answers
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's handleProduceRequest)."""
     names = [t["name"] for t in body["topic_data"]]
-    txn = body.get("transactional_id")
-    if txn is not None and not ctx.auth.allowed(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
-        return set()
-    return ctx.auth.allowed_names(request, Operation.WRITE, ResourceType.TOPIC, names)
+    if _transactional(body):
+        txn = body.get("transactional_id")
+        if txn is None or not ctx.auth.allowed(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn):
+            return set(), ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return ctx.auth.allowed_names(request, Operation.WRITE, ResourceType.TOPIC, names), ErrorCode.NONE
 
 
 def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
@@ -89,13 +103,13 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
     responses: list[ProduceResponseResponses] = []
     waiting: Waiting = []
     failed = False
-    writable = _writable(ctx, request, body)
+    writable, refused = _writable(ctx, request, body)
     for t in body["topic_data"]:
         name = t["name"]
         partitions: list[ProduceResponseResponsesPartitionResponses] = []
         for p in t["partition_data"]:
             if name not in writable:
-                partitions.append({"index": p["index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                partitions.append({"index": p["index"], "error_code": refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                    "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
                 failed = True
                 continue

@@ -161,6 +161,60 @@ class GroupCoordinator(Membership):
             result[tp] = stored
         return result
 
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           group_instance_id: str | None, generation_id: int,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: pending until the producer's transaction marker (KIP-447's member and generation
+        checks when the client sends them, v3+)."""
+        error = self.validate(group_id, allow_empty=True)
+        group = self.store.get_group(group_id) if error is None else None
+        if error is None and group is None:
+            # Kafka creates the group for a transactional commit (no group management needed).
+            group = self.store.add_group(GroupMetadata(group_id, self.store.partition_for(group_id)))
+        if group is not None:
+            if group.is_(S.DEAD):
+                error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif group.is_static_member_fenced(member_id, group_instance_id):
+                error = ErrorCode.FENCED_INSTANCE_ID
+            elif member_id and not group.has(member_id):
+                error = ErrorCode.UNKNOWN_MEMBER_ID
+            elif generation_id >= 0 and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None or group is None:
+            return {tp: error or ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets}
+        result: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, o in offsets.items():
+            if self.store.metadata_too_large(o.metadata):
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = o
+        stored = self.store.store_txn_offsets(group, producer_id, producer_epoch, valid)
+        for tp in valid:
+            result[tp] = stored
+        return result
+
+    def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions with a transactional offset commit waiting for its marker (OffsetFetch require_stable)."""
+        group = self.store.get_group(group_id)
+        if group is None:
+            return set()
+        return {tp for pending in group.pending_txn_offsets.values() for tp in pending}
+
+    def on_transaction_marker(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """ReplicaManager marker listener: a COMMIT/ABORT marker of ``producer_id`` is written and replicated on
+        a __consumer_offsets partition led here; its pending transactional offsets count or are dropped."""
+        if topic != OFFSETS_TOPIC:
+            return
+        if partition in self.store.loading:  # the load may have read the log before this marker
+            self.store.markers_during_load.setdefault(partition, []).append((producer_id, committed))
+            return
+        if partition not in self.store.owned:
+            return
+        if self.store.complete_txn_offsets(partition, producer_id, committed):
+            log.debug("%s transactional offsets of producer %d on %s-%d", "committed" if committed else "dropped",
+                      producer_id, topic, partition)
+
     def _commit_error(self, group_id: str, member_id: str, group_instance_id: str | None,
                       generation_id: int) -> ErrorCode | None:
         error = self.validate(group_id, allow_empty=True)

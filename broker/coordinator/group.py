@@ -127,6 +127,9 @@ class GroupMetadata:
     # Members that were handed a member id (MEMBER_ID_REQUIRED) and have not joined with it yet.
     pending_members: set[str] = field(default_factory=set)
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    # TxnOffsetCommit: offsets written in a producer's open transaction (producer id -> offsets); they become
+    # ``offsets`` on its COMMIT marker and are dropped on ABORT.
+    pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     current_state_timestamp: int | None = None
     new_member_added: bool = False
     num_awaiting_join: int = 0

@@ -6,6 +6,11 @@ groups of the partitions it leads; ``load_partition``/``unload_partition`` are t
 
 Writes go through the replica manager like any produce (acks=-1); reads at load time walk the partition's log
 with ``protocol.records.iter_records`` and keep the latest value per key (a null value deletes the key).
+
+Transactional offset commits (TxnOffsetCommit) are written as a transactional batch of the producer (its id,
+epoch and next sequence on this partition) and stay pending in the group until the producer's COMMIT marker
+reaches the partition (then they count) or its ABORT marker (then they are dropped); at load time the same
+happens with the markers in the log, and transactions still open at its end stay pending.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from moldau.protocol import consumer_offsets as fmt
+from moldau.protocol.control_records import COMMIT, control_type
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import RecordBatchError, build_batch, iter_headers, iter_records
 from moldau.protocol.types import TopicPartition
@@ -57,6 +63,11 @@ _APPEND_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
     ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    # Transactional offset commits: the producer state's refusals reach the producer as they are.
+    ErrorCode.INVALID_PRODUCER_EPOCH: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.PRODUCER_FENCED,
+    ErrorCode.INVALID_TXN_STATE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
 }
 
 
@@ -66,6 +77,7 @@ class _LoadedGroup:
 
     value: dict[str, Any] | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    pending: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
 
 class OffsetStore:
@@ -87,6 +99,8 @@ class OffsetStore:
         self._epochs: dict[int, int] = {}
         # The end offset of the latest write to each partition: a commit is durable once the HW passed it.
         self.written_end: dict[int, int] = {}
+        # Transaction markers replicated while a partition loads: applied once the load is done.
+        self.markers_during_load: dict[int, list[tuple[int, bool]]] = {}
 
     # ------------------------------------------------------------------------------------------ ownership
     def partition_for(self, group_id: str) -> int:
@@ -109,6 +123,7 @@ class OffsetStore:
         self.groups.pop(group_id, None)
 
     def begin_load(self, partition: int) -> int:
+        self.markers_during_load.pop(partition, None)
         self.loading.add(partition)
         self.owned.discard(partition)
         epoch = self._epochs.get(partition, 0) + 1
@@ -136,11 +151,13 @@ class OffsetStore:
         if self._epochs.get(partition) != epoch:
             return None
         groups = [self._build_group(group_id, partition, lg) for group_id, lg in loaded.items()
-                  if lg.value is not None or lg.offsets]
+                  if lg.value is not None or lg.offsets or lg.pending]
         for group in groups:
             self.groups[group.group_id] = group
         self.loading.discard(partition)
         self.owned.add(partition)
+        for producer_id, committed in self.markers_during_load.pop(partition, []):
+            self.complete_txn_offsets(partition, producer_id, committed)
         (log.info if groups else log.debug)("loaded %d groups from %s-%d", len(groups),
                                             OFFSETS_TOPIC, partition)
         return groups
@@ -152,6 +169,7 @@ class OffsetStore:
         log_ = p.log
         offset = log_.log_start_offset
         end = p.high_watermark
+        open_txns: dict[int, list[tuple[bytes, bytes | None]]] = {}  # producer id -> its transaction's records
         while offset < end and self._epochs.get(partition) == epoch:
             data = log_.read(offset, self.load_buffer_size, max_offset=end, min_one=True)
             buf = b"".join(region.read() for region in data.regions)
@@ -161,14 +179,31 @@ class OffsetStore:
                     continue
                 progressed = True
                 offset = header.next_offset
+                records = iter_records(memoryview(buf)[pos:pos + header.total_size], header)
                 if header.is_control:
+                    txn = open_txns.pop(header.producer_id, [])
+                    if any(control_type(r.key) == COMMIT for r in records):
+                        for key, value in txn:
+                            self._replay(key, value, loaded)
                     continue
-                for record in iter_records(memoryview(buf)[pos:pos + header.total_size], header):
-                    if record.key is not None:
+                for record in records:
+                    if record.key is None:
+                        continue
+                    if header.is_transactional:
+                        open_txns.setdefault(header.producer_id, []).append((record.key, record.value))
+                    else:
                         self._replay(record.key, record.value, loaded)
             if not progressed:
                 break
             await asyncio.sleep(0)  # let requests (answered LOAD_IN_PROGRESS meanwhile) through
+        for producer_id, txn in open_txns.items():  # still open: pending until their marker
+            for key, value in txn:
+                k = fmt.read_key(key)
+                if isinstance(k, fmt.OffsetKey) and value is not None:
+                    v = fmt.read_offset_value(value)
+                    entry = loaded.setdefault(k.group, _LoadedGroup())
+                    entry.pending.setdefault(producer_id, {})[(k.topic, k.partition)] = OffsetAndMetadata(
+                        v["offset"], v["leader_epoch"], v["metadata"], v["commit_timestamp"])
 
     @staticmethod
     def _replay(key_bytes: bytes, value: bytes | None, loaded: dict[str, _LoadedGroup]) -> None:
@@ -186,7 +221,7 @@ class OffsetStore:
             entry.value = None if value is None else fmt.read_group_value(value)
 
     def _build_group(self, group_id: str, partition: int, lg: _LoadedGroup) -> GroupMetadata:
-        group = GroupMetadata(group_id, partition, offsets=dict(lg.offsets))
+        group = GroupMetadata(group_id, partition, offsets=dict(lg.offsets), pending_txn_offsets=dict(lg.pending))
         v = lg.value
         if v is None:
             return group  # offsets only: a group that commits without group management
@@ -207,9 +242,16 @@ class OffsetStore:
         return group
 
     # ------------------------------------------------------------------------------------------ writes
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> ErrorCode:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> ErrorCode:
         now = self.clock.time_ms()
-        batch = build_batch([(k, v, [], now) for k, v in records])
+        if producer is None:
+            batch = build_batch([(k, v, [], now) for k, v in records])
+        else:
+            producer_id, epoch = producer
+            batch = build_batch([(k, v, [], now) for k, v in records], producer_id=producer_id,
+                                producer_epoch=epoch, base_sequence=self._next_sequence(partition, producer_id, epoch),
+                                is_transactional=True)
         result = self.replica_manager.append(OFFSETS_TOPIC, partition, batch, -1)
         if result.error == ErrorCode.NONE:
             self.written_end[partition] = result.last_offset + 1
@@ -258,6 +300,44 @@ class OffsetStore:
         if error == ErrorCode.NONE:
             group.offsets.update(offsets)
         return error
+
+    def _next_sequence(self, partition: int, producer_id: int, epoch: int) -> int:
+        """The sequence the producer's next batch on this partition must carry: all of its batches here are this
+        coordinator's transactional offset commits (Kafka skips the check for coordinator writes instead)."""
+        p = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
+        entry = None if p is None else p.log.producer_state.producers.get(producer_id)
+        if entry is None or entry.producer_epoch != epoch or not entry.batches:
+            return 0
+        return (entry.last_seq + 1) & 0x7FFFFFFF
+
+    def store_txn_offsets(self, group: GroupMetadata, producer_id: int, epoch: int,
+                          offsets: dict[TopicPartition, OffsetAndMetadata]) -> ErrorCode:
+        """TxnOffsetCommit: one transactional batch of the producer; pending in the group until its marker."""
+        if not offsets:
+            return ErrorCode.NONE
+        records: list[tuple[bytes, bytes | None]] = [
+            (fmt.offset_key(group.group_id, t, p),
+             fmt.offset_value(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp))
+            for (t, p), o in offsets.items()]
+        error = self._append(group.partition, records, (producer_id, epoch))
+        if error == ErrorCode.NONE:
+            group.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+        return error
+
+    def complete_txn_offsets(self, partition: int, producer_id: int, committed: bool) -> int:
+        """The producer's marker reached this partition: its pending offsets count (COMMIT) or are dropped.
+        Returns how many groups had pending offsets of it."""
+        count = 0
+        for group in self.groups.values():
+            if group.partition != partition:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending is None:
+                continue
+            count += 1
+            if committed:
+                group.offsets.update(pending)
+        return count
 
     def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition],
                        with_group: bool = False) -> ErrorCode:

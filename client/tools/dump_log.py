@@ -2,9 +2,12 @@
 
     moldau-dump-log --files 00000000000000000000.log [--deep-iteration] [--print-data-log] [--offsets-decoder]
     moldau-dump-log --files 00000000000000000000.index [--index-sanity-check | --verify-index-only]
+    moldau-dump-log --files 00000000000000000000.txnindex
 
 Batch and record lines use Kafka's wording (``baseOffset: 0 lastOffset: 2 count: 3 ...`` and ``| offset: 0
-CreateTime: ... keySize: ...``) so scripts written against kafka-dump-log keep working. Files are only read.
+CreateTime: ... keySize: ...``, control records with ``endTxnMarker: COMMIT coordinatorEpoch: 3``, aborted
+transaction index entries as ``AbortedTxn(version=0, producerId=...)``) so scripts written against kafka-dump-log
+keep working. Files are only read.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from typing import IO, Any, NoReturn
 
 from moldau.protocol.compression import Codec
 from moldau.protocol.consumer_offsets import GroupKey, read_group_value, read_key, read_offset_value
+from moldau.protocol.control_records import ABORT, COMMIT, control_type, decode_marker
 from moldau.protocol.records import BatchHeader, RecordBatchError, iter_headers, iter_records, valid_crc
 
 PROG = "moldau-dump-log"
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
+_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, last stable offset
 
 
 class UsageError(Exception):
@@ -37,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = _Parser(prog=PROG, description="Print the contents of log segment and index files.")
-    p.add_argument("--files", help="REQUIRED: comma-separated .log, .index and .timeindex files")
+    p.add_argument("--files", help="REQUIRED: comma-separated .log, .index, .timeindex and .txnindex files")
     p.add_argument("--print-data-log", action="store_true", help="print record keys and values (implies "
                    "--deep-iteration)")
     p.add_argument("--deep-iteration", action="store_true", help="print every record, not only batches")
@@ -58,8 +63,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         args.deep_iteration = True
     args.files = [f for f in args.files.split(",") if f]
     for f in args.files:
-        if not f.endswith((".log", ".index", ".timeindex")):
-            raise UsageError(f"--files {f}: not a .log, .index or .timeindex file")
+        if not f.endswith((".log", ".index", ".timeindex", ".txnindex")):
+            raise UsageError(f"--files {f}: not a .log, .index, .timeindex or .txnindex file")
     return args
 
 
@@ -139,7 +144,9 @@ def record_lines(batch: memoryview, h: BatchHeader, print_data: bool, offsets_de
         line = (f"| offset: {r.offset} {_ts_name(h)}: {r.timestamp} keySize: {-1 if r.key is None else len(r.key)} "
                 f"valueSize: {-1 if r.value is None else len(r.value)} sequence: {sequence} "
                 f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
-        if print_data:
+        if h.is_control:
+            line += _control_text(r.key, r.value)
+        elif print_data:
             if offsets_decoder:
                 k, v = decode_offsets_record(r.key, r.value)
                 line += f" key: {k} payload: {v}"
@@ -149,6 +156,28 @@ def record_lines(batch: memoryview, h: BatchHeader, print_data: bool, offsets_de
                 if r.value is not None:
                     line += f" payload: {_text(r.value)}"
         yield line
+
+
+def _control_text(key: bytes | None, value: bytes | None) -> str:
+    """Kafka's DumpLogSegments wording for a control record."""
+    try:
+        type_ = control_type(key)
+        if type_ not in (ABORT, COMMIT):
+            return f" controlType: UNKNOWN({type_})"
+        marker = decode_marker(key, value)
+    except RecordBatchError as exc:
+        return f" controlType: invalid ({exc})"
+    return f" endTxnMarker: {'COMMIT' if marker.committed else 'ABORT'} coordinatorEpoch: {marker.coordinator_epoch}"
+
+
+def dump_txn_index(path: Path, out: IO[str]) -> None:
+    raw = path.read_bytes()
+    whole = len(raw) - len(raw) % _TXN_ENTRY.size
+    for version, pid, first, last, lso in _TXN_ENTRY.iter_unpack(raw[:whole]):
+        out.write(f"AbortedTxn(version={version}, producerId={pid}, firstOffset={first}, lastOffset={last}, "
+                  f"lastStableOffset={lso})\n")
+    if whole < len(raw):
+        out.write(f"Found {len(raw) - whole} invalid bytes at the end of {path.name}\n")
 
 
 def dump_log(path: Path, args: argparse.Namespace, out: IO[str]) -> None:
@@ -239,6 +268,8 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
             return 1
         if path.suffix == ".log":
             dump_log(path, args, out)
+        elif path.suffix == ".txnindex":
+            dump_txn_index(path, out)
         else:
             dump_index(path, args, out)
     return 0

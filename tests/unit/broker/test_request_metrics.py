@@ -106,6 +106,8 @@ def test_log_size_and_lag_callbacks(metrics: BrokerMetrics) -> None:
     assert get("moldau_log_size_bytes", {"topic": "t", "partition": "0"}) == 1234
     assert get("moldau_log_size_bytes", {"topic": "t", "partition": "1"}) == 0
     assert get("moldau_consumer_group_lag", {"group": "app", "topic": "t", "partition": "0"}) == 7
+    metrics.set_last_stable_offset_lag_callback(lambda: [("t", 0, 5)])
+    assert get("moldau_last_stable_offset_lag", {"topic": "t", "partition": "0"}) == 5
 
 
 def test_a_failing_callback_leaves_the_scrape_working(metrics: BrokerMetrics) -> None:

@@ -95,3 +95,23 @@ def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--files", "x.txt"]) == 1
     assert "--files" in capsys.readouterr().err
     assert main(["--files", str(tmp_path / "00000000000000000000.log")]) == 1
+
+
+def test_control_records_and_txnindex(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = tmp_path / "tx-0"
+    clock = ManualClock()
+    now = clock.time_ms()  # markers carry the log's clock: same time, so no time-based roll
+    log = Log(directory, LogConfig(segment_bytes=1 << 20, file_delete_delay_ms=0), clock)
+    log.append_as_leader(build_batch([(b"k", b"v", None, now)], producer_id=9, producer_epoch=1, base_sequence=0,
+                                     is_transactional=True), leader_epoch=0)
+    log.append_marker(9, 1, False, coordinator_epoch=4, leader_epoch=0)
+    log.append_as_leader(build_batch([(b"k", b"w", None, now)], producer_id=9, producer_epoch=1, base_sequence=1,
+                                     is_transactional=True), leader_epoch=0)
+    log.append_marker(9, 1, True, coordinator_epoch=4, leader_epoch=0)
+    log.close(flush=True)
+    out = dump(capsys, "--files", str(directory / "00000000000000000000.log"), "--print-data-log")
+    assert "isTransactional: true isControl: true" in out[4]
+    assert out[5].endswith("sequence: -1 headerKeys: [] endTxnMarker: ABORT coordinatorEpoch: 4")
+    assert out[9].endswith("endTxnMarker: COMMIT coordinatorEpoch: 4")
+    out = dump(capsys, "--files", str(directory / "00000000000000000000.txnindex"))
+    assert out[1:] == ["AbortedTxn(version=0, producerId=9, firstOffset=0, lastOffset=1, lastStableOffset=2)"]

@@ -25,10 +25,13 @@ from moldau.broker.apis.context import (
     ReplicaDeps,
     StandaloneCluster,
     TopicDeps,
+    TxnDeps,
 )
 from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
+from moldau.broker.coordinator.txn_log import TxnStateStore
 from moldau.broker.dynamic_config import DynamicBrokerConfig
 from moldau.broker.metadata import BrokerEndpoint, StandaloneMetadata
 from moldau.broker.producer_ids import FileProducerIdManager
@@ -38,9 +41,47 @@ from moldau.broker.request_channel import Request
 from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.header import RequestHeader
+from moldau.protocol.types import TopicPartition
 from moldau.storage.config import LogConfig, ManualClock
 from moldau.storage.log_manager import LogManager
+
+
+class RecordingMarkers:
+    """The coordinator's way to partition leaders, in-process: every call is recorded and goes through the real
+    WriteTxnMarkers handler of this broker (``env.call``), unless a test sets ``answer`` to an error, which every
+    partition then hears instead (a leader that cannot write)."""
+
+    def __init__(self, metadata: StandaloneMetadata) -> None:
+        self.metadata = metadata
+        self.calls: list[tuple[int, int, bool, int, list[TopicPartition]]] = []
+        self.answer = ErrorCode.NONE
+        self.env: Env | None = None
+
+    def leader_of(self, tp: TopicPartition) -> int | None:
+        topic = self.metadata.topic(tp[0])
+        state = None if topic is None else topic.partitions.get(tp[1])
+        return None if state is None else state.leader
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.metadata.topic(topic) is not None
+
+    async def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                            coordinator_epoch: int, partitions: list[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        self.calls.append((producer_id, producer_epoch, commit, coordinator_epoch, list(partitions)))
+        if self.answer != ErrorCode.NONE or self.env is None:
+            return {tp: self.answer for tp in partitions}
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        answer = await self.env.call(27, 1, {"markers": [{
+            "producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
+            "coordinator_epoch": coordinator_epoch,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}]})
+        return {(t["name"], p["partition_index"]): ErrorCode(p["error_code"])
+                for m in answer["markers"] for t in m["topics"] for p in t["partitions"]}
 
 
 @dataclass
@@ -52,6 +93,8 @@ class Env:
     replica_manager: ReplicaManager
     coordinator: GroupCoordinator
     log_manager: LogManager
+    txn: TransactionCoordinator
+    markers: RecordingMarkers
 
     async def create_topic(self, name: str, partitions: int = 1) -> None:
         await self.metadata.create_topic(name, {p: [0] for p in range(partitions)}, {})
@@ -96,14 +139,24 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     coordinator = GroupCoordinator(OffsetStore(rm, clock, 1, broker_id=0), timer, clock, GroupConfig(), 0)
     coordinator.startup()
     metadata.listeners.append(coordinator.on_topic_change)
+    rm.txn_marker_listeners.append(coordinator)
     auth = Authorizer() if acls is None else Authorizer(acls.cache, cfg.get("super.users"),
                                                          bool(cfg.get("allow.everyone.if.no.acl.found")))
     topics = TopicDeps(0, cfg, metadata, auth)
     cluster = StandaloneCluster(metadata, dynamic)
+    producer_ids = FileProducerIdManager(tmp_path / "logs")
+    markers = RecordingMarkers(metadata)
+    txn = TransactionCoordinator(TxnStateStore(rm, clock, int(cfg.get("transaction.state.log.num.partitions"))),
+                                 producer_ids.next_id, markers, timer, clock, TxnConfig.from_broker_config(cfg), 0)
+    txn.startup()
+    metadata.listeners.append(txn.on_topic_change)
     ctx = BrokerContext(
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
-        groups=GroupDeps(topics, coordinator, clock), control=ControlDeps(0, rm, cluster, auth),
-        producer_ids=FileProducerIdManager(tmp_path / "logs"), api_versions=ADVERTISED_VERSIONS,
+        groups=GroupDeps(topics, coordinator, clock, txn), control=ControlDeps(0, rm, cluster, auth),
+        producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
+        transactions=TxnDeps(txn, metadata, coordinator, clock, auth),
         configs=ConfigDeps(0, dynamic, metadata, cluster, auth),
         partition_admin=PartitionAdminDeps(topics, cluster, rm, delete_records), acls=AclDeps(auth, acls))
-    return Env(ctx, clock, timer, metadata, rm, coordinator, lm)
+    env = Env(ctx, clock, timer, metadata, rm, coordinator, lm, txn, markers)
+    markers.env = env
+    return env

@@ -103,8 +103,8 @@ async def test_group_errors(tmp_path: Path) -> None:
     env = make_env(tmp_path, NO_AUTO_CREATE)
     found = await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
     assert found["error_code"] == E.NONE and found["node_id"] == 0  # created __consumer_offsets, leads it
-    found = await env.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
-    assert found["coordinators"][0]["error_code"] == E.COORDINATOR_NOT_AVAILABLE  # no transaction coordinator
+    found = await env.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 2, "coordinator_keys": ["tx"]})
+    assert found["coordinators"][0]["error_code"] == E.INVALID_REQUEST  # no such key type
     beat = {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None}
     for version in (0, 4):
         answer = await env.call(ApiKey.HEARTBEAT, version, beat)
@@ -145,7 +145,7 @@ async def test_init_producer_id_and_api_versions(tmp_path: Path) -> None:
     env = make_env(tmp_path, NO_AUTO_CREATE)
     answer = await env.call(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "tx", "transaction_timeout_ms": 1000,
                                                          "producer_id": -1, "producer_epoch": -1})
-    assert answer["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert answer["error_code"] == E.NOT_COORDINATOR  # __transaction_state not created yet (FindCoordinator does)
     answer = await env.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     assert {k["api_key"] for k in answer["api_keys"]} >= {ApiKey.PRODUCE, ApiKey.LEADER_AND_ISR}
 

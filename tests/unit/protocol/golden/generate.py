@@ -43,6 +43,8 @@ import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
 import partition_admin_cases  # noqa: E402
 import security_cases  # noqa: E402
+import txn_cases  # noqa: E402
+import txn_log_cases  # noqa: E402
 from hand_built import BATCH, HAND_BUILT, MIN_INT32, TOPIC_ID, ZERO_ID, Value  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -269,6 +271,18 @@ VARIANTS += acl_cases.VARIANTS
 HAND_BUILT = HAND_BUILT + acl_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in acl_cases.API_SPECS.items()})
 RENAMED.update(acl_cases.RENAMED)
+# The transaction APIs (see txn_cases.py).
+SAMPLES.update(txn_cases.SAMPLES)
+VARIANTS += txn_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + txn_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in txn_cases.API_SPECS.items()})
+RENAMED.update(txn_cases.RENAMED)
+# The partition side of transactions (see txn_log_cases.py).
+SAMPLES.update(txn_log_cases.SAMPLES)
+VARIANTS += txn_log_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + txn_log_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in txn_log_cases.API_SPECS.items()})
+RENAMED.update(txn_log_cases.RENAMED)
 
 
 def bit_set(v: int) -> set[int]:

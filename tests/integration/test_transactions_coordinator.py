@@ -1,0 +1,183 @@
+"""Transactions end to end with confluent-kafka's transactional producer (librdkafka's transaction manager): the
+coordinator (FindCoordinator key type 1, InitProducerId, AddPartitionsToTxn, EndTxn, the marker round) and the
+partition side together, on a single broker and on a three-broker ZooKeeper cluster. Committed transactions over
+two topics and several partitions are seen by read_committed consumers, aborted ones only by read_uncommitted
+ones; a second producer with the same transactional id fences the first; consume-transform-produce commits a
+group's input offsets with the output (send_offsets_to_transaction, TxnOffsetCommit)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from moldau.protocol.api import ApiKey
+from moldau.protocol.errors import ErrorCode
+
+from .harness import BrokerProcess
+from .test_cluster import Cluster, cluster, create_topic_confluent, run, send, zookeeper  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+TXN_TIMEOUT_S = 30
+
+
+def producer(bootstrap: str, transactional_id: str) -> Any:
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                     "transaction.timeout.ms": 60000, "linger.ms": 5})
+
+
+def transaction(p: Any, records: list[tuple[str, int, bytes]], commit: bool) -> None:
+    p.begin_transaction()
+    for topic, partition, value in records:
+        p.produce(topic, value, partition=partition)
+    if commit:
+        p.commit_transaction(TXN_TIMEOUT_S)
+    else:
+        p.flush(TXN_TIMEOUT_S)  # the records reach the logs before the abort
+        p.abort_transaction(TXN_TIMEOUT_S)
+
+
+def read_all(bootstrap: str, partitions: list[tuple[str, int]], isolation: str, count: int,
+             timeout: float = 30.0) -> list[tuple[str, int, bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": isolation})
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+        got: list[tuple[str, int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        while len(got) < count:
+            assert time.monotonic() < deadline, f"{isolation}: {len(got)} of {count} records: {got}"
+            for m in consumer.consume(num_messages=100, timeout=0.5):
+                assert m.error() is None, m.error()
+                got.append((m.topic(), m.partition(), m.value()))
+        return sorted(got)
+    finally:
+        consumer.close()
+
+
+def exercise(bootstrap: str, rf: int) -> None:
+    """Commit, abort, commit over two topics (3 + 2 partitions); then a zombie is fenced."""
+    t1, t2 = f"txn-a-{uuid.uuid4().hex[:6]}", f"txn-b-{uuid.uuid4().hex[:6]}"
+    create_topic_confluent(bootstrap, t1, partitions=3, rf=rf)
+    create_topic_confluent(bootstrap, t2, partitions=2, rf=rf)
+    partitions = [(t1, 0), (t1, 1), (t1, 2), (t2, 0), (t2, 1)]
+
+    def batch(tag: str) -> list[tuple[str, int, bytes]]:
+        return [(t, p, f"{tag}-{t[:5]}-{p}-{i}".encode()) for t, p in partitions for i in range(2)]
+
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    first = producer(bootstrap, tid)
+    first.init_transactions(TXN_TIMEOUT_S)
+    committed, aborted, committed_too = batch("c1"), batch("ab"), batch("c2")
+    transaction(first, committed, commit=True)
+    transaction(first, aborted, commit=False)
+    transaction(first, committed_too, commit=True)
+
+    assert read_all(bootstrap, partitions, "read_committed", 20) == sorted(committed + committed_too)
+    assert read_all(bootstrap, partitions, "read_uncommitted", 30) == sorted(committed + aborted + committed_too)
+
+    # Zombie fencing: the second producer's InitProducerId bumps the epoch; the first one's next transaction fails
+    # with a fatal (fenced) error, and nothing it wrote becomes visible.
+    second = producer(bootstrap, tid)
+    second.init_transactions(TXN_TIMEOUT_S)
+    with pytest.raises(KafkaException) as fenced:
+        transaction(first, [(t1, 0, b"zombie")], commit=True)
+    error: KafkaError = fenced.value.args[0]
+    assert error.fatal() or error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                             KafkaError.INVALID_PRODUCER_EPOCH), error
+    transaction(second, [(t1, 0, b"after-fence")], commit=True)
+    after = read_all(bootstrap, [(t1, 0)], "read_committed", 5)
+    assert (t1, 0, b"after-fence") in after and all(v != b"zombie" for _, _, v in after)
+
+
+def consume_transform_produce(bootstrap: str) -> None:
+    """send_offsets_to_transaction: the input offsets of a consumer group are committed with the output records,
+    atomically; an aborted transaction moves neither."""
+    source, sink, group = (f"ctp-in-{uuid.uuid4().hex[:6]}", f"ctp-out-{uuid.uuid4().hex[:6]}",
+                           f"ctp-{uuid.uuid4().hex[:6]}")
+    create_topic_confluent(bootstrap, source, partitions=1, rf=1)
+    create_topic_confluent(bootstrap, sink, partitions=1, rf=1)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    for i in range(6):
+        plain.produce(source, f"in-{i}".encode(), partition=0)
+    assert plain.flush(TXN_TIMEOUT_S) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    worker = producer(bootstrap, f"ctp-{uuid.uuid4().hex[:6]}")
+    worker.init_transactions(TXN_TIMEOUT_S)
+    try:
+        consumer.subscribe([source])
+
+        def step(n: int, commit: bool) -> None:
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < n:
+                assert time.monotonic() < deadline, f"got {len(got)} of {n} input records"
+                m = consumer.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append(m)
+            worker.begin_transaction()
+            for m in got:
+                worker.produce(sink, m.value().replace(b"in", b"out" if commit else b"aborted"), partition=0)
+            worker.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                               consumer.consumer_group_metadata(), TXN_TIMEOUT_S)
+            if commit:
+                worker.commit_transaction(TXN_TIMEOUT_S)
+            else:
+                worker.abort_transaction(TXN_TIMEOUT_S)
+                consumer.seek(TopicPartition(source, 0, got[0].offset()))  # re-process, as a worker would
+
+        step(3, commit=True)
+        step(3, commit=False)
+        step(3, commit=True)
+        committed = consumer.committed([TopicPartition(source, 0)], timeout=10)
+        assert committed[0].offset == 6
+    finally:
+        consumer.close()
+    out = read_all(bootstrap, [(sink, 0)], "read_committed", 6)
+    assert [v for _, _, v in out] == sorted(f"out-{i}".encode() for i in range(6))
+
+
+def test_confluent_transactions_on_a_single_broker(broker: BrokerProcess) -> None:
+    exercise(broker.bootstrap, rf=1)
+    consume_transform_produce(broker.bootstrap)
+
+
+def test_confluent_transactions_on_a_cluster(cluster: Cluster) -> None:  # noqa: F811
+    cluster.start([1, 2, 3], extra=lambda _id: {"transaction.state.log.num.partitions": "5",
+                                                "offsets.topic.num.partitions": "5"})
+    exercise(cluster.bootstrap(), rf=3)
+    assert len(cluster.assignment("__transaction_state")) == 5
+    assert all(len(r) == 3 for r in cluster.assignment("__transaction_state").values())
+
+
+def test_a_new_coordinator_commits_after_kill_9(cluster: Cluster) -> None:  # noqa: F811
+    """The transaction coordinator is SIGKILLed with a transaction open; the leader of its __transaction_state
+    partition moves, the new coordinator loads the Ongoing state, and the producer's commit completes there."""
+    cluster.start([1, 2, 3], extra=lambda _id: {"transaction.state.log.num.partitions": "3",
+                                                "offsets.topic.num.partitions": "3"})
+    bootstrap = cluster.bootstrap()
+    topic = f"txn-kill-{uuid.uuid4().hex[:6]}"
+    create_topic_confluent(bootstrap, topic, partitions=3, rf=3)
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    p = producer(bootstrap, tid)
+    p.init_transactions(TXN_TIMEOUT_S)
+    p.begin_transaction()
+    values = [f"v{i}".encode() for i in range(6)]
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % 3)
+    assert p.flush(TXN_TIMEOUT_S) == 0
+    [entry] = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR,
+                       {"key_type": 1, "coordinator_keys": [tid]}))["coordinators"]
+    assert entry["error_code"] == ErrorCode.NONE, entry
+    victim = entry["node_id"]
+    cluster.brokers[victim].kill()
+    p.commit_transaction(90)  # librdkafka finds the new coordinator and retries EndTxn there
+    survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
+    got = read_all(survivors, [(topic, 0), (topic, 1), (topic, 2)], "read_committed", 6, timeout=60)
+    assert sorted(v for _, _, v in got) == values
