@@ -12,7 +12,7 @@ import asyncio
 import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from moldau.assignors import (
     ASSIGNORS,
@@ -36,6 +36,16 @@ log = logging.getLogger("moldau.client.group")
 
 JOIN_MAX_VERSION = 7  # v8 adds a reason, v9 KIP-814's skip_assignment: neither needed
 MEMBER_LOST = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID})
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """What a transactional producer's ``send_offsets_to_transaction`` needs of the consumer (KIP-447): the
+    broker refuses the offsets of a member that is no longer in the group's current generation."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class OffsetAndMetadata:
