@@ -32,6 +32,10 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_connections                        socket-server-metrics connection-count
     moldau_log_size_bytes{topic,partition}    kafka.log Log Size{topic,partition}
     moldau_last_stable_offset_lag{topic,partition}  kafka.cluster Partition LastStableOffsetLag (led here)
+    moldau_transactional_ids{state}           (none) transactional ids coordinated here, by state (Ongoing,
+                                              PrepareCommit, ...; a count stuck in Prepare* means markers fail)
+    moldau_txn_marker_failures_total          (none) WriteTxnMarkers partitions that failed and were retried
+    moldau_txn_timed_out_total                (none) transactions this coordinator aborted on their timeout
     moldau_consumer_group_lag{group,topic,partition}  (none; what kafka-consumer-groups.sh shows as LAG), for
                                               groups coordinated here and partitions led here
     moldau_log_cleaner_runs_total             (none) cleanings finished
@@ -324,6 +328,16 @@ class BrokerMetrics:
         self.last_stable_offset_lag = _LabelledGauges(
             "moldau_last_stable_offset_lag", "High watermark minus last stable offset of a partition led here: "
             "grows while a transaction stays open", ["topic", "partition"])
+        self.transactional_ids = _LabelledGauges(
+            "moldau_transactional_ids", "Transactional ids coordinated by this broker, by transaction state",
+            ["state"])
+        self.txn_marker_failures_total = Counter(
+            "moldau_txn_marker_failures_total", "Transaction markers (one per partition) that a leader did not "
+            "write and that the coordinator retried", registry=r)
+        self.txn_timed_out_total = Counter(
+            "moldau_txn_timed_out_total", "Transactions aborted by this coordinator because they were open longer "
+            "than their transaction.timeout.ms", registry=r)
+        r.register(self.transactional_ids)
         r.register(self.log_size)
         r.register(self.last_stable_offset_lag)
         r.register(self.consumer_group_lag)
@@ -423,6 +437,10 @@ class BrokerMetrics:
     def set_last_stable_offset_lag_callback(self, fn: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
         """`fn()` yields (topic, partition, HW - LSO) per partition led here, read on the scrape thread."""
         self.last_stable_offset_lag.fn = fn
+
+    def set_transactional_ids_callback(self, fn: Callable[[], Iterable[tuple[str, int]]]) -> None:
+        """(state, count) rows for moldau_transactional_ids."""
+        self.transactional_ids.fn = fn
 
     def set_consumer_lag_callback(self, fn: Callable[[], Iterable[tuple[str, str, int, int]]]) -> None:
         """`fn()` yields (group, topic, partition, lag in records), read on the scrape thread."""

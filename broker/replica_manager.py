@@ -385,7 +385,7 @@ class ReplicaManager:
         log_ = partition.log
         hw = partition.high_watermark
         result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, log_.log_end_offset,
-                            last_stable_offset=log_.last_stable_offset)
+                            last_stable_offset=log_.last_stable_offset if consumer else -1)
         # Consumers read only below the high watermark (read_committed: below the last stable offset): a fetch at
         # or above it is an empty answer, not an error, as long as it is within the log. Followers read up to
         # the log end offset.
@@ -409,7 +409,7 @@ class ReplicaManager:
         result.records = RecordsView(data.regions, data.size)
         result.size = data.size
         if read_committed and upper is not None and data.size:
-            result.aborted_transactions = log_.collect_aborted_txns(offset, upper)
+            result.aborted_transactions = log_.aborted_txns_for(offset, data, upper)
         return result
 
     # ------------------------------------------------------------------ leader: followers and the ISR

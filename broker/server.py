@@ -353,6 +353,11 @@ class BrokerServer:
         m.set_log_size_callback(lambda: [(tp[0], tp[1], p.log.size) for tp, p in list(rm.partitions.items())])
         m.set_last_stable_offset_lag_callback(lambda: [(tp[0], tp[1], p.log.last_stable_offset_lag())
                                                        for tp, p in list(rm.partitions.items()) if p.is_leader])
+        txn = self.txn_coordinator
+        if txn is not None:
+            m.set_transactional_ids_callback(txn.state_counts)
+            txn.on_marker_failure = m.txn_marker_failures_total.inc
+            txn.on_timed_out = m.txn_timed_out_total.inc
         coordinator = self.group_coordinator
         if coordinator is not None:
             m.set_consumer_lag_callback(lambda: consumer_group_lag(coordinator.store.groups, rm.partitions))

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from moldau.protocol.control_records import ABORT, COMMIT, EndTxnMarker, build_marker_batch
 from moldau.protocol.records import (
     LOG_APPEND_TIME,
     BatchHeader,
@@ -31,7 +30,7 @@ from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import OffsetOutOfRangeError
 from moldau.storage.leader_epoch import LeaderEpochCache
-from moldau.storage.log_txn import apply_control_batch, collect_aborted_txns, complete_txn
+from moldau.storage.log_txn import LogTransactions, apply_control_batch
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
     DELETED_SUFFIX,
@@ -43,7 +42,7 @@ from moldau.storage.segment import (
     LogSegment,
 )
 from moldau.storage.swap import recover_swaps
-from moldau.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX
 from moldau.storage.validation import (
     Batches,
     batches_end,
@@ -95,7 +94,7 @@ def parse_topic_partition(dir_name: str) -> TopicPartition:
     return topic, int(partition)
 
 
-class Log:
+class Log(LogTransactions):
     def __init__(
         self,
         dir: Path,
@@ -299,44 +298,6 @@ class Log:
             else:
                 self.producer_state.update(h)
         return info
-
-    def append_marker(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-                      leader_epoch: int) -> AppendInfo:
-        """WriteTxnMarkers on the leader: a control batch ending the producer's transaction (COMMIT or ABORT).
-        Refused from an older producer epoch (InvalidProducerEpochError) or coordinator epoch
-        (TransactionCoordinatorFencedError). An abort gets its ``.txnindex`` entry."""
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
-        batch = bytearray(build_marker_batch(producer_id, producer_epoch, committed, coordinator_epoch,
-                                             self.clock.time_ms(), base_offset=self.log_end_offset,
-                                             partition_leader_epoch=leader_epoch))
-        h = read_header(batch)
-        info = self._append(batch, [(0, h)], NO_TIMESTAMP)
-        complete_txn(self.producer_state, self.active_segment, h,
-                     EndTxnMarker(COMMIT if committed else ABORT, coordinator_epoch))
-        return info
-
-    # --- transactions ----------------------------------------------------------------------------------------
-
-    @property
-    def last_stable_offset(self) -> int:
-        """What read_committed consumers may read up to: min(first offset of the oldest transaction open or
-        ended but not yet below the high watermark, high watermark), never below the log start offset (Kafka
-        clamps the first unstable offset there when DeleteRecords or retention passed it)."""
-        hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
-        self.producer_state.prune_unreplicated(hw)
-        first_unstable = self.producer_state.first_unstable_offset(hw)
-        return hw if first_unstable is None else min(max(first_unstable, self.log_start_offset), hw)
-
-    def last_stable_offset_lag(self) -> int:
-        """High watermark minus the LSO (Kafka's LastStableOffsetLag); changes nothing (the metrics thread)."""
-        hw = self.high_watermark if self.high_watermark is not None else self.log_end_offset
-        first_unstable = self.producer_state.first_unstable_offset(hw)
-        return 0 if first_unstable is None else max(hw - max(first_unstable, self.log_start_offset), 0)
-
-    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """The aborted transactions overlapping ``[fetch_offset, upper_bound_offset)`` (read_committed fetch)."""
-        i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
-        return collect_aborted_txns(self._segments[i:], fetch_offset, upper_bound_offset)
 
     def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
         first = batches[0][1]

@@ -328,6 +328,10 @@ class LogSegment:
             yield pos, h
             pos += h.total_size
 
+    def header_at(self, position: int) -> BatchHeader | None:
+        """The header of the batch starting at ``position`` (a batch boundary); None at or past the end."""
+        return next((h for _, h in self._scan(position, self.size)), None)
+
     def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) for every batch from the one holding ``start_offset`` (default: the first)."""
         start = 0

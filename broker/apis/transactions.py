@@ -67,6 +67,8 @@ async def _add_partitions(ctx: TxnDeps, request: Request, transactional_id: str,
                           wanted: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
     if not _may_write_id(ctx, request, transactional_id):
         return {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    if not wanted:
+        return {}  # nothing to add: the transaction's state stays as it is
     topics = {t for t, _ in wanted}
     writable = ctx.auth.allowed_names(request, Operation.WRITE, ResourceType.TOPIC, topics)
     refused: dict[TopicPartition, ErrorCode] = {}

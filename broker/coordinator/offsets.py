@@ -4,8 +4,9 @@ Each group belongs to one partition of the internal topic: ``abs(java_string_has
 (Kafka's rule, so a group maps to the same partition number on Kafka and on Moldau). This broker coordinates the
 groups of the partitions it leads; ``load_partition``/``unload_partition`` are the hooks for leadership changes.
 
-Writes go through the replica manager like any produce (acks=-1); reads at load time walk the partition's log
-with ``protocol.records.iter_records`` and keep the latest value per key (a null value deletes the key).
+Writes go through the replica manager like any produce (acks=-1); reads at load time walk the partition's log (to
+its end: a new leader's high watermark may lag) with ``protocol.records.iter_records`` and keep the latest value
+per key (a null value deletes the key).
 
 Transactional offset commits (TxnOffsetCommit) are written as a transactional batch of the producer (its id,
 epoch and next sequence on this partition) and stay pending in the group until the producer's COMMIT marker
@@ -168,7 +169,9 @@ class OffsetStore:
             return
         log_ = p.log
         offset = log_.log_start_offset
-        end = p.high_watermark
+        # To the log end, as Kafka's GroupMetadataManager: a new leader's high watermark may lag behind commits its
+        # predecessor acknowledged, and a leader never truncates its own log.
+        end = log_.log_end_offset
         open_txns: dict[int, list[tuple[bytes, bytes | None]]] = {}  # producer id -> its transaction's records
         while offset < end and self._epochs.get(partition) == epoch:
             data = log_.read(offset, self.load_buffer_size, max_offset=end, min_one=True)

@@ -91,6 +91,9 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._timers: list[TimerHandle] = []
+        # Metrics hooks (broker/server.py wires them to Prometheus counters).
+        self.on_marker_failure: Callable[[int], None] = lambda _n: None
+        self.on_timed_out: Callable[[], None] = lambda: None
         self.topic_lock = asyncio.Lock()  # serialises creation of __transaction_state
 
     # ----------------------------------------------------------------------------------------- life cycle
@@ -204,13 +207,15 @@ class TransactionCoordinator:
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, expected: tuple[int, int] | None
                                ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch). ``expected``: KIP-360's (producer id, epoch) from the client, or None."""
-        fail = ErrorCode.NONE
-        try:
-            rules.check_timeout(timeout_ms, self.config.max_timeout_ms)
-        except TxnError as exc:
-            fail = exc.code
-        fail = self.validate(transactional_id) or fail
-        if fail != ErrorCode.NONE:
+        # Kafka's order: an empty id, then the timeout, then whether this broker coordinates the id.
+        fail = ErrorCode.INVALID_REQUEST if not transactional_id else None
+        if fail is None:
+            try:
+                rules.check_timeout(timeout_ms, self.config.max_timeout_ms)
+            except TxnError as exc:
+                fail = exc.code
+        fail = fail or self.validate(transactional_id)
+        if fail is not None:
             return fail, -1, -1
         coordinator_epoch = self._epoch(transactional_id)
         now = self.now()
@@ -341,6 +346,7 @@ class TransactionCoordinator:
                 if isinstance(result, BaseException):
                     log.info("markers for %s to broker %d failed (%s); retrying", meta.transactional_id, leader,
                              result)
+                    self.on_marker_failure(len(by_leader[leader]))
                     continue
                 for tp, error in result.items():
                     if error == ErrorCode.NONE:
@@ -348,6 +354,7 @@ class TransactionCoordinator:
                     else:
                         log.debug("marker for %s on %s-%d: %s; retrying", meta.transactional_id, tp[0], tp[1],
                                   ErrorCode(error).name)
+                        self.on_marker_failure(1)
             if pending:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MARKER_RETRY_BACKOFF_MAX_S)
@@ -385,6 +392,7 @@ class TransactionCoordinator:
             log.info("aborting the transaction of %s (producer %d): open longer than its timeout of %d ms",
                      meta.transactional_id, meta.producer_id, meta.txn_timeout_ms)
             aborted.append(meta.transactional_id)
+            self.on_timed_out()
             self._spawn(self._end(meta, meta.producer_id, meta.producer_epoch, False, False, coordinator_epoch),
                         f"txn-abort-{meta.transactional_id}")
         return aborted
@@ -409,6 +417,15 @@ class TransactionCoordinator:
         if self.store.get(meta.transactional_id) is meta:
             del self.store.txns[meta.transactional_id]
         log.info("transactional id %s expired", meta.transactional_id)
+
+    # ----------------------------------------------------------------------------------------- metrics
+    def state_counts(self) -> list[tuple[str, int]]:
+        """(state, number of transactional ids) of the loaded partitions, for the metrics scrape."""
+        counts = dict.fromkeys((s.display for s in TxnState if s is not S.DEAD), 0)
+        for meta in list(self.store.txns.values()):
+            if meta.state.display in counts:
+                counts[meta.state.display] += 1
+        return sorted(counts.items())
 
     # ----------------------------------------------------------------------------------------- admin
     def list_transactions(self, states: set[str], producer_ids: set[int], min_duration_ms: int = -1

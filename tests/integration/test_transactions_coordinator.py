@@ -7,6 +7,7 @@ group's input offsets with the output (send_offsets_to_transaction, TxnOffsetCom
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -146,6 +147,10 @@ def consume_transform_produce(bootstrap: str) -> None:
 def test_confluent_transactions_on_a_single_broker(broker: BrokerProcess) -> None:
     exercise(broker.bootstrap, rf=1)
     consume_transform_produce(broker.bootstrap)
+    metrics = broker.fetch_metrics()
+    committed = [line for line in metrics.splitlines()
+                 if line.startswith('moldau_transactional_ids{state="CompleteCommit"}')]
+    assert committed and float(committed[0].split()[-1]) >= 2, committed
 
 
 def test_confluent_transactions_on_a_cluster(cluster: Cluster) -> None:  # noqa: F811
@@ -181,3 +186,70 @@ def test_a_new_coordinator_commits_after_kill_9(cluster: Cluster) -> None:  # no
     survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
     got = read_all(survivors, [(topic, 0), (topic, 1), (topic, 2)], "read_committed", 6, timeout=60)
     assert sorted(v for _, _, v in got) == values
+
+
+async def aiokafka_transactions(bootstrap: str, topic: str) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:6]}",
+                         enable_idempotence=True)
+    await asyncio.wait_for(p.start(), 30)
+    try:
+        for tag, commit in (("aio-c1", True), ("aio-ab", False), ("aio-c2", True)):
+            await p.begin_transaction()
+            for i in range(2):
+                await p.send_and_wait(topic, f"{tag}-{i}".encode(), partition=0)
+            await asyncio.wait_for(p.commit_transaction() if commit else p.abort_transaction(), 30)
+    finally:
+        await p.stop()
+
+
+def kafka_python_transactions(bootstrap: str, topic: str) -> None:
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    try:
+        p.init_transactions()
+        for tag, commit in (("kp-c1", True), ("kp-ab", False), ("kp-c2", True)):
+            p.begin_transaction()
+            for i in range(2):
+                p.send(topic, f"{tag}-{i}".encode(), partition=0)
+            p.flush(30)
+            if commit:
+                p.commit_transaction()
+            else:
+                p.abort_transaction()
+    finally:
+        p.close(timeout=10)
+
+
+def test_aiokafka_and_kafka_python_transactions(broker: BrokerProcess, topic: str) -> None:
+    """The two Python clients' transactional producers (aiokafka sends the transaction APIs at v0, kafka-python up
+    to v3): commit, abort, commit; read_committed sees exactly the committed records."""
+    create_topic_confluent(broker.bootstrap, topic, partitions=1, rf=1)
+    asyncio.run(asyncio.wait_for(aiokafka_transactions(broker.bootstrap, topic), 120))
+    kafka_python_transactions(broker.bootstrap, topic)
+    got = read_all(broker.bootstrap, [(topic, 0)], "read_committed", 8)
+    assert sorted(v for _, _, v in got) == sorted(
+        f"{tag}-{i}".encode() for tag in ("aio-c1", "aio-c2", "kp-c1", "kp-c2") for i in range(2))
+    assert len(read_all(broker.bootstrap, [(topic, 0)], "read_uncommitted", 12)) == 12
+
+
+def test_a_hanging_transaction_is_aborted_on_its_timeout(broker_factory: Any, topic: str) -> None:
+    """A producer that stops in the middle of a transaction (never commits) does not pin the last stable offset:
+    the coordinator aborts it after transaction.timeout.ms, and read_committed consumers move past it."""
+    b = broker_factory({"transaction.abort.timed.out.transaction.cleanup.interval.ms": "300",
+                        "transaction.state.log.num.partitions": "3", "offsets.topic.num.partitions": "3"})
+    create_topic_confluent(b.bootstrap, topic, partitions=1, rf=1)
+    hanging = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"hang-{uuid.uuid4().hex[:6]}",
+                        "transaction.timeout.ms": 2000})
+    hanging.init_transactions(TXN_TIMEOUT_S)
+    hanging.begin_transaction()
+    hanging.produce(topic, b"hanging", partition=0)
+    assert hanging.flush(TXN_TIMEOUT_S) == 0
+    plain = Producer({"bootstrap.servers": b.bootstrap})
+    plain.produce(topic, b"after", partition=0)
+    assert plain.flush(TXN_TIMEOUT_S) == 0
+    # Bounded by the 2 s timeout, the 300 ms check interval and the markers: "after" becomes readable.
+    got = read_all(b.bootstrap, [(topic, 0)], "read_committed", 1, timeout=30)
+    assert [v for _, _, v in got] == [b"after"]

@@ -335,3 +335,21 @@ def test_cleaner_removes_markers_once_their_data_is_gone(make_log: MakeLog, cloc
     log.close()
     reopened = make_log(small_config(cleanup_policy="compact"))
     assert reopened.producer_state.ongoing == {}
+
+
+def test_a_fetch_lists_only_the_aborted_transactions_of_its_batches(make_log: MakeLog) -> None:
+    log = make_log(small_config(segment_bytes=600))
+    for seq in range(8):  # P1: eight aborted transactions of one batch each, over a few segments
+        write(log, 1, P1, seq)
+        log.append_marker(P1, 0, False, coordinator_epoch=0, leader_epoch=0)
+    log.high_watermark = log.log_end_offset
+    lso = log.last_stable_offset
+    assert lso == 16 and len(log.segments) > 2
+    everything = log.read(0, 1 << 20)
+    assert [t.first_offset for t in log.aborted_txns_for(0, everything, lso)] == list(range(0, 16, 2))
+    one = log.read(4, 1)  # min_one: just the batch at 4
+    assert [t.first_offset for t in log.aborted_txns_for(4, one, lso)] == [4]
+    end_of_segment = log.read(log.segments[1].base_offset, 1 << 20, max_offset=log.segments[2].base_offset)
+    first = log.segments[1].base_offset
+    assert [t.first_offset for t in log.aborted_txns_for(first, end_of_segment, lso)] == [
+        o for o in range(0, 16, 2) if first <= o < log.segments[2].base_offset or o + 1 == first]

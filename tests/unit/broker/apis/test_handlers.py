@@ -146,6 +146,9 @@ async def test_init_producer_id_and_api_versions(tmp_path: Path) -> None:
     answer = await env.call(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "tx", "transaction_timeout_ms": 1000,
                                                          "producer_id": -1, "producer_epoch": -1})
     assert answer["error_code"] == E.NOT_COORDINATOR  # __transaction_state not created yet (FindCoordinator does)
+    answer = await env.call(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": "tx", "transaction_timeout_ms": 10**9,
+                                                         "producer_id": -1, "producer_epoch": -1})
+    assert answer["error_code"] == E.INVALID_TRANSACTION_TIMEOUT  # checked first, as Kafka does
     answer = await env.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
     assert {k["api_key"] for k in answer["api_keys"]} >= {ApiKey.PRODUCE, ApiKey.LEADER_AND_ISR}
 

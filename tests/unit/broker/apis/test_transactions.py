@@ -68,6 +68,8 @@ async def test_commit_writes_state_then_markers_then_complete(tmp_path: Path) ->
     first = await init(env)
     assert first["error_code"] == E.NONE and first["producer_epoch"] == 0
     pid = first["producer_id"]
+    assert await add(env, pid, 0, {}) == {}  # nothing to add: no transaction starts
+    assert env.txn.store.get("tx").state is TxnState.EMPTY  # type: ignore[union-attr]
     assert await add(env, pid, 0, {"a": [0, 1], "b": [0]}) == {("a", 0): 0, ("a", 1): 0, ("b", 0): 0}
     assert await add(env, pid, 0, {"a": [0], "nope": [0]}) == {("a", 0): E.OPERATION_NOT_ATTEMPTED,
                                                                ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
@@ -135,12 +137,17 @@ async def test_timeout_and_limits(tmp_path: Path) -> None:
     first = await init(env, timeout_ms=1000)
     pid = first["producer_id"]
     assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    timed_out: list[int] = []
+    env.txn.on_timed_out = lambda: timed_out.append(1)
+    env.timer.advance(10000)  # transaction.abort.timed.out.transaction.cleanup.interval.ms: not yet timed out
+    assert timed_out == [] and ("Ongoing", 1) in env.txn.state_counts()
     env.clock.advance(1001)
-    env.timer.advance(10000)  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    env.timer.advance(10000)
     meta = env.txn.store.get("tx")
     assert meta is not None
     await until(lambda: meta.state is TxnState.COMPLETE_ABORT, "the time-out abort")
-    assert meta.producer_epoch == 1
+    assert meta.producer_epoch == 1 and timed_out == [1]
+    assert ("CompleteAbort", 1) in env.txn.state_counts()
     assert await end(env, pid, 0, True) == E.PRODUCER_FENCED  # the producer was fenced by the time-out
 
 
@@ -316,3 +323,46 @@ async def test_a_new_coordinator_loads_beyond_its_high_watermark(tmp_path: Path)
     await until(lambda: (m := env.txn.store.get("late")) is not None and m.state is TxnState.COMPLETE_COMMIT,
                 "the loaded PrepareCommit completed")
     assert env.markers.calls[-1][:3] == (77, 0, True)
+
+
+async def test_idle_transactional_ids_expire(tmp_path: Path) -> None:
+    env = make_env(tmp_path, dict(CONFIG, **{"transactional.id.expiration.ms": "5000"}))
+    await ready(env)
+    assert (await init(env))["error_code"] == E.NONE
+    assert (await init(env, tid="other"))["error_code"] == E.NONE
+    env.clock.advance(4000)
+    assert (await init(env, tid="other"))["error_code"] == E.NONE  # used again: not idle
+    env.clock.advance(1000)
+    env.timer.advance(3600000)  # transaction.remove.expired.transaction.cleanup.interval.ms
+    await until(lambda: env.txn.store.get("tx") is None, "the expiry")
+    assert env.txn.store.get("other") is not None
+    partition = env.txn.store.partition_for("tx")
+    epoch = env.txn.store.epoch_of(partition)
+    assert epoch is not None
+    env.txn.on_resign(partition)  # the tombstone is in the log: a reload does not bring it back
+    env.txn.on_become_leader(partition, epoch + 1)
+    await until(lambda: partition in env.txn.store.owned, "the reload")
+    assert env.txn.store.get("tx") is None
+    described = await env.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]})
+    assert described["transaction_states"][0]["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND
+
+
+async def test_the_offsets_load_reads_beyond_the_high_watermark(tmp_path: Path) -> None:
+    """As for __transaction_state: a commit acknowledged by the previous leader may lie above a new leader's high
+    watermark; loading __consumer_offsets to its log end keeps it."""
+    from moldau.protocol import consumer_offsets as fmt
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    assert (await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}))["error_code"] == E.NONE
+    await until(lambda: 0 in env.coordinator.store.owned, "the offsets partition")
+    p = env.replica_manager.get_partition("__consumer_offsets", 0)
+    assert p is not None
+    record = (fmt.offset_key("g", "a", 0), fmt.offset_value(42, -1, "", 10), [], 10)
+    p.log.append_as_follower(build_batch([record], base_offset=p.log.log_end_offset))
+    assert p.high_watermark < p.log.log_end_offset
+    env.coordinator.on_resign(0)
+    env.coordinator.on_become_leader(0)
+    await until(lambda: 0 in env.coordinator.store.owned, "the reload")
+    group = env.coordinator.store.get_group("g")
+    assert group is not None and group.offsets[("a", 0)].offset == 42
