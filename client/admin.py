@@ -21,6 +21,7 @@ from moldau.admin_groups import (  # noqa: F401  (MemberDescription re-exported)
     MemberDescription,
 )
 from moldau.admin_scram import ScramAdmin
+from moldau.admin_txn import TransactionsAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
 from moldau.errors import KafkaError
@@ -75,7 +76,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, TransactionsAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:

@@ -72,6 +72,8 @@ def _parser() -> _Parser:
     p.add_argument("--consumer-property", action="append", default=[], help="consumer setting key=value")
     p.add_argument("--consumer.config", dest="consumer_config", help="properties file of consumer settings")
     p.add_argument("--skip-message-on-error", action="store_true", help="skip records that fail to format")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default=None,
+                   help="read_committed: only committed transactional records; read_uncommitted (default): all")
     return p
 
 
@@ -158,6 +160,8 @@ def parse_args(argv: Sequence[str]) -> Options:
     for key in settings:
         if key not in CONSUMER_KEYS:
             raise UsageError(f"--consumer-property {key}: unknown consumer setting")
+    if a.isolation_level is not None:
+        settings["isolation.level"] = a.isolation_level
     opts.consumer = settings
     return opts
 

@@ -7,8 +7,11 @@ producer with the same transactional.id fences the first, whose commit fails fat
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +26,7 @@ from .test_transactions_coordinator import read_all
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30.0
+BIN = Path(sys.executable).parent
 
 
 def _run(coro: Any) -> Any:
@@ -183,3 +187,40 @@ def test_an_abortable_error_is_aborted_and_the_next_transaction_commits(broker: 
         assert got[tp] == [b"committed"]
 
     _run(go())
+
+
+def test_tools_show_an_open_transaction(broker: BrokerProcess) -> None:
+    """moldau-transactions list / describe / describe-producers and moldau-console-consumer --isolation-level,
+    as processes, while a transaction is open after a committed one (the processes run in parallel)."""
+    topic, tid = f"mtool-{uuid.uuid4().hex[:6]}", f"mtool-{uuid.uuid4().hex[:6]}"
+    _run(_create(broker.bootstrap, {topic: 1}))
+    bs = ["--bootstrap-server", broker.bootstrap]
+    consume = [*bs, "--topic", topic, "--from-beginning", "--isolation-level"]
+    with SyncProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid}) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"committed", partition=0)
+        producer.commit_transaction()  # offsets 0 (record) and 1 (marker)
+        producer.begin_transaction()
+        producer.send(topic, b"open", partition=0).result(TIMEOUT_S)  # offset 2, its transaction open
+        runs = {name: subprocess.Popen([str(BIN / tool), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True) for name, tool, args in [
+            ("list", "moldau-transactions", [*bs, "list"]),
+            ("describe", "moldau-transactions", [*bs, "describe", "--transactional-id", tid]),
+            ("producers", "moldau-transactions", [*bs, "describe-producers", "--topic", topic, "--partition", "0"]),
+            ("committed", "moldau-console-consumer", [*consume, "read_committed", "--timeout-ms", "4000"]),
+            ("uncommitted", "moldau-console-consumer", [*consume, "read_uncommitted", "--max-messages", "2"])]}
+        out: dict[str, list[list[str]]] = {}
+        for name, proc in runs.items():
+            stdout, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 0, (name, stderr)
+            out[name] = [line.split() for line in stdout.splitlines()]
+        producer.abort_transaction()
+    assert [tid, "Ongoing"] in [[row[0], row[3]] for row in out["list"][1:]], out["list"]
+    header, row = out["describe"]
+    assert header[:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState"]
+    assert (row[1], row[4], row[-1]) == (tid, "Ongoing", f"{topic}-0"), row
+    header, row = out["producers"]
+    assert header[0] == "ProducerId" and row[-1] == "2", out["producers"]
+    assert out["committed"] == [["committed"]]
+    assert out["uncommitted"] == [["committed"], ["open"]]
