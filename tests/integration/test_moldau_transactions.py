@@ -18,7 +18,7 @@ import pytest
 
 from moldau import Producer as SyncProducer
 from moldau.aio import AdminClient, Consumer, NewTopic, Producer, TopicPartition
-from moldau.errors import TransactionError
+from moldau.errors import KafkaError, TransactionError
 
 from .harness import BrokerProcess
 from .test_transactions_coordinator import read_all
@@ -136,6 +136,34 @@ def test_consume_transform_produce_commits_offsets_with_the_output(broker: Broke
     _run(go())
 
 
+def test_read_committed_consumers_wait_for_stable_offsets(broker: BrokerProcess) -> None:
+    """KIP-447: offsets of an open transaction are pending; a read_committed consumer's committed() waits for
+    them (UNSTABLE_OFFSET_COMMIT once default.api.timeout.ms passes), a read_uncommitted one sees the old value."""
+    source, group = f"mstable-{uuid.uuid4().hex[:6]}", f"mstable-{uuid.uuid4().hex[:6]}"
+    src = TopicPartition(source, 0)
+
+    async def committed(isolation: str, timeout_ms: int) -> int | None:
+        async with Consumer(bootstrap_servers=broker.bootstrap, group_id=group, isolation_level=isolation,
+                            default_api_timeout_ms=timeout_ms) as consumer:
+            return await consumer.committed(src)
+
+    async def go() -> None:
+        await _create(broker.bootstrap, {source: 1})
+        async with Producer(bootstrap_servers=broker.bootstrap,
+                            transactional_id=f"mstable-{uuid.uuid4().hex[:6]}") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_offsets_to_transaction({src: 5}, group)
+            with pytest.raises(KafkaError) as caught:
+                await committed("read_committed", 500)
+            assert caught.value.code.name == "UNSTABLE_OFFSET_COMMIT"
+            assert await committed("read_uncommitted", 500) is None
+            await producer.commit_transaction()
+            assert await committed("read_committed", 30000) == 5  # waits for the markers if need be
+
+    _run(go())
+
+
 def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
     """The blocking facade: the zombie's commit fails fatally, its records stay invisible to read_committed."""
     topic, tid = f"mfence-{uuid.uuid4().hex[:6]}", f"mfence-{uuid.uuid4().hex[:6]}"
@@ -196,7 +224,8 @@ def test_tools_show_an_open_transaction(broker: BrokerProcess) -> None:
     _run(_create(broker.bootstrap, {topic: 1}))
     bs = ["--bootstrap-server", broker.bootstrap]
     consume = [*bs, "--topic", topic, "--from-beginning", "--isolation-level"]
-    with SyncProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid}) as producer:
+    with SyncProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": tid,
+                       "transaction.timeout.ms": 45000}) as producer:
         producer.init_transactions()
         producer.begin_transaction()
         producer.send(topic, b"committed", partition=0)
@@ -219,7 +248,7 @@ def test_tools_show_an_open_transaction(broker: BrokerProcess) -> None:
     assert [tid, "Ongoing"] in [[row[0], row[3]] for row in out["list"][1:]], out["list"]
     header, row = out["describe"]
     assert header[:5] == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState"]
-    assert (row[1], row[4], row[-1]) == (tid, "Ongoing", f"{topic}-0"), row
+    assert (row[1], row[4], row[5], row[-1]) == (tid, "Ongoing", "45000", f"{topic}-0"), row
     header, row = out["producers"]
     assert header[0] == "ProducerId" and row[-1] == "2", out["producers"]
     assert out["committed"] == [["committed"]]
