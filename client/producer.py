@@ -387,6 +387,8 @@ class Producer(TransactionalApi):
             if self._sender is not None:
                 self._sender.cancel()
                 await asyncio.gather(self._sender, return_exceptions=True)
+            if self._txn is not None:
+                await self._txn.close()
             self._fail_all(ClientError("producer closed before the record was sent"))
             await self._cluster.close()
 

@@ -81,6 +81,9 @@ class Producer:
     def _enqueue(self, topic: str, value: Any, key: Any, partition: int | None, timestamp_ms: int | None,
                  headers: Headers, future: concurrent.futures.Future[RecordMetadata] | None,
                  on_delivery: DeliveryCallback | None) -> None:
+        txn = self._aio._txn
+        if txn is not None and not txn.in_transaction:
+            txn.check_can_send()  # raise here, as Kafka's send() does, not later in the future
         kwargs = {"partition": partition, "timestamp_ms": timestamp_ms, "headers": headers}
         deadline: float | None = None
         while True:

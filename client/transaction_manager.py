@@ -188,6 +188,12 @@ class TransactionManager:
         self.error = None
         self.state = TxnState.READY
 
+    async def close(self) -> None:
+        """Stops a pending AddPartitionsToTxn (the producer is closing; its batches fail anyway)."""
+        if self._adding is not None and not self._adding.done():
+            self._adding.cancel()
+            await asyncio.gather(self._adding, return_exceptions=True)
+
     # ------------------------------------------------------------------ partitions
     def partition_ready(self, tp: tuple[str, int]) -> bool:
         """True when ``tp`` is in the transaction; else starts adding it (batches wait) and answers False."""

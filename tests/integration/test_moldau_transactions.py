@@ -170,6 +170,8 @@ def test_a_second_producer_fences_the_first(broker: BrokerProcess) -> None:
     _run(_create(broker.bootstrap, {topic: 1}))
     config = {"bootstrap.servers": broker.bootstrap, "transactional.id": tid, "linger.ms": 0}
     with SyncProducer(config) as zombie, SyncProducer(config) as successor:
+        with pytest.raises(TransactionError, match="init_transactions"):
+            zombie.send(topic, b"too early", partition=0)
         zombie.init_transactions()
         zombie.begin_transaction()
         zombie.send(topic, b"zombie", partition=0).result(TIMEOUT_S)
