@@ -15,13 +15,12 @@ COPY storage storage
 # A wheelhouse/ folder in the build context (`pip wheel . -w wheelhouse`, made where an index is reachable) is
 # installed offline instead: for builders whose containers cannot reach a package index themselves.
 COPY README.md wheelhous[e] /wheels/
-# kafka-python: moldau-consumer-groups (run with `docker-compose exec`) still uses it.
-ARG TOOLS_REQUIREMENT="kafka-python>=3.0,<3.1"
+# Every console tool, moldau-consumer-groups included, runs on Moldau's own client: no other Kafka client is
+# installed (a wheelhouse may still hold extra wheels; only moldau and its dependencies are taken from it).
 RUN if ls /wheels/*.whl >/dev/null 2>&1; then \
-        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels moldau \
-            "$TOOLS_REQUIREMENT"; \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels moldau; \
     else \
-        /opt/moldau/bin/pip install --no-cache-dir --no-input . "$TOOLS_REQUIREMENT"; \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input .; \
     fi
 
 FROM ${PYTHON_IMAGE}

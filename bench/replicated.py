@@ -10,9 +10,8 @@ baseline. Measures with confluent-kafka:
 both 100-byte records into one partition (linger.ms=5, batch.size=1 MiB), records/s until all are acknowledged;
 then end-to-end latency (produce() call to the consumer receiving the record) at a fixed 10,000 records/s.
 
-The latency runs keep linger.ms=5: with linger.ms=0 librdkafka sends a request per handful of records, and a
-broker answers one request per connection at a time (as Kafka does), each acks=all request after a follower round
-trip (~2 ms here), so at 10,000 records/s the requests queue up without bound.
+The latency runs keep linger.ms=5 (librdkafka's default). linger.ms=0 with unbounded in-flight requests, where a
+request carries a handful of records, is measured by bench/small_requests.py (issue #21).
 """
 
 from __future__ import annotations

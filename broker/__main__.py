@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import signal
 import sys
 
 from moldau.broker.config import BrokerConfig, ConfigError
+from moldau.tools.common import ToolParser
 
 
 class _BrokerIdFilter(logging.Filter):
@@ -57,7 +57,7 @@ async def run(config: BrokerConfig) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="moldau-server", description="Run a Moldau broker.")
+    parser = ToolParser(prog="moldau-server", description="Run a Moldau broker.")
     parser.add_argument("config", nargs="?", help="server.properties (Kafka's names)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a setting of the file (may repeat)")
@@ -65,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = BrokerConfig.from_sources(args.config, args.override)
     except ConfigError as exc:
-        print(f"moldau-server: configuration error: {exc}", file=sys.stderr)
+        print(f"moldau-server: error: configuration error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"moldau-server: cannot read {args.config}: {exc.strerror}", file=sys.stderr)
+        print(f"moldau-server: error: cannot read {args.config}: {exc.strerror}", file=sys.stderr)
         return 1
     setup_logging(max(config.broker_id, 0))
     if config.get("moldau.event.loop") == "uvloop":

@@ -589,6 +589,24 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
        "out-of-sync replica to become leader."),
 )
 
+# --- Kafka 3.9 settings Moldau does not implement (broker/kafka_inert_settings.py): accepted, validated by type,
+# described and documented as having no effect. Appended after the declarations above; a name declared above wins.
+def _inert_settings() -> tuple[tuple[Setting, ...], tuple[Setting, ...]]:
+    from moldau.broker import kafka_inert_settings as inert
+
+    declared = {s.name for s in BROKER_SETTINGS}
+    broker = tuple(Setting(name, inert.moldau_type(t), default, inert.doc(area), importance="low")
+                   for name, t, default, _mode, area in inert.BROKER_ROWS if name not in declared)
+    declared_topics = {s.name for s in TOPIC_SETTINGS}
+    topic = tuple(Setting(name, inert.moldau_type(t), default, inert.doc(area), None, "medium", fallback)
+                  for name, t, default, fallback, area in inert.TOPIC_ROWS if name not in declared_topics)
+    return broker, topic
+
+
+INERT_BROKER_SETTINGS, INERT_TOPIC_SETTINGS = _inert_settings()
+BROKER_SETTINGS = BROKER_SETTINGS + INERT_BROKER_SETTINGS
+TOPIC_SETTINGS = TOPIC_SETTINGS + INERT_TOPIC_SETTINGS
+
 SETTINGS: dict[str, Setting] = {s.name: s for s in BROKER_SETTINGS}
 TOPIC: dict[str, Setting] = {s.name: s for s in TOPIC_SETTINGS}
 
@@ -962,7 +980,8 @@ class BrokerConfig:
         if name == "flush.ms":
             return self.flush_interval_ms
         fallback = TOPIC[name].fallback
-        assert fallback is not None
+        if fallback is None:  # a Kafka topic setting without a broker default (kafka_inert_settings.py)
+            return TOPIC[name].default
         return self.values[fallback]
 
     def topic_config(self, topic_overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -1044,6 +1063,9 @@ def render_markdown() -> str:
         "Settings use Kafka's names, types and defaults. Put them in a Java `.properties` file passed to",
         "`moldau-server`, or override one with `--override key=value` (overrides win over the file).",
         "Unknown keys are logged and ignored. Lists are comma-separated; `null` means not set.",
+        "Every Kafka 3.9 broker and topic setting is known: the ones Moldau does not implement (Kerberos, KRaft,",
+        "tiered storage, quotas, ...) are accepted from files and AlterConfigs (where Kafka allows a dynamic",
+        "update), type-checked and described, and listed below as having no effect.",
         "",
         "## Broker settings",
         "",
@@ -1066,7 +1088,8 @@ def render_markdown() -> str:
     ]
     for s in TOPIC_SETTINGS:
         valid = _md(s.validator.describe()) if s.validator else ""
-        cells = [f"`{s.name}`", s.type, _default_text(s), valid, f"`{s.fallback}`", _md(s.doc)]
+        cells = [f"`{s.name}`", s.type, _default_text(s), valid, f"`{s.fallback}`" if s.fallback else "",
+                 _md(s.doc)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -26,6 +26,7 @@ from moldau.broker.config import (
     Setting,
     parse_topic_configs,
 )
+from moldau.broker.kafka_inert_settings import DYNAMIC_NAMES as INERT_DYNAMIC_NAMES
 
 log = logging.getLogger("moldau.dynamic_config")
 
@@ -44,7 +45,7 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
     ({s.fallback for s in TOPIC_SETTINGS if s.fallback}
      | {"log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.hours",
         "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
-        "log.cleaner.io.max.bytes.per.second"}) & set(SETTINGS))
+        "log.cleaner.io.max.bytes.per.second"} | INERT_DYNAMIC_NAMES) & set(SETTINGS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +167,8 @@ class DynamicBrokerConfig:
         return out
 
     def _topic_fallback_layers(self, s: Setting) -> list[tuple[str, str | None, int]]:
-        assert s.fallback is not None
+        if s.fallback is None:  # a Kafka topic setting without a broker default (kafka_inert_settings.py)
+            return [(s.name, s.format(s.default), DEFAULT_CONFIG)]
         names = [s.fallback]
         # retention.ms and segment.ms fall back through several broker keys (ms, then minutes/hours).
         names += {"retention.ms": ["log.retention.minutes", "log.retention.hours"],

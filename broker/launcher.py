@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from moldau.broker.health_probe import HealthWatch
+
 if TYPE_CHECKING:
     from moldau.broker.security.launch import SecureSetup
 
@@ -240,6 +242,7 @@ class Cluster:
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.stopping = False
         self.secure: SecureSetup | None = None  # with --security sasl_ssl
+        self.health = HealthWatch(lambda text: self.out.say(text, err=True))
 
     def _spawn(self, name: str, cmd: list[str]) -> subprocess.Popen[bytes]:
         log = self.data / f"{name}.log"
@@ -341,7 +344,14 @@ class Cluster:
             self.check()
             if self.out.check_reader():
                 raise Stop("stdout was closed")
+            self.probe_brokers()
             time.sleep(0.5)
+
+    def probe_brokers(self) -> None:
+        """Says when a broker stops answering requests (paused, hung) and when it answers again."""
+        brokers = [(n, p) for n, p in self.children if n != "zookeeper"]
+        for (name, proc), port in zip(brokers, self.ports.brokers, strict=False):
+            self.health.check(name, proc.pid, port, str(self.data / f"{name}.log"))
 
     def stop(self) -> None:
         self.stopping = True

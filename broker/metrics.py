@@ -174,6 +174,11 @@ class IdleMeter:
             return
         b = self.bucket_s
         last = math.floor(end / b)
+        if start >= last * b and last in self._buckets:
+            # The common case, a few times per request: within the current bucket, which already exists (so
+            # nothing is old enough to drop either).
+            self._buckets[last] += end - start
+            return
         oldest = last - self.n_buckets  # keep one bucket more than the window, for reads a moment later
         start = max(start, oldest * b)
         for idx in range(max(math.floor(start / b), oldest), last + 1):

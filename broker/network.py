@@ -4,6 +4,16 @@ Each connection is a coroutine over a raw non-blocking socket (``recv_into`` whe
 than an asyncio transport, so that fetch responses can send log bytes straight from segment files with
 ``os.sendfile`` on the socket's descriptor. Like Kafka's processors, a connection reads the next request only after
 the response to the previous one has been written ("muting"), which keeps responses in order without bookkeeping.
+
+Produce requests are the exception (issue #21): a client that pipelines them (librdkafka with linger.ms=0 and
+unbounded in-flight requests sends one per handful of records) would otherwise get one acks=all request answered
+per replication round trip, and its queue grows without bound. A Produce request goes to the request channel
+without waiting for the answers of the Produce requests before it (at most ``MAX_PIPELINED_PRODUCES`` of them);
+a writer coroutine sends their responses strictly in request order. The appends still happen in request order:
+requests enter the one FIFO channel in order, and a worker runs a handler's synchronous part (the append) to the
+end before the next request is taken, so idempotence sequences are checked in the order the client sent them.
+Any other request waits until every earlier response has been written, as before. TLS connections keep strict
+muting (reading and writing one TLS session from two coroutines is not safe).
 Connection limits (max.connections, per IP, idle time, the partial-frame budget) live in ``SocketServer``; see
 docs/operations.md.
 """
@@ -15,6 +25,7 @@ import logging
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -50,6 +61,12 @@ log = logging.getLogger("moldau.network")
 
 RECV_SIZE = 256 * 1024
 UNLIMITED = 2**63 - 1
+PRODUCE_KEY = 0
+# Produce requests of one connection in the broker at once (handled or waiting for replication); the next one is
+# read when the oldest has been answered. Bounds the frames a connection holds (each at most
+# socket.request.max.bytes, as queued.max.requests bounds them across connections).
+MAX_PIPELINED_PRODUCES = 64
+PRODUCE_NAME = api_name(PRODUCE_KEY)
 
 
 class NetworkMetrics(Protocol):
@@ -133,8 +150,17 @@ class Connection:
         self.task: asyncio.Task[None] | None = None
         self.partial_bytes = 0  # bytes of an incomplete frame held by the decoder
         self.last_active = self.loop.time()
-        self.in_flight = False  # a request is being handled or its response written: never idle
+        self._handling = False  # a request is being handled or its response written
         self.evicted = False  # closed by the socket server (idle, memory budget); the task is cancelled
+        # Produce requests dispatched without muting, oldest first; their responses are written by `_writer`.
+        self._pipeline: deque[Request] = deque()
+        self._writer: asyncio.Task[None] | None = None
+        self._advanced = asyncio.Event()  # set each time the writer answered the oldest pipelined request
+
+    @property
+    def in_flight(self) -> bool:
+        """A request is being handled or its response written: never idle."""
+        return self._handling or bool(self._pipeline)
 
     @property
     def name(self) -> str:
@@ -160,6 +186,7 @@ class Connection:
                         await self._readable()
                         continue
                 if n == 0:
+                    await self._wait_pipeline(0)  # a client that half-closed still gets its answers
                     return
                 t0 = time.perf_counter()
                 self.last_active = self.loop.time()
@@ -175,17 +202,20 @@ class Connection:
                         return
                 self.metrics.network_busy(time.perf_counter() - t0)
                 for frame in frames:
-                    self.in_flight = True
+                    self._handling = True
                     keep = await self._handle_frame(frame)
-                    self.in_flight = False
+                    self._handling = False
                     self.last_active = self.loop.time()
                     if not keep:
+                        await self._wait_pipeline(0)  # the answers before the refused request still go out
                         return
         except (ConnectionError, OSError) as exc:  # ssl.SSLError is an OSError: a failed handshake ends here
             log.debug("connection %s ended: %s", self.name, exc)
         except asyncio.CancelledError:
             pass
         finally:
+            if self._writer is not None:
+                self._writer.cancel()
             self.close()
 
     async def _readable(self) -> None:
@@ -205,9 +235,14 @@ class Connection:
         return True
 
     async def _handle_frame(self, frame: bytearray) -> bool:
-        """Dispatch one frame and write its response; False closes the connection."""
+        """Dispatch one frame and write its response (a pipelined Produce: hand it to the writer); False closes
+        the connection."""
         t0 = time.perf_counter()
         auth = self.auth
+        pipelined = (self.tls is None and len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
+                     and (auth is None or not auth.wants(PRODUCE_KEY)))
+        if self._pipeline and not pipelined:
+            await self._wait_pipeline(0)  # muting as before: every earlier answer is written first
         if auth is not None:
             if auth.wants(INT16.unpack_from(frame)[0] if len(frame) >= 2 else -1):
                 was = auth.authenticated
@@ -246,6 +281,7 @@ class Connection:
             INT32.pack_into(body, 0, len(body) - 4)
             INT32.pack_into(body, 4, correlation_id)
             self.metrics.network_busy(time.perf_counter() - t0)
+            await self._wait_pipeline(0)  # an unsupported Produce version still answers after the earlier ones
             await self._send_bytes(body)
             return True
         try:
@@ -259,6 +295,12 @@ class Connection:
         request.done = self.loop.create_future()
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_request(request)
+        if pipelined:
+            self._pipeline.append(request)
+            if self._writer is None:
+                self._writer = asyncio.create_task(self._write_pipeline())
+            await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
+            return True
         await request.done
         if request.close_connection:
             return False
@@ -268,15 +310,66 @@ class Connection:
         self._observe(api_name(api_key), request, resumed, time.perf_counter())
         return True
 
+    async def _wait_pipeline(self, most: int) -> None:
+        """Until at most `most` pipelined requests are unanswered."""
+        while len(self._pipeline) > most and self._writer is not None:
+            self._advanced.clear()
+            await self._advanced.wait()
+
+    async def _write_pipeline(self) -> None:
+        """Answers the pipelined Produce requests in the order they came; ends when none is left. A request
+        that must close the connection (or a failed write) ends the connection after the answers before it."""
+        pipeline = self._pipeline
+        try:
+            while pipeline:
+                head = pipeline[0]
+                if head.done is not None:
+                    await head.done
+                if head.close_connection:
+                    break
+                # Every answered request at the head of the line goes out in one write (Produce answers never
+                # carry file regions). They leave the line only once written, so a request that waits for the
+                # line to empty (a non-Produce one) never writes between them.
+                resumed = time.perf_counter()
+                out = bytearray()
+                ready = 0
+                for request in pipeline:
+                    if request.close_connection or request.done is None or not request.done.done():
+                        break
+                    if request.response is not None:
+                        self._encode_response(request, out)
+                    ready += 1
+                self.metrics.network_busy(time.perf_counter() - resumed)
+                if out:
+                    await self._send_bytes(out)
+                end = time.perf_counter()
+                for _ in range(ready):
+                    self._observe(PRODUCE_NAME, pipeline.popleft(), resumed, end)
+                self.last_active = self.loop.time()
+                self._advanced.set()
+            else:
+                return
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %s ended: %s", self.name, exc)
+        finally:
+            self._writer = None
+            self._advanced.set()
+        # Not answered: the connection ends (the reader may be waiting on the socket, not on us).
+        pipeline.clear()
+        if self.task is not None:
+            self.task.cancel()
+
     def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
         queue, local, remote, response_queue, send = r.split(resumed, end)
         self.metrics.request_done(api, end - r.received_at, queue=queue, local=local, remote=remote,
                                   response_queue=response_queue, send=send)
 
-    async def _write_response(self, request: Request) -> None:
-        t0 = time.perf_counter()
+    def _encode_response(self, request: Request, out: bytearray) -> tuple[list[tuple[int, Any]], int]:
+        """Appends the response frame to `out` (its parts sent separately, e.g. file regions, are returned with
+        their positions in `out`); returns them and the frame's total size."""
+        start = len(out)
         api, version = request.api, request.version
-        out = bytearray(4)
+        out += b"\0\0\0\0"
         encode_response_header(out, request.header.correlation_id,
                                response_header_version(api.key, api.is_flexible(version)))
         external: list[tuple[int, Any]] = []
@@ -285,8 +378,14 @@ class Connection:
         except Exception:
             log.exception("failed to encode %s v%d response; closing %s", api.name, version, self.name)
             raise ConnectionError("unencodable response") from None
-        total = len(out) + sum(len(obj) for _, obj in external)
-        INT32.pack_into(out, 0, total - 4)
+        total = len(out) - start + sum(len(obj) for _, obj in external)
+        INT32.pack_into(out, start, total - 4)
+        return external, total
+
+    async def _write_response(self, request: Request) -> None:
+        t0 = time.perf_counter()
+        out = bytearray()
+        external, total = self._encode_response(request, out)
         self.metrics.network_busy(time.perf_counter() - t0)
         sent_by_sendfile = copied = 0
         tls = self.tls

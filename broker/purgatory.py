@@ -16,6 +16,14 @@ thread calling in cannot break the exactly-once guarantee):
     on_complete()    -- subclass: build and send the response
     on_expiration()  -- subclass hook, after on_complete() when completion came from the timeout
 
+Ordered watch lists (issue #21): an operation may name, per key, a threshold the key's state must reach
+(`threshold(key)`, e.g. the offset the high watermark must pass) and say whether it is still below it
+(`blocked_on(key)`). While the thresholds of a key's watchers are non-decreasing in the order they were watched
+(acks=all produces on one partition: appends get increasing offsets), `check_and_complete(key)` stops at the
+first operation still blocked on that key, since every later one waits for at least as much: a high-watermark
+move costs the operations it completes plus one, not a scan of everything waiting. A key whose thresholds ever
+go backwards (a retried duplicate batch answers an older offset) is scanned in full until its list empties.
+
 Completed operations leave all their watch lists at once (not lazily as in Kafka), so an operation completed
 via key A does not linger in key B's list; no purge pass is needed and memory is bounded by the pending
 operations.
@@ -145,6 +153,15 @@ class DelayedOperation:
     def on_expiration(self) -> None:
         """Called after on_complete() when the operation completed because its delay ran out."""
 
+    def threshold(self, key: Hashable) -> int | None:
+        """The value `key`'s state must reach for this operation, if it waits for one (ordered watch lists);
+        None: no order, every check of the key asks this operation."""
+        return None
+
+    def blocked_on(self, key: Hashable) -> bool:
+        """After a failed try_complete(): True while `key`'s state is still below `threshold(key)`."""
+        return False
+
     def force_complete(self) -> bool:
         """Complete now. Returns True only for the one caller that actually completed the operation."""
         with self._lock:
@@ -175,6 +192,9 @@ class Purgatory:
         # key -> {id(op): op}, insertion-ordered, of the pending operations watching it. Keyed by id() so that
         # subclasses may be dataclasses with value equality (unhashable).
         self._watchers: dict[Hashable, dict[int, DelayedOperation]] = {}
+        # key -> the largest threshold watched under it while its watchers' thresholds are non-decreasing in
+        # watch order; None once they are not (or an operation has none). Dropped with the key's watch list.
+        self._ordered: dict[Hashable, int | None] = {}
         self._pending: dict[int, DelayedOperation] = {}
         self._shut_down = False
         self.expired = 0  # operations completed by their timeout (a counter for metrics and tests)
@@ -200,7 +220,7 @@ class Purgatory:
         op._purgatory = self
         op._keys = keys
         for key in keys:
-            self._watchers.setdefault(key, {})[id(op)] = op
+            self._watch(key, op)
         self._pending[id(op)] = op
         # The state may have changed between the first check and watching (a caller on another thread, or a
         # try_complete() that triggered a check itself): check once more now that any change will find the op.
@@ -218,9 +238,14 @@ class Purgatory:
         if not watchers:
             return 0
         completed = 0
+        ordered = self._ordered.get(key) is not None
         for op in list(watchers.values()):  # completing ops leave the dict while we iterate
-            if not op.is_completed and self._try(op):
+            if op.is_completed:
+                continue
+            if self._try(op):
                 completed += 1
+            elif ordered and op.blocked_on(key):
+                break  # every later watcher of this key waits for at least as much
         return completed
 
     def watched(self) -> int:
@@ -251,6 +276,7 @@ class Purgatory:
             op._keys = ()
         self._pending.clear()
         self._watchers.clear()
+        self._ordered.clear()
         return len(dropped)
 
     def __repr__(self) -> str:
@@ -280,6 +306,18 @@ class Purgatory:
         except Exception:
             log.exception("%s purgatory: expiring %r failed", self.name, op)
 
+    def _watch(self, key: Hashable, op: DelayedOperation) -> None:
+        threshold = op.threshold(key)
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            self._watchers[key] = {id(op): op}
+            self._ordered[key] = threshold
+            return
+        watchers[id(op)] = op
+        last = self._ordered.get(key)
+        if last is not None:
+            self._ordered[key] = threshold if threshold is not None and threshold >= last else None
+
     def _unwatch(self, op: DelayedOperation) -> None:
         for key in op._keys:
             watchers = self._watchers.get(key)
@@ -287,4 +325,5 @@ class Purgatory:
                 watchers.pop(id(op), None)
                 if not watchers:
                     del self._watchers[key]
+                    self._ordered.pop(key, None)
         self._pending.pop(id(op), None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,6 +50,7 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     last_offset: int = -1
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)  # KIP-467 (batch index, message)
 
 
 @dataclass(slots=True)
@@ -324,7 +325,8 @@ class ReplicaManager:
                                 last_offset=dup.last_offset)
         except StorageError as exc:
             log.info("append to %s-%d refused: %s", topic, index, exc)
-            return AppendResult(exc.error_code, message=str(exc))
+            return AppendResult(exc.error_code, message=str(exc),
+                                record_errors=list(getattr(exc, "record_errors", [])))
         except OSError as exc:
             self.log_dir_failed(partition.log.dir.parent, exc)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir failed: {exc.strerror}")

@@ -1,6 +1,7 @@
 """The cluster core every client shares: bootstrap, metadata cache, one connection per broker, coordinators.
 
-* ``start()`` tries each bootstrap server in turn until one answers Metadata.
+* ``start()`` tries the bootstrap servers in turn, staggered (the next after a failure or 1 s without an answer,
+  the earlier attempts still running), until one answers Metadata.
 * The metadata cache is refreshed every ``metadata.max.age.ms`` and whenever a caller reports a stale leader
   (``request_update()``, e.g. on NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE).
   Concurrent refreshes are coalesced into one Metadata request.
@@ -45,6 +46,7 @@ COORDINATOR_ERRORS = frozenset({
 })
 METADATA_MAX_VERSION = 12
 BOOTSTRAP_NODE_BASE = -1000  # pseudo node ids for bootstrap servers (Kafka uses negative ids too)
+CONNECT_STAGGER_S = 1.0  # any_connection(): start the next candidate when none has answered for this long
 
 
 @dataclass(slots=True)
@@ -332,13 +334,44 @@ class Cluster:
         known = list(self.brokers)
         random.shuffle(known)  # spread bootstrap load like Kafka's least-loaded choice
         candidates = known + [BOOTSTRAP_NODE_BASE - i for i in range(len(self._bootstrap))]
-        errors: list[str] = []
-        for node_id in candidates:
-            try:
-                return await self.connection(node_id)
-            except (KafkaConnectionError, OSError) as exc:
-                errors.append(str(exc))
-        raise NoBrokersAvailableError("no broker reachable: " + "; ".join(errors))
+        return await self._first_connection(candidates)
+
+    async def _first_connection(self, candidates: list[int]) -> BrokerConnection:
+        """Connects to the candidates in order, staggered as librdkafka and "happy eyeballs" do: the next one is
+        tried as soon as one fails or after CONNECT_STAGGER_S without an answer, with the earlier attempts still
+        running, so a broker that hangs costs ~1 s, not socket.connection.setup.timeout.ms. The first connection
+        wins; the attempts still running are cancelled."""
+        loop = asyncio.get_running_loop()
+        queue = iter(candidates)
+        pending: dict[asyncio.Task[BrokerConnection], int] = {}
+        errors: dict[int, str] = {}
+
+        def launch() -> bool:
+            node_id = next(queue, None)
+            if node_id is None:
+                return False
+            pending[loop.create_task(self.connection(node_id))] = node_id
+            return True
+
+        try:
+            while pending or launch():
+                done, _ = await asyncio.wait(pending, timeout=CONNECT_STAGGER_S, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    node_id = pending.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        return task.result()
+                    if not isinstance(exc, (KafkaConnectionError, OSError)):
+                        raise exc
+                    errors[node_id] = str(exc)
+                launch()  # one failed, or none answered within the stagger: start the next as well
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        ordered = [errors[n] for n in candidates if n in errors]
+        raise NoBrokersAvailableError("no broker reachable: " + "; ".join(ordered))
 
     async def send(self, node_id: int, api: Api, body: dict[str, Any],
                    version: int | None = None) -> dict[str, Any]:

@@ -173,6 +173,9 @@ class BrokerConnection:
                 await self._handshake()
                 if sec is not None and sec.sasl:
                     await self._sasl_login(sec)
+        except asyncio.CancelledError:  # e.g. a parallel bootstrap attempt that another one beat
+            self._fail(NotConnectedError(f"{where}: connect cancelled"))
+            raise
         except TimeoutError:
             error = ConnectFailedError(f"{where}: connect timed out after {timeout_s}s")
         except (OSError, KafkaError, UnsupportedVersionError, CorruptResponseError) as exc:

@@ -34,7 +34,7 @@ from moldau.admin import AdminClient, OffsetResult
 from moldau.admin_groups import GROUP_STATES, ConsumerGroupDescription, MemberDescription
 from moldau.errors import ClientError, KafkaError
 from moldau.fetcher import TopicPartition
-from moldau.tools.common import ToolError, admin_config
+from moldau.tools.common import EXIT_USAGE, ToolError, add_common_flags, admin_config, report_error
 
 log = logging.getLogger("moldau.consumer_groups")
 
@@ -302,9 +302,8 @@ async def delete_offsets(admin: AdminClient, group: str, args: argparse.Namespac
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(1)
+    def error(self, message: str) -> NoReturn:  # the tools' one style (tools/common.py): usage errors exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 async def _groups(admin: AdminClient, args: argparse.Namespace) -> list[str]:
@@ -409,7 +408,8 @@ def _check(parser: _Parser, args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="moldau-consumer-groups", description=(__doc__ or "").split("\n\n")[0])
+    parser = _Parser(prog="moldau-consumer-groups", description=(__doc__ or "").split("\n\n")[0].replace("``", ""))
+    add_common_flags(parser, verbose=False)
     parser.add_argument("--bootstrap-server", required=True, help="host:port of a broker")
     parser.add_argument("--command-config", metavar="FILE", help="admin client properties (security settings)")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -457,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(_run(args))
         return 0
     except (ClientError, ToolError, OSError) as exc:  # a CLI: report, do not dump a traceback
-        print(f"moldau-consumer-groups: {type(exc).__name__}: {exc}", file=sys.stderr)
+        report_error("moldau-consumer-groups", exc)
         return 1
 
 

@@ -36,9 +36,12 @@ class InvalidRecordError(StorageError):
 
     error_code = ErrorCode.INVALID_RECORD
 
-    def __init__(self, message: str, *, legacy: bool = False) -> None:
+    def __init__(self, message: str, *, legacy: bool = False,
+                 record_errors: list[tuple[int, str | None]] | None = None) -> None:
         super().__init__(message)
         self.legacy = legacy
+        # KIP-467: (index of the record in its batch, message) of every refused record, for ProduceResponse
+        self.record_errors: list[tuple[int, str | None]] = record_errors or []
         if legacy:
             self.error_code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
 

@@ -89,6 +89,9 @@ class LogManager:
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
+            # a brand-new dir (no partition, no checkpoint yet) was never shut down at all: say so, not "unclean"
+            fresh = not clean and not (d / RECOVERY_POINT_CHECKPOINT).exists() and not any(
+                child.is_dir() for child in d.iterdir())
             recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             for child in sorted(d.iterdir()):
@@ -116,7 +119,8 @@ class LogManager:
             if clean:
                 marker.unlink()
                 fsync_dir(d)
-            logger.info("loaded %s (%s shutdown)", d, "clean" if clean else "unclean")
+            logger.info("loaded %s (%s)", d, "new log dir" if fresh else "clean shutdown" if clean
+                        else "unclean shutdown")
         self._loaded = True
 
     @staticmethod

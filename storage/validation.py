@@ -118,10 +118,17 @@ def batches_end(batches: Batches) -> int:
 
 
 def _first_keyless_record(body: bytes, count: int) -> int:
-    """Index of the first record with a null key, -1 if none: reads each record's length, skips its attributes,
-    timestamp delta and offset delta, reads the key length. No values or headers are decoded; one-byte varints
-    (the common case) are read inline."""
+    """Index of the first record with a null key, -1 if none."""
+    keyless = _keyless_records(body, count, first_only=True)
+    return keyless[0] if keyless else -1
+
+
+def _keyless_records(body: bytes, count: int, first_only: bool = False) -> list[int]:
+    """Indexes of the records with a null key: reads each record's length, skips its attributes, timestamp delta
+    and offset delta, reads the key length. No values or headers are decoded; one-byte varints (the common case)
+    are read inline."""
     pos = 0
+    found: list[int] = []
     try:
         for i in range(count):
             b = body[pos]
@@ -137,21 +144,31 @@ def _first_keyless_record(body: bytes, count: int) -> int:
                     p = decode_varint(body, p)[1]
             b = body[p]
             if b == 1 or (b >= 0x80 and decode_varint(body, p)[0] < 0):  # zigzag(-1) == 1: a null key
-                return i
+                found.append(i)
+                if first_only:
+                    return found
             pos = start + length
     except (IndexError, RecordBatchError):
         raise InvalidRecordError("record runs past the end of its batch") from None
-    return -1
+    return found
 
 
 def check_keys_present(buf: Buffer, batches: Batches, topic_partition: str) -> None:
     """A compacted topic refuses records without a key (Kafka's LogValidator): the cleaner could never remove
-    them. Runs only for compacted topics; raises before anything is appended."""
+    them. Runs only for compacted topics; raises before anything is appended, naming every keyless record (its
+    index counted across the request's batches; a v2 produce request holds one) as Kafka's KIP-467 record
+    errors, with Kafka's partition message."""
     view = memoryview(buf)
+    errors: list[tuple[int, str | None]] = []
+    message = f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
+    first = 0
     for pos, h in batches:
         payload = view[pos + BATCH_HEADER_SIZE : pos + h.total_size]
         body = bytes(payload) if h.compression == 0 else decompress(h.compression, payload)
-        if _first_keyless_record(body, h.records_count) >= 0:
-            raise InvalidRecordError(
-                f"Compacted topic cannot accept message without key in topic partition {topic_partition}."
-            )
+        errors += [(first + i, message) for i in _keyless_records(body, h.records_count)]
+        first += h.records_count
+    if errors:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+        raise InvalidRecordError(f"One or more records have been rejected due to {len(errors)} record errors in "
+                                 f"total, and only showing the first three errors at most: [{shown}]",
+                                 record_errors=errors)

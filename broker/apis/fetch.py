@@ -92,6 +92,14 @@ class DelayedFetch(DelayedOperation):
         return False
 
     def on_complete(self) -> None:
+        # The answer is read at the end of this turn of the event loop, not now: completion usually comes from
+        # an append, and the requests handled in the same turn (a client's pipelined produces, read from one
+        # socket read) append more. Reading once afterwards sends them in one response, so a follower fetch
+        # carries everything that arrived while it was in flight instead of one batch per round trip.
+        if not self.future.done():
+            self.future.get_loop().call_soon(self._respond)
+
+    def _respond(self) -> None:
         if not self.future.done():
             responses, _, _ = _read_all(self.ctx, self.body, self.version)
             self.future.set_result(_response(responses + self.denied))

@@ -97,10 +97,10 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataReques
                 except TopicCreationError as exc:
                     entries.append({"error_code": exc.code, "name": name, "partitions": []})
                     continue
-                if ctx.metadata.topic(name) is None:
-                    # ZooKeeper mode: written, the controller is electing leaders; the client asks again.
-                    entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
-                    continue
+                # As Kafka: the request that creates a topic is answered LEADER_NOT_AVAILABLE with no partitions
+                # (in ZooKeeper mode the controller is still electing leaders); the client asks again.
+                entries.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []})
+                continue
         entry = _topic_entry(ctx, name, version, {b.broker_id for b in live})
         if ctx.auth.enabled and version >= 8 and body["include_topic_authorized_operations"]:
             entry["topic_authorized_operations"] = ctx.auth.authorized_operations(request, ResourceType.TOPIC, name)

@@ -11,7 +11,8 @@ NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data is written, but not as durably as ask
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, TypeAlias
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
@@ -64,6 +65,22 @@ class DelayedProduce(DelayedOperation):
         if not self.waiting:
             return self.force_complete()
         return False
+
+    def threshold(self, key: Hashable) -> int | None:
+        for name, entry, required in self.waiting:
+            if (name, entry["index"]) == key:
+                return required
+        return None
+
+    def blocked_on(self, key: Hashable) -> bool:
+        """Still waiting for this partition's high watermark (not for a leadership change or another
+        partition): the produce purgatory then skips the later watchers of the partition."""
+        required = self.threshold(key)
+        if required is None:
+            return False
+        topic, index = cast("tuple[str, int]", key)
+        partition = self.ctx.replica_manager.get_partition(topic, index)
+        return partition is not None and partition.is_leader and partition.high_watermark < required
 
     def on_complete(self) -> None:
         for _, entry, _ in self.waiting:
@@ -123,6 +140,7 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
             entry: ProduceResponseResponsesPartitionResponses = {
                 "index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
+                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
                 "error_message": r.message}
             partitions.append(entry)
             if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):

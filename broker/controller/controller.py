@@ -607,7 +607,12 @@ class Controller:
         followed = sorted(tp for tp in changes if tp in shrunk)
         self._propagate(sorted(changes))
         self._send_stop_replica(broker_id, followed, delete=False)
-        remaining = sorted(tp for tp, s in ctx.states.items() if s.leader == broker_id)
+        # Still to move: the leaderships another live broker could take over (a replica that may rejoin the ISR
+        # by the next attempt). Without one (the last broker of a cluster, or one replica) there is nothing to
+        # wait for, as Kafka's controller leaves single-replica partitions out: the broker stops at once.
+        others = set(live)
+        remaining = sorted(tp for tp, s in ctx.states.items()
+                           if s.leader == broker_id and others.intersection(ctx.replicas(tp)))
         return ErrorCode.NONE, remaining
 
     # ------------------------------------------------------------------ preferred leaders

@@ -26,6 +26,7 @@ from moldau.broker.security.credentials import (
     ZkCredentialStore,
 )
 from moldau.protocol.scram import MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
+from moldau.tools.common import ToolError, ToolParser, UsageError, run_tool
 
 _ENTRY_RE = re.compile(r"\s*(SCRAM-SHA-\d+)\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
 
@@ -86,7 +87,13 @@ async def _run(args: argparse.Namespace) -> int:
         await zk.start()
         store = ZkCredentialStore(zk)
     else:
-        store = FileCredentialStore(Path(args.log_dir) / USERS_FILE)
+        log_dir = Path(args.log_dir)
+        if args.alter:  # before the broker's first start the log dir does not exist yet: make it, as the broker would
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ToolError(f"--log-dir: cannot create {log_dir}: {exc.strerror}") from None
+        store = FileCredentialStore(log_dir / USERS_FILE)
     try:
         if args.describe:
             for line in await describe(store, args.entity_name):
@@ -103,7 +110,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="moldau-scram", description="Manage SCRAM users (kafka-configs "
+    p = ToolParser(prog="moldau-scram", description="Manage SCRAM users (kafka-configs "
                                 "--entity-type users).")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--zookeeper", help="ZooKeeper connect string of the cluster")
@@ -120,11 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--alter needs --entity-name")
     if args.alter and not (args.add_config or args.delete_config):
         p.error("--alter needs --add-config or --delete-config")
-    try:
-        return asyncio.run(_run(args))
-    except ValueError as exc:
-        print(f"moldau-scram: {exc}", file=sys.stderr)
-        return 2
+
+    def body() -> int:
+        try:
+            return asyncio.run(_run(args))
+        except ValueError as exc:  # a bad --add-config or --delete-config
+            raise UsageError(str(exc)) from None
+    return run_tool(body, "moldau-scram", argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.errors import ClientError
-from moldau.tools.common import ToolError, ToolParser
+from moldau.tools.common import EXIT_USAGE, ToolError, ToolParser, UsageError, report_error
 
 from .checker import Report, check
 from .cluster import FAULTS, fault_unavailable
@@ -82,41 +82,41 @@ def validate(args: argparse.Namespace) -> None:
     """Raises ToolError naming the flag for a bad combination or value."""
     if args.recheck:
         if not args.bootstrap_server:
-            raise ToolError("--recheck needs --bootstrap-server (the cluster that holds the topic)")
+            raise UsageError("--recheck needs --bootstrap-server (the cluster that holds the topic)")
         return
     if not args.bootstrap_server and args.launch is None:
-        raise ToolError("give --bootstrap-server or --launch N")
+        raise UsageError("give --bootstrap-server or --launch N")
     if args.launch is not None and args.launch < 1:
-        raise ToolError("--launch must be at least 1")
+        raise UsageError("--launch must be at least 1")
     for flag in ("partitions", "rate", "duration", "fault_interval", "final_read_timeout"):
         if getattr(args, flag) <= 0:
-            raise ToolError(f"--{flag.replace('_', '-')} must be positive")
+            raise UsageError(f"--{flag.replace('_', '-')} must be positive")
     if args.consumers < 0:
-        raise ToolError("--consumers must be 0 or more")
+        raise UsageError("--consumers must be 0 or more")
     if args.replication_factor is None:
         args.replication_factor = min(3, args.launch) if args.launch is not None else 3
     if args.replication_factor < 1:
-        raise ToolError("--replication-factor must be at least 1")
+        raise UsageError("--replication-factor must be at least 1")
     if args.min_insync_replicas is None:
         args.min_insync_replicas = 2 if args.replication_factor >= 3 else 1
     if not 1 <= args.min_insync_replicas <= args.replication_factor:
-        raise ToolError("--min-insync-replicas must be between 1 and --replication-factor")
+        raise UsageError("--min-insync-replicas must be between 1 and --replication-factor")
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
-        raise ToolError(f"--faults: unknown fault {unknown[0]!r} (choose from {', '.join(FAULTS)})")
+        raise UsageError(f"--faults: unknown fault {unknown[0]!r} (choose from {', '.join(FAULTS)})")
     if faults and args.launch is None:
-        raise ToolError("--faults needs --launch: faults are only injected into a cluster the tool launched")
+        raise UsageError("--faults needs --launch: faults are only injected into a cluster the tool launched")
     args.faults = faults
     if args.fault_duration is None:
         args.fault_duration = args.fault_interval / 2
     if not 0 < args.fault_duration < args.fault_interval:
-        raise ToolError("--fault-duration must be positive and shorter than --fault-interval")
+        raise UsageError("--fault-duration must be positive and shorter than --fault-interval")
     if args.topic is None:
         args.topic = f"moldau-verify-{uuid.uuid4().hex[:8]}"
     for item in [*args.producer_property, *args.override]:
         if "=" not in item:
-            raise ToolError(f"expected KEY=VALUE, got {item!r}")
+            raise UsageError(f"expected KEY=VALUE, got {item!r}")
 
 
 def output(args: argparse.Namespace, report: Report, extra: dict[str, Any]) -> None:
@@ -163,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise ToolError(why)
             report, extra = run_once(args)
     except ToolError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+        report_error("moldau-verify", exc)
+        return EXIT_USAGE if isinstance(exc, UsageError) else 1
     except Interrupted as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INTERRUPTED

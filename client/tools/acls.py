@@ -25,6 +25,7 @@ from moldau.protocol.acl import CLUSTER_NAME, Operation, PatternType, Permission
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     admin_config,
     run_tool,
@@ -67,30 +68,30 @@ def _parser() -> ToolParser:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     if sum((args.add, args.remove, args.list)) != 1:
-        raise ToolError("Command must include exactly one action: --list, --add, --remove.")
+        raise UsageError("Command must include exactly one action: --list, --add, --remove.")
     name = (args.resource_pattern_type or "literal").lower()
     if name not in PATTERNS:
-        raise ToolError(f"--resource-pattern-type: expected literal, prefixed, match or any, got "
+        raise UsageError(f"--resource-pattern-type: expected literal, prefixed, match or any, got "
                         f"{args.resource_pattern_type!r}")
     args.pattern = PATTERNS[name]
     if args.add and args.pattern not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise ToolError(f"A '--resource-pattern-type' value of '{name}' is not valid when adding acls.")
+        raise UsageError(f"A '--resource-pattern-type' value of '{name}' is not valid when adding acls.")
     try:
         args.operations = [OPERATIONS[o.lower()] for o in args.operation] or [Operation.ALL]
     except KeyError as exc:
-        raise ToolError(f"--operation: unknown operation {exc.args[0]!r}") from None
+        raise UsageError(f"--operation: unknown operation {exc.args[0]!r}") from None
     for flag in ("allow_principal", "deny_principal"):
         for principal in getattr(args, flag):
             if ":" not in principal:
-                raise ToolError(f"--{flag.replace('_', '-')}: expected Type:name (User:alice), got {principal!r}")
+                raise UsageError(f"--{flag.replace('_', '-')}: expected Type:name (User:alice), got {principal!r}")
     if args.consumer and not args.group:
-        raise ToolError("With --consumer you must specify a --group")
+        raise UsageError("With --consumer you must specify a --group")
     if (args.producer or args.consumer) and (args.operation or args.cluster):
-        raise ToolError("--producer and --consumer take no --operation or --cluster")
+        raise UsageError("--producer and --consumer take no --operation or --cluster")
     if (args.add or args.remove) and not resources(args):
-        raise ToolError("You must specify one of: --topic, --cluster, --group, --transactional-id")
+        raise UsageError("You must specify one of: --topic, --cluster, --group, --transactional-id")
     if args.add and not (args.allow_principal or args.deny_principal):
-        raise ToolError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
+        raise UsageError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
     return args
 
 
@@ -203,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with AdminClient(conf) as admin:
             return execute(args, admin, sys.stdout)
 
-    return run_tool(body)
+    return run_tool(body, "moldau-acls", argv)
 
 
 if __name__ == "__main__":

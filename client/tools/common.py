@@ -1,33 +1,83 @@
-"""Helpers every console tool shares: Kafka's connection flags, ``k=v`` properties, one-line errors (exit 1)."""
+"""Helpers every console tool shares: Kafka's connection flags, ``k=v`` properties, and the one error style.
+
+Every tool reports a failure as one line ``<tool>: error: <message>`` on stderr: exit 2 for a bad command line (the
+message names the flag), exit 1 for a failed operation (an unreachable broker, an unknown topic, ...). No exception
+class name and no traceback, unless ``--verbose`` is given. Every tool has ``--version``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
 from moldau.errors import ClientError, KafkaError
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 
 
 class ToolError(Exception):
-    """Bad input or a failed operation: printed as one line, exit code 1, no traceback."""
+    """A failed operation: printed as one line, exit code 1, no traceback."""
+
+
+class UsageError(ToolError):
+    """A bad command line (the message names the flag): printed as one line, exit code 2."""
+
+
+def tool_version() -> str:
+    try:
+        return metadata.version("moldau")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+def add_common_flags(parser: argparse.ArgumentParser, verbose: bool = True) -> None:
+    """``--version`` and ``--verbose`` (tracebacks on errors), for parsers that are not a ToolParser."""
+    parser.add_argument("--version", action="version", version=f"%(prog)s {tool_version()}",
+                        help="print the version and exit")
+    if verbose:
+        parser.add_argument("--verbose", action="store_true", help="print the traceback of an error")
 
 
 class ToolParser(argparse.ArgumentParser):
-    """argparse with Kafka's behaviour on bad flags: one line naming the problem, exit 1 (not argparse's 2)."""
+    """argparse in the tools' style: a bad flag is one line, ``<prog>: error: <message>``, exit 2 (no usage
+    dump). Adds ``--version`` and ``--verbose``; a tool may declare its own ``--verbose`` (it replaces ours)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("conflict_handler", "resolve")
+        for key in ("description", "epilog"):  # docstrings use RST ``literals``: --help shows plain text
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = kwargs[key].replace("``", "")
+        super().__init__(*args, **kwargs)
+        add_common_flags(self)
 
     def error(self, message: str) -> NoReturn:
-        print(f"Error: {message}", file=sys.stderr)
-        sys.exit(EXIT_ERROR)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def fail(message: str) -> NoReturn:
-    print(f"Error: {message}", file=sys.stderr)
-    sys.exit(EXIT_ERROR)
+def describe(exc: BaseException) -> str:
+    """An exception as the message a user reads: its text, never its class name."""
+    if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, (ClientError, KafkaError)):
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = str(exc).strip()
+    if text:
+        return text
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    return "internal error (run with --verbose for the traceback)"
+
+
+def report_error(prog: str, exc: BaseException, verbose: bool = False) -> None:
+    """Prints ``exc`` in the one style (``<prog>: error: <message>``), after its traceback if ``verbose``."""
+    if verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+    message = "; ".join(line.strip() for line in describe(exc).splitlines() if line.strip())
+    print(f"{prog}: error: {message}", file=sys.stderr)
 
 
 def add_bootstrap(parser: argparse.ArgumentParser, broker_list: bool = False) -> None:
@@ -42,7 +92,7 @@ def bootstrap_from(args: argparse.Namespace) -> str:
     """The servers from --bootstrap-server (or the deprecated --broker-list); a ToolError when neither is given."""
     servers = getattr(args, "bootstrap_server", None) or getattr(args, "broker_list", None)
     if not servers:
-        raise ToolError("Missing required argument \"[bootstrap-server]\"")
+        raise UsageError("Missing required argument \"[bootstrap-server]\"")
     return str(servers)
 
 
@@ -52,7 +102,7 @@ def parse_key_values(items: Iterable[str], flag: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ToolError(f"{flag}: expected key=value, got {item!r}")
+            raise UsageError(f"{flag}: expected key=value, got {item!r}")
         out[key.strip()] = value
     return out
 
@@ -88,18 +138,19 @@ def unescape(text: str) -> str:
     return text.replace("\\t", "\t").replace("\\n", "\n").replace("\\r", "\r")
 
 
-def run_tool(main: Callable[[], int]) -> int:
-    """Runs a tool body: known errors become one line on stderr and exit 1; Ctrl-C exits quietly."""
+def run_tool(main: Callable[[], int], prog: str, argv: Sequence[str] | None = None) -> int:
+    """Runs a tool body: every error becomes one line on stderr (exit 2 for usage, 1 otherwise); Ctrl-C exits
+    quietly with 130. ``argv`` (default ``sys.argv[1:]``) is only read for ``--verbose``."""
+    verbose = "--verbose" in (sys.argv[1:] if argv is None else argv)
     try:
         return main()
-    except ToolError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-    except KafkaError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-    except ClientError as exc:  # ConfigError names its key
-        print(f"Error: {exc}", file=sys.stderr)
-    except OSError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         return 130
-    return EXIT_ERROR
+    except BrokenPipeError:
+        return 0  # stdout closed (piped into head): stop quietly
+    except UsageError as exc:
+        report_error(prog, exc, verbose)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - a CLI reports, it does not dump a traceback unless asked
+        report_error(prog, exc, verbose)
+        return EXIT_ERROR

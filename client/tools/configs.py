@@ -21,6 +21,7 @@ from typing import Any
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     admin_config,
     read_properties_file,
@@ -72,7 +73,7 @@ def split_add_config(text: str) -> dict[str, str]:
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ToolError(f"--add-config: expected key=value, got {item!r}")
+            raise UsageError(f"--add-config: expected key=value, got {item!r}")
         value = value.strip()
         if value.startswith("[") and value.endswith("]"):
             value = value[1:-1]
@@ -89,15 +90,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     if args.broker_defaults:
         args.entity_type, args.entity_default = "brokers", True
     if args.entity_type is None:
-        raise ToolError("Missing required argument \"[entity-type]\"")
+        raise UsageError("Missing required argument \"[entity-type]\"")
     if args.describe == args.alter:
-        raise ToolError("Command must include exactly one action: --describe, --alter")
+        raise UsageError("Command must include exactly one action: --describe, --alter")
     if args.entity_default and args.entity_name is not None:
-        raise ToolError("--entity-name and --entity-default cannot be used together")
+        raise UsageError("--entity-name and --entity-default cannot be used together")
     if args.entity_default and args.entity_type != "brokers":
-        raise ToolError("--entity-default is only valid with --entity-type brokers")
+        raise UsageError("--entity-default is only valid with --entity-type brokers")
     if args.entity_type == "brokers" and args.entity_name is not None and not args.entity_name.isdigit():
-        raise ToolError(f"The entity name for brokers must be a valid integer broker id, but it is: "
+        raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: "
                         f"{args.entity_name}")
     args.add = split_add_config(args.add_config) if args.add_config else {}
     if args.add_config_file:
@@ -105,17 +106,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args.delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     if args.alter:
         if args.entity_name is None and not args.entity_default:
-            raise ToolError("--entity-name or --entity-default must be specified with --alter")
+            raise UsageError("--entity-name or --entity-default must be specified with --alter")
         if not args.add and not args.delete:
-            raise ToolError("At least one of --add-config, --add-config-file or --delete-config must be "
+            raise UsageError("At least one of --add-config, --add-config-file or --delete-config must be "
                             "specified with --alter")
         both = sorted(set(args.add) & set(args.delete))
         if both:
-            raise ToolError(f"Cannot add and delete the same config(s): {','.join(both)}")
+            raise UsageError(f"Cannot add and delete the same config(s): {','.join(both)}")
     elif args.add or args.delete:
-        raise ToolError("--add-config and --delete-config are only valid with --alter")
+        raise UsageError("--add-config and --delete-config are only valid with --alter")
     if args.all and not args.describe:
-        raise ToolError("--all is only valid with --describe")
+        raise UsageError("--all is only valid with --describe")
     return args
 
 
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         conf = admin_config(args, "moldau-configs")
         with AdminClient(conf) as admin:
             return execute(args, admin, sys.stdout)
-    return run_tool(body)
+    return run_tool(body, "moldau-configs", argv)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@
 Without ``--group`` the tool assigns itself every partition of the topic(s) (or the one ``--partition``) and
 commits nothing; with ``--group`` it joins that group and auto-commits. Records go to stdout as Kafka's
 DefaultMessageFormatter writes them; "Processed a total of N messages" goes to stderr on exit (also on Ctrl-C).
-Bad input: one line naming the flag or property, exit code 1.
+Bad input: one line naming the flag or property, exit code 2; a failure: one line, exit code 1 (tools/common.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import re
@@ -20,21 +19,18 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, NoReturn
+from typing import IO, Any
 
 from moldau.config import CONSUMER_KEYS, consumer_config
-from moldau.errors import ClientError, ConfigError
+from moldau.errors import ConfigError
 from moldau.fetcher import ConsumerRecord, TopicPartition
+from moldau.tools.common import ToolError, ToolParser, UsageError, run_tool
 
 PROG = "moldau-console-consumer"
 _BOOL_PROPS = ("print.key", "print.value", "print.timestamp", "print.partition", "print.offset", "print.headers")
 _DEFAULT_PROPS = {"print.key": False, "print.value": True, "print.timestamp": False, "print.partition": False,
                   "print.offset": False, "print.headers": False, "key.separator": "\t", "line.separator": "\n",
                   "headers.separator": ",", "headers.key.separator": ":", "null.literal": "null"}
-
-
-class UsageError(Exception):
-    """Bad command line: the message names the flag or property."""
 
 
 @dataclass
@@ -52,13 +48,8 @@ class Options:
     consumer: dict[str, Any] = field(default_factory=dict)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(prog=PROG, description="Read records from a topic and print them to stdout.")
+def _parser() -> ToolParser:
+    p = ToolParser(prog=PROG, description="Read records from a topic and print them to stdout.")
     p.add_argument("--bootstrap-server", help="REQUIRED: host:port[,host:port...] of brokers")
     p.add_argument("--topic", help="the topic to consume")
     p.add_argument("--include", "--whitelist", dest="include", help="regex of topics to consume")
@@ -70,7 +61,8 @@ def _parser() -> _Parser:
     p.add_argument("--timeout-ms", help="exit when no record arrives for this long")
     p.add_argument("--property", action="append", default=[], help="formatter property key=value (repeatable)")
     p.add_argument("--consumer-property", action="append", default=[], help="consumer setting key=value")
-    p.add_argument("--consumer.config", dest="consumer_config", help="properties file of consumer settings")
+    p.add_argument("--consumer.config", "--command-config", dest="consumer_config", metavar="FILE",
+                   help="properties file of consumer settings (security settings, ...)")
     p.add_argument("--skip-message-on-error", action="store_true", help="skip records that fail to format")
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default=None,
                    help="read_committed: only committed transactional records; read_uncommitted (default): all")
@@ -196,6 +188,19 @@ def _as_bytes(value: Any) -> bytes:
     return str(value).encode()
 
 
+async def check_topic_exists(consumer: Any, topic: str) -> None:
+    """Kafka's consumer warns ``Error while fetching metadata ... : {t=UNKNOWN_TOPIC_OR_PARTITION}`` and waits;
+    the tool says so in one line and stops (exit 1) instead of waiting for a topic nobody creates."""
+    deadline = time.monotonic() + 2.0  # a topic created a moment ago may still be reaching this broker's cache
+    while topic not in await consumer.topics():
+        if time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            continue
+        raise ToolError(f"Error while fetching metadata: {{{topic}=UNKNOWN_TOPIC_OR_PARTITION}}: topic '{topic}' "
+                        "does not exist (create it with moldau-topics --create, or pass --consumer-property "
+                        "allow.auto.create.topics=true)")
+
+
 async def _target_partitions(consumer: Any, opts: Options) -> list[TopicPartition]:
     assert opts.topic is not None
     if opts.partition is not None:
@@ -213,11 +218,15 @@ async def consume(opts: Options, out: IO[bytes], stop: asyncio.Event, counter: l
     settings = dict(opts.consumer)
     settings["bootstrap.servers"] = opts.bootstrap
     settings.setdefault("auto.offset.reset", "earliest" if opts.offset == "earliest" else "latest")
+    # a read-only tool does not create topics (Kafka's consumers may): only when asked with this property
+    settings.setdefault("allow.auto.create.topics", "false")
     if opts.group is not None:
         settings["group.id"] = opts.group
     consumer = Consumer(settings)
     await consumer.start()
     try:
+        if opts.topic is not None and str(consumer.config["allow.auto.create.topics"]).lower() != "true":
+            await check_topic_exists(consumer, opts.topic)
         if opts.group is not None:
             if opts.include is not None:
                 consumer.subscribe(pattern=opts.include.pattern)
@@ -286,32 +295,26 @@ async def _main(opts: Options, out: IO[bytes], counter: list[int]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="[%(levelname)s] %(name)s: %(message)s")
-    try:
-        opts = parse_args(sys.argv[1:] if argv is None else argv)
-        consumer_config(dict(opts.consumer), bootstrap_servers=opts.bootstrap)  # validate before connecting
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    except ConfigError as exc:
-        flag = "--bootstrap-server" if exc.key == "bootstrap.servers" else "--consumer-property"
-        print(f"{PROG}: error: {flag} {exc}", file=sys.stderr)
-        return 1
     counter = [0]
-    code = 0
-    try:
-        asyncio.run(_main(opts, sys.stdout.buffer, counter))
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        code = 1
-    except BrokenPipeError:
-        pass  # stdout closed (e.g. piped into head): stop quietly
-    except KeyboardInterrupt:
-        pass
-    except (ClientError, OSError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        code = 1
-    print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
-    return code
+
+    def body() -> int:
+        opts = parse_args(sys.argv[1:] if argv is None else argv)
+        try:
+            consumer_config(dict(opts.consumer), bootstrap_servers=opts.bootstrap)  # validate before connecting
+        except ConfigError as exc:
+            flag = "--bootstrap-server" if exc.key == "bootstrap.servers" else "--consumer-property"
+            raise UsageError(f"{flag} {exc}") from None
+        try:
+            asyncio.run(_main(opts, sys.stdout.buffer, counter))
+        except (BrokenPipeError, KeyboardInterrupt):
+            pass  # stdout closed (e.g. piped into head) or Ctrl-C: stop quietly, print the total
+        except Exception:
+            if counter[0]:  # the records printed so far count; an error before any stays one line
+                print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
+            raise
+        print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
+        return 0
+    return run_tool(body, PROG, argv)
 
 
 if __name__ == "__main__":

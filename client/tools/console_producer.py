@@ -19,6 +19,7 @@ from typing import IO, Any
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     bootstrap_from,
     parse_key_values,
@@ -49,7 +50,7 @@ class LineReader:
     def from_properties(cls, props: dict[str, str]) -> LineReader:
         unknown = sorted(set(props) - READER_PROPERTIES)
         if unknown:
-            raise ToolError(f"--property: unknown property {unknown[0]!r} "
+            raise UsageError(f"--property: unknown property {unknown[0]!r} "
                             f"(known: {', '.join(sorted(READER_PROPERTIES))})")
         reader = cls(
             parse_key=props.get("parse.key", "false").lower() in _TRUE,
@@ -63,7 +64,7 @@ class LineReader:
         )
         for name in ("key_separator", "headers_delimiter", "headers_separator", "headers_key_separator"):
             if not getattr(reader, name):
-                raise ToolError(f"--property: {name.replace('_', '.')} must not be empty")
+                raise UsageError(f"--property: {name.replace('_', '.')} must not be empty")
         return reader
 
     def _null(self, text: str) -> bytes | None:
@@ -110,7 +111,8 @@ def _parser() -> ToolParser:
                    help="properties for the line reader: parse.key, key.separator, parse.headers, ...")
     p.add_argument("--producer-property", action="append", default=[], metavar="PROP",
                    help="a producer setting as key=value (Kafka's name)")
-    p.add_argument("--producer.config", dest="producer_config", metavar="FILE", help="producer config file")
+    p.add_argument("--producer.config", "--command-config", dest="producer_config", metavar="FILE",
+                   help="producer config file (security settings, ...)")
     p.add_argument("--compression-codec", nargs="?", const="gzip", metavar="CODEC",
                    help="none, gzip, snappy, lz4 or zstd; without a value: gzip")
     p.add_argument("--request-required-acks", default=None, metavar="ACKS", help="acks (default -1)")
@@ -145,7 +147,7 @@ def producer_settings(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any], LineReader]:
     args = _parser().parse_args(argv)
     if not args.topic:
-        raise ToolError("Missing required argument \"[topic]\"")
+        raise UsageError("Missing required argument \"[topic]\"")
     conf = producer_settings(args)
     reader = LineReader.from_properties(parse_key_values(args.property, "--property"))
     return args, conf, reader
@@ -199,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except KeyboardInterrupt:
                 pass
         return 0
-    return run_tool(body)
+    return run_tool(body, "moldau-console-producer", argv)
 
 
 if __name__ == "__main__":

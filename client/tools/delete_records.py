@@ -20,6 +20,7 @@ from moldau.protocol.types import TopicPartition
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     admin_config,
     run_tool,
@@ -55,7 +56,7 @@ def parse_offsets_json(text: str, source: str) -> dict[TopicPartition, int]:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     if not args.offset_json_file:
-        raise ToolError("Missing required argument \"[offset-json-file]\"")
+        raise UsageError("Missing required argument \"[offset-json-file]\"")
     path = Path(args.offset_json_file)
     try:
         text = path.read_text(encoding="utf-8")
@@ -74,6 +75,8 @@ def report(results: dict[TopicPartition, Any], out: Any) -> int:
         else:
             failed += 1
             print(f"partition: {topic}-{partition}\terror: {value}", file=out)
+    if failed:
+        print(f"moldau-delete-records: error: {failed} partition(s) failed", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -87,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with AdminClient(conf) as admin:
             results = admin.delete_records(args.offsets, raise_errors=False)
         return report(results, sys.stdout)
-    return run_tool(body)
+    return run_tool(body, "moldau-delete-records", argv)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,13 @@ import struct
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any
 
 from moldau.protocol.compression import Codec
 from moldau.protocol.consumer_offsets import GroupKey, read_group_value, read_key, read_offset_value
 from moldau.protocol.control_records import ABORT, COMMIT, control_type, decode_marker
 from moldau.protocol.records import BatchHeader, RecordBatchError, iter_headers, iter_records, valid_crc
+from moldau.tools.common import ToolError, ToolParser, UsageError, run_tool
 
 PROG = "moldau-dump-log"
 _OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
@@ -31,17 +32,8 @@ _TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
 _TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, last stable offset
 
 
-class UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = _Parser(prog=PROG, description="Print the contents of log segment and index files.")
+    p = ToolParser(prog=PROG, description="Print the contents of log segment and index files.")
     p.add_argument("--files", help="REQUIRED: comma-separated .log, .index, .timeindex and .txnindex files")
     p.add_argument("--print-data-log", action="store_true", help="print record keys and values (implies "
                    "--deep-iteration)")
@@ -264,8 +256,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
         path = Path(name)
         out.write(f"Dumping {path}\n")
         if not path.is_file():
-            out.write(f"{path}: no such file\n")
-            return 1
+            raise ToolError(f"--files: {path}: no such file")
         if path.suffix == ".log":
             dump_log(path, args, out)
         elif path.suffix == ".txnindex":
@@ -276,17 +267,7 @@ def run(args: argparse.Namespace, out: IO[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
-        return run(args, sys.stdout)
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
-    except OSError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+    return run_tool(lambda: run(parse_args(sys.argv[1:] if argv is None else argv), sys.stdout), PROG, argv)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from moldau.protocol.types import TopicPartition
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     bootstrap_from,
     read_properties_file,
@@ -37,7 +38,8 @@ def _parser() -> ToolParser:
     p.add_argument("--topic", help="the topic (with --partition)")
     p.add_argument("--partition", type=int, default=None, help="the partition (with --topic)")
     p.add_argument("--path-to-json-file", metavar="FILE", help="the partitions, in Kafka's JSON format")
-    p.add_argument("--admin.config", dest="admin_config", metavar="FILE", help="admin client config file")
+    p.add_argument("--admin.config", "--command-config", dest="admin_config", metavar="FILE",
+                   help="admin client config file")
     return p
 
 
@@ -59,16 +61,16 @@ def parse_partitions_json(text: str, source: str) -> list[TopicPartition]:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     if args.election_type is None:
-        raise ToolError("Missing required option(s) [election-type]")
+        raise UsageError("Missing required option(s) [election-type]")
     args.kind = args.election_type.lower()
     if args.kind not in ("preferred", "unclean"):
-        raise ToolError(f"--election-type: expected preferred or unclean, got {args.election_type!r}")
+        raise UsageError(f"--election-type: expected preferred or unclean, got {args.election_type!r}")
     sources = [bool(args.all_topic_partitions), args.topic is not None, args.path_to_json_file is not None]
     if sum(sources) != 1:
-        raise ToolError("One and only one of the following options is required: all-topic-partitions, topic, "
+        raise UsageError("One and only one of the following options is required: all-topic-partitions, topic, "
                         "path-to-json-file")
     if (args.topic is None) != (args.partition is None):
-        raise ToolError("--topic and --partition must be given together")
+        raise UsageError("--topic and --partition must be given together")
     if args.all_topic_partitions:
         args.partitions = None
     elif args.topic is not None:
@@ -100,7 +102,7 @@ def report(kind: str, results: dict[TopicPartition, Any], out: Any) -> int:
     for name, err in failed:
         print(f"Error completing leader election ({label}) for partition: {name}: {err}", file=out)
     if failed:
-        print(f"Error: {len(failed)} replica(s) could not be elected", file=sys.stderr)
+        print(f"moldau-leader-election: error: {len(failed)} replica(s) could not be elected", file=sys.stderr)
         return 1
     return 0
 
@@ -116,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with AdminClient(conf) as admin:
             results = admin.elect_leaders(args.kind, args.partitions, raise_errors=False)
         return report(args.kind, results, sys.stdout)
-    return run_tool(body)
+    return run_tool(body, "moldau-leader-election", argv)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from moldau.tools.common import (
-    ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     admin_config,
     run_tool,
@@ -41,13 +41,13 @@ def _parser() -> ToolParser:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     if not args.describe:
-        raise ToolError("Missing required argument \"[describe]\"")
+        raise UsageError("Missing required argument \"[describe]\"")
     args.brokers = None
     if args.broker_list:
         try:
             args.brokers = [int(b) for b in args.broker_list.split(",") if b.strip()]
         except ValueError:
-            raise ToolError(f"--broker-list: expected comma-separated broker ids, got {args.broker_list!r}") from None
+            raise UsageError(f"--broker-list: expected comma-separated broker ids, got {args.broker_list!r}") from None
     args.topics = [t for t in args.topic_list.split(",") if t] if args.topic_list else None
     return args
 
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stdout)
         print(to_json(described, args.topics), file=sys.stdout)
         return 0
-    return run_tool(body)
+    return run_tool(body, "moldau-log-dirs", argv)
 
 
 if __name__ == "__main__":

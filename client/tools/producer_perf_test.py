@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from moldau.tools.common import ToolError, ToolParser, parse_key_values, read_properties_file, run_tool
+from moldau.tools.common import (
+    ToolError,
+    ToolParser,
+    UsageError,
+    parse_key_values,
+    read_properties_file,
+    run_tool,
+)
 
 REPORT_INTERVAL_S = 5.0
 
@@ -78,7 +85,8 @@ def _parser() -> ToolParser:
     p.add_argument("--payload-file", default=None)
     p.add_argument("--throughput", type=float, default=None, help="records/sec cap; -1 for none")
     p.add_argument("--producer-props", nargs="+", default=[], metavar="PROP=VALUE")
-    p.add_argument("--producer.config", dest="producer_config", default=None)
+    p.add_argument("--producer.config", "--command-config", dest="producer_config", default=None, metavar="FILE",
+                   help="producer config file (security settings, ...)")
     p.add_argument("--print-metrics", action="store_true")
     return p
 
@@ -88,21 +96,21 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any],
     for flag, value in (("--topic", args.topic), ("--num-records", args.num_records),
                         ("--throughput", args.throughput)):
         if value is None:
-            raise ToolError(f"Missing required argument \"[{flag.lstrip('-')}]\"")
+            raise UsageError(f"Missing required argument \"[{flag.lstrip('-')}]\"")
     if args.num_records < 0:
-        raise ToolError("--num-records must not be negative")
+        raise UsageError("--num-records must not be negative")
     conf: dict[str, Any] = {}
     if args.producer_config:
         conf.update(read_properties_file(args.producer_config, "--producer.config"))
     conf.update(parse_key_values(args.producer_props, "--producer-props"))
     if "bootstrap.servers" not in conf:
-        raise ToolError("--producer-props: bootstrap.servers is required")
+        raise UsageError("--producer-props: bootstrap.servers is required")
     if (args.record_size is None) == (args.payload_file is None):
-        raise ToolError("exactly one of --record-size or --payload-file is required")
+        raise UsageError("exactly one of --record-size or --payload-file is required")
     payload: bytes | list[bytes]
     if args.record_size is not None:
         if args.record_size < 0:
-            raise ToolError("--record-size must not be negative")
+            raise UsageError("--record-size must not be negative")
         payload = bytes(random.choice(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(args.record_size))
     else:
         try:
@@ -157,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         print(stats.summary(time.monotonic()), flush=True)
         return 0
-    return run_tool(body)
+    return run_tool(body, "moldau-producer-perf-test", argv)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from moldau.protocol.types import TopicPartition
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     admin_config,
     run_tool,
@@ -75,15 +76,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
-        raise ToolError("Command must include exactly one action: --generate, --execute or --verify")
+        raise UsageError("Command must include exactly one action: --generate, --execute or --verify")
     args.action = chosen[0]
     if args.action == "generate":
         if not args.topics_to_move_json_file or not args.broker_list:
-            raise ToolError("--generate needs --topics-to-move-json-file and --broker-list")
+            raise UsageError("--generate needs --topics-to-move-json-file and --broker-list")
         try:
             args.brokers = sorted({int(b) for b in args.broker_list.split(",") if b.strip()})
         except ValueError:
-            raise ToolError(f"--broker-list: expected comma-separated broker ids, got {args.broker_list!r}") from None
+            raise UsageError(f"--broker-list: expected comma-separated broker ids, got {args.broker_list!r}") from None
         data = _read_json(args.topics_to_move_json_file, "--topics-to-move-json-file")
         try:
             args.topics = [str(t["topic"]) for t in data["topics"]]
@@ -91,7 +92,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             raise ToolError(f"--topics-to-move-json-file: not Kafka's topics JSON ({exc!r})") from None
     else:
         if not args.reassignment_json_file:
-            raise ToolError(f"--{args.action} needs --reassignment-json-file")
+            raise UsageError(f"--{args.action} needs --reassignment-json-file")
         args.plan = parse_plan(_read_json(args.reassignment_json_file, "--reassignment-json-file"),
                                args.reassignment_json_file)
     return args
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         conf = admin_config(args, "moldau-reassign-partitions")
         with AdminClient(conf) as admin:
             return execute(args, admin, sys.stdout)
-    return run_tool(body)
+    return run_tool(body, "moldau-reassign-partitions", argv)
 
 
 if __name__ == "__main__":

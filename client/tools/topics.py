@@ -20,6 +20,7 @@ from typing import Any
 from moldau.tools.common import (
     ToolError,
     ToolParser,
+    UsageError,
     add_bootstrap,
     admin_config,
     parse_key_values,
@@ -68,12 +69,12 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
         try:
             brokers = [int(b) for b in part.split(":")]
         except ValueError:
-            raise ToolError(f"--replica-assignment: {part!r} is not a ':'-separated list of broker ids") from None
+            raise UsageError(f"--replica-assignment: {part!r} is not a ':'-separated list of broker ids") from None
         if len(set(brokers)) != len(brokers):
-            raise ToolError(f"--replica-assignment: partition {index} lists a broker twice ({part})")
+            raise UsageError(f"--replica-assignment: partition {index} lists a broker twice ({part})")
         out[index] = brokers
     if len({len(b) for b in out.values()}) > 1:
-        raise ToolError("--replica-assignment: every partition needs the same number of replicas")
+        raise UsageError("--replica-assignment: every partition needs the same number of replicas")
     return out
 
 
@@ -81,23 +82,23 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
-        raise ToolError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
+        raise UsageError("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     args.action = chosen[0]
     if args.action in ("create", "alter", "delete") and not args.topic:
-        raise ToolError(f"Missing required argument \"[topic]\" for --{args.action}")
+        raise UsageError(f"Missing required argument \"[topic]\" for --{args.action}")
     if args.action == "alter" and args.partitions is None:
-        raise ToolError("Missing required argument \"[partitions]\" for --alter (moldau-configs changes configs)")
+        raise UsageError("Missing required argument \"[partitions]\" for --alter (moldau-configs changes configs)")
     if args.replica_assignment is not None:
         if args.replication_factor is not None or (args.partitions is not None and args.action != "alter"):
-            raise ToolError("--replica-assignment cannot be used with --partitions or --replication-factor")
+            raise UsageError("--replica-assignment cannot be used with --partitions or --replication-factor")
         args.assignment = parse_replica_assignment(args.replica_assignment)
     else:
         args.assignment = None
     args.configs = parse_key_values(args.config, "--config")
     if args.if_not_exists and args.action != "create":
-        raise ToolError("--if-not-exists is only valid with --create")
+        raise UsageError("--if-not-exists is only valid with --create")
     if args.if_exists and args.action not in ("alter", "delete", "describe"):
-        raise ToolError("--if-exists is only valid with --alter, --delete or --describe")
+        raise UsageError("--if-exists is only valid with --alter, --delete or --describe")
     return args
 
 
@@ -205,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         conf = admin_config(args, "moldau-topics")
         with AdminClient(conf) as admin:
             return execute(args, admin, sys.stdout)
-    return run_tool(body)
+    return run_tool(body, "moldau-topics", argv)
 
 
 if __name__ == "__main__":

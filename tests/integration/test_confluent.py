@@ -94,3 +94,27 @@ def test_watermarks_and_offsets_for_times(broker: BrokerProcess, topic: str) -> 
 
     got = ck_consume(broker.bootstrap, topic, 20)
     assert [m.timestamp()[1] for m in got] == timestamps
+
+
+def test_keyless_records_on_a_compacted_topic_are_named_per_record(broker: BrokerProcess, topic: str) -> None:
+    """KIP-467: the broker refuses the batch and names each keyless record (batch index and message) in
+    ProduceResponse record_errors, with Kafka's partition error_message. librdkafka fails the whole batch but
+    tells them apart: the named records with INVALID_RECORD, the others with its local _INVALID_DIFFERENT_RECORD
+    (without record_errors all 100 would be INVALID_RECORD)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "batch.num.messages": 1000})
+    results: dict[int, Any] = {}
+    for i in range(100):
+        key = None if i % 10 == 3 else f"k{i}".encode()
+        producer.produce(topic, key=key, value=f"v{i}".encode(), partition=0,
+                         on_delivery=lambda err, _msg, i=i: results.__setitem__(i, err))
+    assert producer.flush(60) == 0
+    assert len(results) == 100 and all(err is not None for err in results.values())
+    invalid = sorted(i for i, err in results.items() if err.code() == KafkaError.INVALID_RECORD)
+    assert invalid == list(range(3, 100, 10)), {err.str() for err in results.values()}
+    others = {results[i].code() for i in range(100) if i % 10 != 3}
+    assert others == {KafkaError._INVALID_DIFFERENT_RECORD}

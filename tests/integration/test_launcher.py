@@ -17,6 +17,7 @@ from typing import IO
 import pytest
 
 from moldau.broker.launcher import shutdown_bound
+from moldau.tools.topics import main as topics_main
 
 from .harness import wait_until
 
@@ -116,11 +117,17 @@ def test_sighup_stops_every_child(tmp_path: Path, launched: list[subprocess.Pope
         proc = _launch(tmp_path, out)
     launched.append(proc)
     pids = _wait_started(tmp_path, out_path.read_text)
+    bootstrap = re.findall(r"Bootstrap servers: (\S+)", out_path.read_text())[0]
+    assert topics_main(["--bootstrap-server", bootstrap, "--create", "--topic", "led"]) == 0
     proc.send_signal(signal.SIGHUP)  # what closing the terminal sends
     assert proc.wait(timeout=shutdown_bound(BROKERS)) == 0
     assert all(_gone(pid) for pid in pids)
     text = out_path.read_text()
     assert "SIGHUP received: stopping the cluster" in text and "stopped zookeeper" in text
+    # the last broker leads a partition no other broker can take: its controlled shutdown ends at the first
+    # answer (no partitions remaining) instead of retrying controlled.shutdown.max.retries times
+    broker_log = (tmp_path / "data" / "broker-1.log").read_text()
+    assert "controlled shutdown succeeded" in broker_log and "controlled shutdown attempt" not in broker_log
 
 
 def test_closed_stdout_pipe_stops_every_child(tmp_path: Path, launched: list[subprocess.Popen[bytes]]) -> None:
@@ -197,3 +204,24 @@ def test_detach_status_stop(tmp_path: Path) -> None:
             if not _gone(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_a_paused_broker_is_reported(tmp_path: Path, launched: list[subprocess.Popen[bytes]]) -> None:
+    """SIGSTOP keeps the process alive and its port open: the launcher's ApiVersions probe notices, says so once,
+    and says again when the broker answers after SIGCONT."""
+    out_path = tmp_path / "launcher.out"
+    with open(out_path, "wb") as out:
+        proc = _launch(tmp_path, out)
+    launched.append(proc)
+    _zk_pid, broker_pid = _wait_started(tmp_path, out_path.read_text)
+    err = tmp_path / "launcher.err"
+    os.kill(broker_pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: "broker-1 (pid" in err.read_text() and "is not answering" in err.read_text(), 60,
+                   "the launcher to report the paused broker")
+    finally:
+        os.kill(broker_pid, signal.SIGCONT)
+    wait_until(lambda: "answers again" in err.read_text(), 60, "the launcher to see the broker answer again")
+    assert err.read_text().count("is not answering") == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=shutdown_bound(BROKERS)) == 0

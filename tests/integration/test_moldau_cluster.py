@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import pytest
@@ -20,6 +21,27 @@ def _run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 60))
 
 
+def test_a_hanging_bootstrap_server_does_not_hold_up_the_next(broker: BrokerProcess) -> None:
+    """The first bootstrap server accepts TCP (the kernel does) but never answers: the next one is tried after
+    the stagger (1 s), not after socket.connection.setup.timeout.ms (60 s here, so the bound is unmistakable)."""
+    with socket.socket() as hanging:
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(8)  # never accept()ed, never answered
+        silent = f"127.0.0.1:{hanging.getsockname()[1]}"
+
+        async def go() -> float:
+            cluster = Cluster(ClientConfig(bootstrap_servers=[silent, broker.bootstrap],
+                                           socket_connection_setup_timeout_ms=60000))
+            t0 = time.monotonic()
+            try:
+                await cluster.start()
+                return time.monotonic() - t0
+            finally:
+                await cluster.close()
+        elapsed = _run(go())
+    assert elapsed < 30, elapsed
+
+
 def test_bootstrap_falls_back_and_learns_the_cluster(broker: BrokerProcess, topic: str) -> None:
     async def go() -> None:
         dead = f"127.0.0.1:{closed_port()}"
@@ -27,8 +49,8 @@ def test_bootstrap_falls_back_and_learns_the_cluster(broker: BrokerProcess, topi
         await cluster.start()
         try:
             assert list(cluster.brokers) == [0] and cluster.controller_id == 0
-            await cluster.refresh_metadata([topic])  # auto-created by the broker
-            assert cluster.partitions_for(topic) == [0] and cluster.leader_for(topic, 0) == 0
+            # auto-created by the broker, which answers LEADER_NOT_AVAILABLE the first time, as Kafka does
+            assert await cluster.wait_for_topic(topic, 10) == [0] and cluster.leader_for(topic, 0) == 0
             version = cluster.metadata_version
             deadline = time.monotonic() + 10
             while cluster.metadata_version == version:  # metadata.max.age.ms refreshes in the background

@@ -329,7 +329,7 @@ def test_consumer_groups_list_and_delete(broker: BrokerProcess, topic: str) -> N
     assert deleted.returncode == 0, deleted.stderr
     assert group not in groups_tool("--bootstrap-server", broker.bootstrap, "--list").stdout.split()
     bad = groups_tool("--bootstrap-server", broker.bootstrap, "--describe")
-    assert bad.returncode == 1 and "--group" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "--group" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_consumer_groups_reset_offsets(broker: BrokerProcess, topic: str) -> None:

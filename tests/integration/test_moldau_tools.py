@@ -60,7 +60,7 @@ def test_console_producer_bad_line_and_bad_property(broker: BrokerProcess, topic
     assert "Traceback" not in run.stderr
     bad = tool("moldau-console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
                "--producer-property", "linger.ms=soon", stdin="")
-    assert bad.returncode == 1 and bad.stderr.strip() == "Error: linger.ms: expected an integer, got 'soon'"
+    assert bad.returncode == 1 and bad.stderr.strip() == "moldau-console-producer: error: linger.ms: expected an integer, got 'soon'"
 
 
 def test_seed_walkthrough_piped(broker: BrokerProcess, topic: str) -> None:

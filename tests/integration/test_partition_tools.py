@@ -66,7 +66,7 @@ def test_partition_tools(cluster: Cluster, tmp_path: Path) -> None:
                    "--partition", "9")
     assert unknown.returncode == 1 and "tooled-9: UNKNOWN_TOPIC_OR_PARTITION" in unknown.stdout
     bad = tool("moldau-leader-election", *bs, "--election-type", "preferred")
-    assert bad.returncode == 1 and bad.stderr.startswith("Error: One and only one") and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("moldau-leader-election: error: One and only one") and "Traceback" not in bad.stderr
 
     described = tool("moldau-log-dirs", *bs, "--describe", "--topic-list", "tooled")
     assert described.returncode == 0, described.stderr

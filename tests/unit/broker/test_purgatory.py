@@ -307,3 +307,76 @@ async def test_loop_timer_expires_for_real() -> None:
     assert purgatory.check_and_complete("j") == 1
     assert fast.expirations == 0
     purgatory.shutdown()
+
+
+class Ordered(WaitFor):
+    """A WaitFor that declares its target as the key's threshold (ordered watch lists)."""
+
+    __slots__ = ()
+
+    def threshold(self, key: object) -> int | None:
+        return self.target
+
+    def blocked_on(self, key: object) -> bool:
+        return self.state["value"] < self.target
+
+
+def test_ordered_watchers_stop_at_the_first_still_blocked(purgatory: Purgatory) -> None:
+    state = {"value": 0}
+    ops = [Ordered(1000, state, target) for target in range(1, 101)]
+    for op in ops:
+        purgatory.try_complete_else_watch(op, ["tp"])
+    for op in ops:
+        op.tries = 0
+    state["value"] = 10
+    assert purgatory.check_and_complete("tp") == 10
+    # The ten that completed plus the first still waiting: not a scan of all 100.
+    assert sum(op.tries for op in ops) == 11
+    assert all(op.is_completed for op in ops[:10]) and not any(op.is_completed for op in ops[10:])
+    state["value"] = 100
+    assert purgatory.check_and_complete("tp") == 90 and purgatory.num_delayed == 0
+
+
+def test_thresholds_going_backwards_make_the_key_scanned_in_full(purgatory: Purgatory) -> None:
+    """A retried duplicate batch waits for an older offset than the requests watched before it: it must still
+    complete as soon as its own threshold is reached."""
+    state = {"value": 0}
+    first, second, duplicate = Ordered(1000, state, 5), Ordered(1000, state, 9), Ordered(1000, state, 5)
+    for op in (first, second, duplicate):
+        purgatory.try_complete_else_watch(op, ["tp"])
+    state["value"] = 5
+    assert purgatory.check_and_complete("tp") == 2
+    assert first.is_completed and duplicate.is_completed and not second.is_completed
+    state["value"] = 9
+    assert purgatory.check_and_complete("tp") == 1
+    # The key's list emptied: the next watchers are ordered again.
+    late = [Ordered(1000, state, t) for t in (20, 30)]
+    for op in late:
+        purgatory.try_complete_else_watch(op, ["tp"])
+    for op in late:
+        op.tries = 0
+    assert purgatory.check_and_complete("tp") == 0 and late[0].tries == 1 and late[1].tries == 0
+
+
+def test_an_op_waiting_on_another_key_does_not_stop_the_scan(purgatory: Purgatory) -> None:
+    state = {"value": 0}
+    other = {"value": 0}
+
+    class TwoKeys(Ordered):
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            self.tries += 1
+            if self.state["value"] >= self.target and other["value"] >= 1:
+                return self.force_complete()
+            return False
+
+    both = TwoKeys(1000, state, 1)
+    single = Ordered(1000, state, 2)
+    purgatory.try_complete_else_watch(both, ["tp", "other"])
+    purgatory.try_complete_else_watch(single, ["tp"])
+    state["value"] = 2
+    # `both` has reached its threshold on "tp" (it waits on "other"), so the scan goes on to `single`.
+    assert purgatory.check_and_complete("tp") == 1 and single.is_completed and not both.is_completed
+    other["value"] = 1
+    assert purgatory.check_and_complete("other") == 1 and both.is_completed

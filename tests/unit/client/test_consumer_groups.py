@@ -84,10 +84,10 @@ def test_targets_are_clamped_to_the_log() -> None:
     (["--reset-offsets", "--all-groups", "--all-topics", "--to-earliest", "--execute", "--export"], "--export"),
     (["--reset-offsets", "--group", "g", "--topic", "t", "--to-latest", "--from-file", "f"], "--from-file"),
 ])
-def test_bad_flags_exit_1_with_one_line(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_exit_2_with_one_line(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["--bootstrap-server", "127.0.0.1:1", *args])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert flag in err and len(err.splitlines()) == 1
 

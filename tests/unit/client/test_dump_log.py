@@ -90,9 +90,9 @@ def test_offsets_decoder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([]) == 1
+    assert main([]) == 2
     assert "--files" in capsys.readouterr().err
-    assert main(["--files", "x.txt"]) == 1
+    assert main(["--files", "x.txt"]) == 2
     assert "--files" in capsys.readouterr().err
     assert main(["--files", str(tmp_path / "00000000000000000000.log")]) == 1
 

@@ -45,10 +45,10 @@ def test_bad_flags_name_the_problem(argv: list[str], message: str) -> None:
         parse_args(BS + argv)
 
 
-def test_unknown_entity_type_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_entity_type_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(BS + ["--entity-type", "clients", "--describe"])
-    assert exc.value.code == 1 and "entity-type" in capsys.readouterr().err
+    assert exc.value.code == 2 and "entity-type" in capsys.readouterr().err
 
 
 def test_describe_output_is_kafkas() -> None:

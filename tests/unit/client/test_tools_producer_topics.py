@@ -58,13 +58,13 @@ def test_console_producer_bad_flags(argv: list[str], message: str) -> None:
         console_producer.parse_args(argv)
 
 
-def test_bad_flag_is_one_line_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flag_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         console_producer.main(["--bootstrap-server", "h:1", "--topic", "t", "--nope"])
-    assert info.value.code == 1
+    assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--nope" in err and "Traceback" not in err
-    assert topics.main(["--bootstrap-server", "h:1", "--list", "--create"]) == 1
+    assert topics.main(["--bootstrap-server", "h:1", "--list", "--create"]) == 2
     assert "exactly one action" in capsys.readouterr().err
 
 
@@ -126,4 +126,4 @@ def test_properties_file_and_key_values(tmp_path: pytest.TempPathFactory) -> Non
 def test_unreachable_bootstrap_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert topics.main(["--bootstrap-server", "127.0.0.1:1", "--list"]) == 1  # nothing listens on port 1
     err = capsys.readouterr().err
-    assert err.startswith("Error: no broker reachable: 127.0.0.1:1") and err.count("\n") == 1
+    assert err.startswith("moldau-topics: error: no broker reachable: 127.0.0.1:1") and err.count("\n") == 1

@@ -382,7 +382,10 @@ def test_compacted_topic_refuses_null_keys(make_log: MakeLog, clock: ManualClock
     with pytest.raises(InvalidRecordError) as exc:
         log.append_as_leader(bad, 0)
     assert exc.value.error_code == ErrorCode.INVALID_RECORD
-    assert "without key" in str(exc.value)
+    assert "1 record errors" in str(exc.value) and "without key" in str(exc.value)
+    # KIP-467: each keyless record by its index (across the request's batches) and Kafka's message
+    assert [i for i, _ in exc.value.record_errors] == [2]
+    assert "Compacted topic cannot accept message without key" in str(exc.value.record_errors[0][1])
     assert log.log_end_offset == 1  # nothing of the request was appended
     with pytest.raises(InvalidRecordError):
         log.append_as_leader(build_batch([(b"k", b"1", [("h", b"v")], 1), (None, None, None, 1)], compression=3), 0)

@@ -155,3 +155,18 @@ def test_with_every_log_dir_offline_no_log_can_be_created(tmp_path: Path, clock:
     manager.mark_dir_offline(tmp_path / "a")
     with pytest.raises(StorageError, match="offline"):
         manager.get_or_create_log("t", 0)
+
+
+def test_a_new_log_dir_is_not_called_unclean(tmp_path: Path, clock: ManualClock,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="moldau.storage.log_manager"):
+        manager = LogManager([tmp_path / "new"], small_config(), clock)
+        manager.load()
+        manager.get_or_create_log("t", 0).append_as_leader(batch(1), 0)
+        manager.shutdown()
+        manager = LogManager([tmp_path / "new"], small_config(), clock)
+        manager.load()
+        manager.shutdown()
+    loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded")]
+    assert loaded == [f"loaded {tmp_path / 'new'} (new log dir)", f"loaded {tmp_path / 'new'} (clean shutdown)"]
+    assert "unclean" not in caplog.text

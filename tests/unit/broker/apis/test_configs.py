@@ -84,12 +84,12 @@ async def test_describe_errors(tmp_path: Path) -> None:
 
 
 async def test_describe_broker_read_only_and_sensitive(tmp_path: Path) -> None:
-    env = make_env(tmp_path, {"ssl.key.password": "secret", "num.io.threads": "4"})
+    env = make_env(tmp_path, {"ssl.key.password": "s3cr3t-pw", "num.io.threads": "4"})
     configs = by_name(await describe(env, BROKER, "0"))
     assert configs["ssl.key.password"]["is_sensitive"] and configs["ssl.key.password"]["value"] is None
     assert configs["num.io.threads"]["read_only"] and configs["num.io.threads"]["config_source"] == STATIC_BROKER_CONFIG
     assert not configs["log.retention.ms"]["read_only"]
-    assert "secret" not in json.dumps(configs)
+    assert "s3cr3t-pw" not in json.dumps(configs)
 
 
 async def test_alter_topic_takes_effect_and_replaces(tmp_path: Path) -> None:

@@ -161,3 +161,22 @@ async def test_inter_broker_requests_to_a_standalone_broker(tmp_path: Path) -> N
     assert answer["error_code"] == E.NOT_CONTROLLER
     answer = await env.call(ApiKey.CONTROLLED_SHUTDOWN, 3, {"broker_id": 0, "broker_epoch": 1})
     assert answer["error_code"] == E.NOT_CONTROLLER and answer["remaining_partitions"] == []
+
+
+async def test_metadata_auto_create_answers_leader_not_available_first(tmp_path: Path) -> None:
+    """As Kafka: the Metadata request that creates a topic gets LEADER_NOT_AVAILABLE and no partitions; the
+    client's next request sees the partitions. A request that may not create gets UNKNOWN_TOPIC_OR_PARTITION."""
+    env = make_env(tmp_path, {"offsets.topic.num.partitions": "1", "num.partitions": "2"})
+
+    def body(create: bool) -> dict[str, object]:
+        return {"topics": [{"name": "fresh"}], "allow_auto_topic_creation": create,
+                "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+    answer = await env.call(ApiKey.METADATA, 9, body(False))
+    assert answer["topics"][0]["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
+    answer = await env.call(ApiKey.METADATA, 9, body(True))
+    (topic,) = answer["topics"]
+    assert (topic["name"], topic["error_code"], topic["partitions"]) == ("fresh", E.LEADER_NOT_AVAILABLE, [])
+    answer = await env.call(ApiKey.METADATA, 9, body(True))
+    (topic,) = answer["topics"]
+    assert topic["error_code"] == E.NONE and [p["partition_index"] for p in topic["partitions"]] == [0, 1]

@@ -46,25 +46,25 @@ def test_bad_flags_name_the_problem(argv: list[str], flag: str) -> None:
         parse(*argv)
 
 
-def test_main_prints_one_error_line_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["--bootstrap-server", "h:1", "--faults", "pause"]) == 1
+def test_main_prints_one_error_line_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--bootstrap-server", "h:1", "--faults", "pause"]) == 2  # a usage error
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["Error: --faults needs --launch: faults are only injected into a cluster the tool launched"]
+    assert err == ["moldau-verify: error: --faults needs --launch: faults are only injected into a cluster the tool launched"]
 
 
-def test_argparse_errors_also_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+def test_argparse_errors_also_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--launch", "3", "--bootstrap-server", "h:1"])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_recheck_of_an_unreadable_history_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--recheck", "/nonexistent/h.json", "--bootstrap-server", "127.0.0.1:1"]) == 1
-    assert capsys.readouterr().err.startswith("Error: --recheck: cannot read a history from /nonexistent/h.json")
+    assert capsys.readouterr().err.startswith("moldau-verify: error: --recheck: cannot read a history from /nonexistent/h.json")
 
 
 def test_an_unreachable_cluster_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--bootstrap-server", f"127.0.0.1:{closed_port()}", "--duration", "1"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("Error: ") and "Traceback" not in err
+    assert err.startswith("moldau-verify: error: ") and "Traceback" not in err

@@ -1,0 +1,158 @@
+"""Pipelined Produce requests on one connection (broker/network.py): the real socket server, request channel,
+worker pool and produce handler in-process over a raw client socket. Appends happen in request order while the
+first request still waits for replication, every answer goes back in request order with its own offsets and
+errors, and the idempotence sequence rules hold for pipelined batches."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from moldau.broker.apis import ROUTES
+from moldau.broker.handler_pool import HandlerPool
+from moldau.broker.metadata import PartitionState
+from moldau.broker.metrics import BrokerMetrics
+from moldau.broker.network import SocketServer
+from moldau.broker.request_channel import RequestChannel
+from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version
+from moldau.protocol.records import build_batch
+from moldau.protocol.types import INT32
+from tests.unit.broker.apis.handler_env import Env, make_env
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+    api = REGISTRY[api_key]
+    out = bytearray(4)
+    encode_request_header(out, RequestHeader(api_key, version, correlation_id, "pipeline-test"),
+                          request_header_version(api_key, api.is_flexible(version), version))
+    api.request_encoder(version)(out, [], body)
+    INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def _produce(correlation_id: int, acks: int, batch: bytes) -> bytes:
+    return _frame(ApiKey.PRODUCE, 7, correlation_id, {"transactional_id": None, "acks": acks, "timeout_ms": 30000,
+                                                      "topic_data": [{"name": "t", "partition_data": [
+                                                          {"index": 0, "records": batch}]}]})
+
+
+def _record() -> bytes:
+    return build_batch([(None, b"v", [], None)])
+
+
+async def _answer(reader: asyncio.StreamReader, api_key: int, version: int) -> tuple[int, dict[str, Any]]:
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+    frame = await asyncio.wait_for(reader.readexactly(size), 5)
+    body, _ = REGISTRY[api_key].response_decoder(version)(memoryview(frame), 4)
+    return struct.unpack_from(">i", frame)[0], body
+
+
+def _partition(answer: dict[str, Any]) -> tuple[int, int]:
+    p = answer["responses"][0]["partition_responses"][0]
+    return int(p["error_code"]), int(p["base_offset"])
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+@asynccontextmanager
+async def serving(env: Env) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    metrics = BrokerMetrics()
+    channel = RequestChannel(500)
+    pool = HandlerPool(channel, ROUTES, env.ctx, 2, metrics)
+    server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, metrics)
+    await server.start()
+    pool.start()
+    reader, writer = await asyncio.open_connection(*server.bound["PLAINTEXT"])
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+        await server.close_all()
+        await pool.stop()
+
+
+def _replicated(env: Env) -> None:
+    """Partition t-0 led here with follower 1 in the ISR: acks=all waits until follower 1 reports its offset."""
+    env.replica_manager.become_leader_or_follower("t", PartitionState(0, 0, 1, [0, 1], [0, 1]), {})
+
+
+async def test_pipelined_produces_append_in_order_and_answer_in_order(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    partition = env.replica_manager.partitions[("t", 0)]
+    async with serving(env) as (reader, writer):
+        writer.write(_produce(1, -1, _record()) + _produce(2, 1, _record()) + _produce(3, -1, _record())
+                     + _frame(ApiKey.METADATA, 1, 4, {"topics": [{"name": "t"}]}))
+        # The second and third requests were appended while the first waits for follower 1: pipelined.
+        await _until(lambda: partition.log.log_end_offset == 3)
+        assert env.ctx.replicas.produce_purgatory.num_delayed == 2
+        # The acks=1 answer is ready but stays behind the first request's.
+        early = asyncio.ensure_future(reader.readexactly(4))
+        await asyncio.sleep(0.2)
+        assert not early.done()
+        early.cancel()
+        env.replica_manager.update_follower("t", 0, 1, 3)  # follower 1 has everything: HW 3
+        answers = [await _answer(reader, ApiKey.PRODUCE, 7) for _ in range(3)]
+        assert [cid for cid, _ in answers] == [1, 2, 3]
+        assert [_partition(a) for _, a in answers] == [(0, 0), (0, 1), (0, 2)]
+        cid, metadata = await _answer(reader, ApiKey.METADATA, 1)
+        assert cid == 4 and metadata["topics"][0]["name"] == "t"
+
+
+async def test_pipelined_idempotent_batches_keep_the_sequence_rules(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    init = await env.call(ApiKey.INIT_PRODUCER_ID, 2, {"transactional_id": None, "transaction_timeout_ms": 60000})
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+
+    def batch(seq: int) -> bytes:
+        return build_batch([(None, b"v", [], None)], producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+    # In order; a retried duplicate of 7 (among the last five batches, which the broker remembers); a gap (11
+    # missing); then 10.
+    sequences = [*range(10), 7, 12, 10]
+    async with serving(env) as (reader, writer):
+        writer.write(b"".join(_produce(cid, -1, batch(seq)) for cid, seq in enumerate(sequences)))
+        partition = env.replica_manager.partitions[("t", 0)]
+        await _until(lambda: partition.log.log_end_offset == 11)
+        env.replica_manager.update_follower("t", 0, 1, 11)
+        answers = [await _answer(reader, ApiKey.PRODUCE, 7) for _ in sequences]
+    assert [cid for cid, _ in answers] == list(range(len(sequences)))
+    results = [_partition(a) for _, a in answers]
+    assert results[:10] == [(0, offset) for offset in range(10)]
+    assert results[10] == (0, 7)  # the duplicate answers the original batch's offset, appended once
+    assert results[11][0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert results[12] == (0, 10)
+
+
+async def test_an_unsupported_produce_version_is_answered_after_the_pipelined_ones(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    unsupported = bytearray(_produce(2, 1, _record()))
+    struct.pack_into(">h", unsupported, 6, 99)  # the request's api_version
+    async with serving(env) as (reader, writer):
+        writer.write(_produce(1, -1, _record()) + bytes(unsupported))
+        partition = env.replica_manager.partitions[("t", 0)]
+        await _until(lambda: partition.log.log_end_offset == 1)
+        await asyncio.sleep(0.1)
+        env.replica_manager.update_follower("t", 0, 1, 1)
+        cid, answer = await _answer(reader, ApiKey.PRODUCE, 7)
+        assert cid == 1 and _partition(answer) == (0, 0)
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+        frame = await asyncio.wait_for(reader.readexactly(size), 5)
+        assert struct.unpack_from(">ih", frame) == (2, ErrorCode.UNSUPPORTED_VERSION)
