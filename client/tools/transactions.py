@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from moldau.tools.common import ToolError, ToolParser, add_bootstrap, admin_config, run_tool
+from moldau.tools.common import ToolParser, UsageError, add_bootstrap, admin_config, run_tool
 
 LIST_HEADERS = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
 DESCRIBE_HEADERS = ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -46,7 +46,7 @@ def _parser() -> ToolParser:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = _parser().parse_args(argv)
     if args.verb is None:
-        raise ToolError("a command is required: list, describe or describe-producers")
+        raise UsageError("a command is required: list, describe or describe-producers")
     return args
 
 
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     str(s.producer_id), str(s.producer_epoch), _none(s.coordinator_epoch), str(s.last_sequence),
                     str(s.last_timestamp), _none(s.current_transaction_start_offset)] for s in states]))
         return 0
-    return run_tool(body)
+    return run_tool(body, "moldau-transactions", argv)
 
 
 if __name__ == "__main__":

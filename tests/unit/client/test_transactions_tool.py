@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from moldau.tools.common import ToolError
+from moldau.tools.common import UsageError
 from moldau.tools.transactions import LIST_HEADERS, main, parse_args, table
 
 BS = ["--bootstrap-server", "127.0.0.1:9092"]
@@ -17,18 +17,19 @@ def test_verbs_and_their_flags() -> None:
     assert (args.verb, args.transactional_id) == ("describe", "app")
     args = parse_args(BS + ["describe-producers", "--topic", "t", "--partition", "2", "--broker-id", "3"])
     assert (args.topic, args.partition, args.broker_id) == ("t", 2, 3)
-    with pytest.raises(ToolError, match="command"):
+    with pytest.raises(UsageError, match="command"):
         parse_args(BS)
 
 
 @pytest.mark.parametrize("argv", [BS + ["describe"], BS + ["describe-producers", "--topic", "t"],
                                   BS + ["describe-producers", "--topic", "t", "--partition", "x"]])
-def test_missing_or_bad_flags_exit_1_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_or_bad_flags_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(argv)
-    assert exited.value.code == 1
+    assert exited.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("Error: "), err
+    assert len(err) == 1 and err[0].startswith("moldau-transactions "), err
+    assert main(BS) == 2  # no command
 
 
 def test_table_pads_columns_to_the_widest_cell() -> None:
