@@ -270,6 +270,8 @@ class TransactionManager:
                 response = await self.cluster.send(node, api, body, conn.version_for(api, max_version))
                 _check(response, what)
                 return response
+            except TransactionError:
+                raise  # _check's verdict: not to be retried
             except (KafkaConnectionError, RequestTimeoutError) as exc:
                 self.cluster.coordinator_dead(key, key_type)
                 last = exc
