@@ -133,6 +133,23 @@ class ListenerSyntax:
 
 
 @dataclass(frozen=True, slots=True)
+class ThrottledReplicas:
+    """Kafka's throttled replica lists: empty, ``*``, or ``partition:broker`` pairs."""
+
+    def __call__(self, value: Any) -> str | None:
+        items = list(value)
+        if items == ["*"] or not items:
+            return None
+        for item in items:
+            partition, sep, broker = item.partition(":")
+            if not (sep and partition.strip().isdigit() and broker.strip().isdigit()):
+                return "must be * or a list of partitionId:brokerId pairs"
+        return None
+
+    def describe(self) -> str:
+        return "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"
+
+
 class IpOverrides:
     """Kafka's `max.connections.per.ip.overrides`: comma-separated `host:limit` pairs (host name or IP)."""
 
@@ -177,7 +194,7 @@ class PrincipalRules:
         return "DEFAULT or RULE:regex/replacement/[L|U], comma-separated"
 
 
-Validator = Range | OneOf | ListenerSyntax | IpOverrides | PrincipalRules
+Validator = Range | OneOf | ListenerSyntax | IpOverrides | PrincipalRules | ThrottledReplicas
 PORT = Range(-1, 65535)
 
 
@@ -307,6 +324,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "closed right after accept.", AT_LEAST_0),
     _s("max.connections.per.ip.overrides", "string", "", "Per-host exceptions to max.connections.per.ip, as "
        "host:n pairs separated by commas (host names are resolved at start-up).", IpOverrides()),
+    _s("max.connection.creation.rate", "int", INT_MAX, "Most new connections per second the broker accepts "
+       "(all listeners), measured over quota.window.num x quota.window.size.seconds; above it the acceptor "
+       "waits before accepting the next one.", AT_LEAST_0),
+    # --- client quotas (docs/quotas.md)
+    _s("quota.window.num", "int", 11, "Samples kept for client quota rates (byte rates, request percentage, "
+       "connection creation rate).", AT_LEAST_1),
+    _s("quota.window.size.seconds", "int", 1, "Length of one client quota sample.", AT_LEAST_1),
     _s("moldau.socket.partial.requests.max.bytes", "long", 268435456, "Moldau's own bound on the memory "
        "held by partially received request frames, summed over all connections. When a new chunk takes "
        "the total above it, the connection holding the largest partial frame is closed (slow-loris "
@@ -413,6 +437,13 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("replica.fetch.wait.max.ms", "int", 500, "Longest a follower fetch waits in the leader's purgatory; "
        "at most replica.lag.time.max.ms.", AT_LEAST_0, H),
     _s("replica.fetch.backoff.ms", "int", 1000, "Sleep of a fetcher after a fetch error.", AT_LEAST_0),
+    _s("leader.replication.throttled.rate", "long", LONG_MAX, "Bytes/s a leader sends to the throttled replicas "
+       "(leader.replication.throttled.replicas) that are not in sync (reassignments; docs/quotas.md).", AT_LEAST_0),
+    _s("follower.replication.throttled.rate", "long", LONG_MAX, "Bytes/s a follower fetches for its throttled "
+       "replicas (follower.replication.throttled.replicas) that are not in sync.", AT_LEAST_0),
+    _s("replication.quota.window.num", "int", 11, "Samples kept for the replication throttle rates.", AT_LEAST_1),
+    _s("replication.quota.window.size.seconds", "int", 1, "Length of one replication throttle sample.",
+       AT_LEAST_1),
     _s("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", AT_LEAST_1, H),
     _s("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are "
        "checkpointed.", AT_LEAST_1, H),
@@ -540,7 +571,7 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
 )
 
 
-def _t(name: str, type_: str, default: Any, fallback: str, doc: str,
+def _t(name: str, type_: str, default: Any, fallback: str | None, doc: str,
        validator: Validator | None = None) -> Setting:
     return Setting(name, type_, default, doc, validator, "medium", fallback)
 
@@ -587,6 +618,13 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
        "log.roll.hours.", AT_LEAST_1),
     _t("unclean.leader.election.enable", "boolean", False, "unclean.leader.election.enable", "Allow an "
        "out-of-sync replica to become leader."),
+    # Replication throttles (KIP-73): no broker setting behind them.
+    _t("leader.replication.throttled.replicas", "list", [], None, "Replicas (partition:broker pairs, or *) whose "
+       "replication the leader throttles to leader.replication.throttled.rate while they are not in sync.",
+       ThrottledReplicas()),
+    _t("follower.replication.throttled.replicas", "list", [], None, "Replicas (partition:broker pairs, or *) "
+       "whose fetching the follower throttles to follower.replication.throttled.rate while they are not in sync.",
+       ThrottledReplicas()),
 )
 
 # --- Kafka 3.9 settings Moldau does not implement (broker/kafka_inert_settings.py): accepted, validated by type,

@@ -45,7 +45,8 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(
     ({s.fallback for s in TOPIC_SETTINGS if s.fallback}
      | {"log.retention.minutes", "log.retention.hours", "log.roll.hours", "log.roll.jitter.hours",
         "log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
-        "log.cleaner.io.max.bytes.per.second"} | INERT_DYNAMIC_NAMES) & set(SETTINGS))
+        "log.cleaner.io.max.bytes.per.second", "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate"} | INERT_DYNAMIC_NAMES) & set(SETTINGS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +168,7 @@ class DynamicBrokerConfig:
         return out
 
     def _topic_fallback_layers(self, s: Setting) -> list[tuple[str, str | None, int]]:
-        if s.fallback is None:  # a Kafka topic setting without a broker default (kafka_inert_settings.py)
+        if s.fallback is None:  # no broker setting behind it (replication throttle lists, kafka_inert_settings.py)
             return [(s.name, s.format(s.default), DEFAULT_CONFIG)]
         names = [s.fallback]
         # retention.ms and segment.ms fall back through several broker keys (ms, then minutes/hours).

@@ -201,6 +201,8 @@ class StandaloneMetadata(MetadataStore):
         self._topics: dict[str, TopicMetadata] = {}
         # Dynamic broker configs by entity ("<default>" or a broker id), as Kafka keeps under /config/brokers.
         self.broker_configs: dict[str, dict[str, str]] = {}
+        # Client quota entities by ZooKeeper entity path ("users/alice", "users/<default>/clients/app", ...).
+        self.quota_configs: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -212,6 +214,8 @@ class StandaloneMetadata(MetadataStore):
                 self._topics[topic.name] = topic
             self.broker_configs = {str(e): {str(k): str(v) for k, v in c.items()}
                                    for e, c in data.get("broker_configs", {}).items()}
+            self.quota_configs = {str(e): {str(k): str(v) for k, v in c.items()}
+                                  for e, c in data.get("quota_configs", {}).items()}
         except (ValueError, KeyError, TypeError) as exc:
             raise RuntimeError(f"topic metadata file {self.path} is unreadable: {exc}") from exc
         for topic in self._topics.values():
@@ -219,7 +223,8 @@ class StandaloneMetadata(MetadataStore):
 
     def _save(self) -> None:
         _write_atomic(self.path, json.dumps({"version": 1, "topics": [t.to_json() for t in self._topics.values()],
-                                             "broker_configs": self.broker_configs}, indent=1))
+                                             "broker_configs": self.broker_configs,
+                                             "quota_configs": self.quota_configs}, indent=1))
 
     @property
     def controller_id(self) -> int:
@@ -282,3 +287,11 @@ class StandaloneMetadata(MetadataStore):
             self.broker_configs.pop(entity, None)
         self._save()
         log.info("dynamic broker configs of %s are now %s", entity, configs)
+
+    def set_quota_configs(self, entity_path: str, configs: dict[str, str]) -> None:
+        if configs:
+            self.quota_configs[entity_path] = dict(configs)
+        else:
+            self.quota_configs.pop(entity_path, None)
+        self._save()
+        log.info("quota configs of %s are now %s", entity_path, configs)

@@ -50,6 +50,11 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
                                               connections.max.idle.ms) or partial_request_memory
     moldau_failed_authentication_total{listener}      SocketServer failed-authentication-total
     moldau_successful_authentication_total{listener}  SocketServer successful-authentication-total
+    moldau_client_quota_rate{quota,user,client_id}    Produce/Fetch byte-rate, Request request-time (per quota
+                                              entity measured; docs/quotas.md)
+    moldau_client_quota_bound{quota,user,client_id}   the quota in force for that entity
+    moldau_client_quota_throttle_time_seconds_total{quota,user,client_id}  Produce/Fetch/Request throttle-time
+                                              (as a running total)
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -75,7 +80,7 @@ from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import start_wsgi_server
-from prometheus_client.metrics_core import GaugeMetricFamily
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
@@ -212,6 +217,38 @@ class _LabelledGauges(Collector):
         yield family
 
 
+class _ClientQuotaCollector(Collector):
+    """Per quota entity (quota type produce|fetch|request, user, client_id as Kafka's quota metric tags): the
+    measured rate, the quota and the throttle time imposed so far, from ``fn()`` rows read on each scrape."""
+
+    LABELS = ["quota", "user", "client_id"]
+
+    def __init__(self) -> None:
+        self.fn: Callable[[], Iterable[tuple[str, str, str, float, float, float]]] | None = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        rate = GaugeMetricFamily("moldau_client_quota_rate", "Measured rate of a quota entity over the quota "
+                                 "window: bytes/s (produce, fetch) or percent of one thread (request)",
+                                 labels=self.LABELS)
+        bound = GaugeMetricFamily("moldau_client_quota_bound", "The quota of the entity, in the rate's unit",
+                                  labels=self.LABELS)
+        throttle = CounterMetricFamily("moldau_client_quota_throttle_time_seconds", "Throttle time imposed on "
+                                       "the entity's clients (their channels muted for it)", labels=self.LABELS)
+        fn = self.fn
+        if fn is not None:
+            try:
+                for quota, user, client_id, q, measured, throttle_ms in fn():
+                    labels = [quota, user, client_id]
+                    rate.add_metric(labels, measured)
+                    bound.add_metric(labels, q)
+                    throttle.add_metric(labels, throttle_ms / 1000.0)
+            except Exception:
+                log.exception("metrics callback for client quotas failed")
+        yield rate
+        yield bound
+        yield throttle
+
+
 def _safe(fn: Callable[[], float], what: str) -> Callable[[], float]:
     def call() -> float:
         try:
@@ -345,6 +382,8 @@ class BrokerMetrics:
         r.register(self.transactional_ids)
         r.register(self.log_size)
         r.register(self.last_stable_offset_lag)
+        self.client_quotas = _ClientQuotaCollector()
+        r.register(self.client_quotas)
         r.register(self.consumer_group_lag)
         self._per_api: dict[str, tuple[Any, ...]] = {}
         self._server: WSGIServer | None = None
@@ -446,6 +485,11 @@ class BrokerMetrics:
     def set_transactional_ids_callback(self, fn: Callable[[], Iterable[tuple[str, int]]]) -> None:
         """(state, count) rows for moldau_transactional_ids."""
         self.transactional_ids.fn = fn
+    def set_client_quota_callback(self, fn: Callable[[], Iterable[tuple[str, str, str, float, float, float]]]
+                                  ) -> None:
+        """`fn()` yields (quota type, user, client id, quota, rate, throttle ms so far), read on the scrape
+        thread."""
+        self.client_quotas.fn = fn
 
     def set_consumer_lag_callback(self, fn: Callable[[], Iterable[tuple[str, str, int, int]]]) -> None:
         """`fn()` yields (group, topic, partition, lag in records), read on the scrape thread."""

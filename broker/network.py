@@ -15,7 +15,8 @@ end before the next request is taken, so idempotence sequences are checked in th
 Any other request waits until every earlier response has been written, as before. TLS connections keep strict
 muting (reading and writing one TLS session from two coroutines is not safe).
 Connection limits (max.connections, per IP, idle time, the partial-frame budget) live in ``SocketServer``; see
-docs/operations.md.
+docs/operations.md. Client quotas (docs/quotas.md) reach the network layer through a ``Throttler``: a throttled
+response goes out at once and the connection is then muted for its throttle time (KIP-219).
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ class NetworkMetrics(Protocol):
     def authentication(self, listener: str, ok: bool) -> None: ...
 
 
+class Throttler(Protocol):
+    """Client quotas (broker/quotas.py): the throttle time of a response about to be written (set in it too),
+    and for an accepted connection (seconds before the next accept, close it)."""
+
+    def throttle(self, request: Request, local_seconds: float) -> int: ...
+    def connection_delay(self, ip: str) -> tuple[float, bool]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
     """max.connections, max.connections.per.ip (+ overrides, keyed by IP), connections.max.idle.ms (-1 = never)
@@ -129,8 +138,9 @@ class Connection:
                  recv_view: memoryview | None = None,
                  on_partial: Callable[[Connection, int], None] | None = None,
                  tls: TlsIO | None = None, auth: SaslAuthenticator | None = None,
-                 mapper: PrincipalMapper = DEFAULT_MAPPER) -> None:
+                 mapper: PrincipalMapper = DEFAULT_MAPPER, throttler: Throttler | None = None) -> None:
         self.sock = sock
+        self.throttler = throttler
         self.tls = tls
         self.mapper = mapper
         self.auth = auth
@@ -305,9 +315,17 @@ class Connection:
         if request.close_connection:
             return False
         resumed = time.perf_counter()
+        throttle_ms = 0
+        if self.throttler is not None:
+            local = max(request.local_done_at - (request.dequeued_at or request.received_at), 0.0)
+            throttle_ms = self.throttler.throttle(request, local)
         if request.response is not None:
             await self._write_response(request)
         self._observe(api_name(api_key), request, resumed, time.perf_counter())
+        if throttle_ms > 0:
+            # KIP-219: the response carries throttle_time_ms and went out at once; now the channel is muted (no
+            # read from this client) for that long, as Kafka's processors do. A muted connection is never idle.
+            await asyncio.sleep(throttle_ms / 1000)
         return True
 
     async def _wait_pipeline(self, most: int) -> None:
@@ -462,8 +480,9 @@ class SocketServer:
     def __init__(self, listeners: list[tuple[str, str, int]], channel: RequestChannel, max_request_size: int,
                  metrics: NetworkMetrics, send_buffer: int = -1, receive_buffer: int = -1,
                  limits: ConnectionLimits | None = None, security: dict[str, ListenerSecurity] | None = None,
-                 credentials: CredentialStore | None = None) -> None:
+                 credentials: CredentialStore | None = None, throttler: Throttler | None = None) -> None:
         self.listeners = listeners
+        self.throttler = throttler
         self.security = security or {}
         self.credentials = credentials
         self._tls_contexts: dict[str, ReloadingContext] = {}
@@ -524,6 +543,15 @@ class SocketServer:
                 self.metrics.connection_refused(refused)
                 sock.close()
                 continue
+            accept_delay = 0.0
+            if self.throttler is not None:
+                accept_delay, over_ip_rate = self.throttler.connection_delay(peer[0])
+                if over_ip_rate:
+                    log.debug("refusing connection from %s:%s: its connection_creation_rate quota is reached",
+                              peer[0], peer[1])
+                    self.metrics.connection_refused("connection_creation_rate")
+                    sock.close()
+                    continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.send_buffer > 0:
@@ -539,11 +567,13 @@ class SocketServer:
             conn = Connection(sock, peer, name, self.channel, self.max_request_size, self.metrics,
                               self._forget, self._recv_view, self._partial_changed,
                               TlsIO(sock, ctx.get()) if ctx is not None else None, auth,
-                              sec.principal_mapper if sec is not None else DEFAULT_MAPPER)
+                              sec.principal_mapper if sec is not None else DEFAULT_MAPPER, self.throttler)
             self.connections.add(conn)
             self.per_ip[peer[0]] = self.per_ip.get(peer[0], 0) + 1
             self.metrics.connections(1)
             conn.task = asyncio.create_task(conn.run())
+            if accept_delay > 0:  # max.connection.creation.rate: the acceptor waits, as Kafka's does
+                await asyncio.sleep(accept_delay)
 
     def _refusal(self, ip: str) -> str | None:
         if len(self.connections) >= self.limits.max_connections:

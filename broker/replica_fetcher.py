@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.broker.partition import Partition
+from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -80,6 +81,8 @@ class FetcherSettings:
     # dir offline, which also stops fetching for its partitions.
     on_log_dir_failure: Callable[[Path, BaseException], None] | None = None
     security: ClientSecurity | None = None  # the login to the inter-broker listener (TLS/SASL), None = PLAINTEXT
+    # follower.replication.throttled.rate over the follower.replication.throttled.replicas (KIP-73).
+    throttle: ReplicationQuota | None = None
 
 
 class Fetcher:
@@ -215,9 +218,18 @@ class Fetcher:
     async def _fetch(self, conn: BrokerConnection) -> bool:
         sent: dict[TopicPartition, FollowState] = {}
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        throttle = self.settings.throttle
+        hold_back = throttle is not None and throttle.exceeded()
+        throttled: set[TopicPartition] = set()
         for tp, st in self.partitions.items():
             if st.parked or st.truncating:
                 continue
+            # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
+            # the follower's rate is above its bound; an in-sync one is never held back.
+            if throttle is not None and self.lag.get(tp, 1) > 0 and throttle.is_throttled(*tp):
+                if hold_back:
+                    continue
+                throttled.add(tp)
             log_ = st.partition.log
             sent[tp] = st
             by_topic.setdefault(tp[0], []).append({
@@ -236,12 +248,17 @@ class Fetcher:
         if error != ErrorCode.NONE:
             raise ConnectionError(f"fetch answered {error.name}")
         progressed = False
+        throttled_bytes = 0
         for t in response["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
+                if tp in throttled and p["records"] is not None:
+                    throttled_bytes += len(p["records"])
                 fs = sent.get(tp)
                 if fs is not None and self.partitions.get(tp) is fs and fs.partition.leader_epoch == fs.leader_epoch:
                     progressed = self._on_partition(tp, fs, p) or progressed
+        if throttle is not None and throttled_bytes:
+            throttle.record(throttled_bytes)
         return progressed
 
     def _on_partition(self, tp: TopicPartition, st: FollowState, p: dict[str, Any]) -> bool:

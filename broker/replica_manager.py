@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from moldau.broker.metadata import PartitionState, TopicMetadata
 from moldau.broker.partition import IsrOutcome, Partition
+from moldau.broker.replication_quota import ReplicationQuota
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 from moldau.storage.config import SystemClock
@@ -116,6 +117,9 @@ class ReplicaManager:
         self.log_dir_failure_listeners: list[Callable[[Path, bool], None]] = []
         # Internal writers (the group coordinator) waiting for the HW: tp -> [(offset, future)].
         self._hw_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
+        # Replication throttles (broker/replication_quota.py), set by the server: the leader's side is applied by
+        # Fetch to followers' fetches, the follower's by the replica fetchers.
+        self.leader_throttle: ReplicationQuota | None = None
 
     # ------------------------------------------------------------------ state changes
     def _new_partition(self, topic: str, index: int, log_: Any) -> Partition:
@@ -373,6 +377,9 @@ class ReplicaManager:
                 listener.on_transaction_marker(topic, index, producer_id, committed)
             except Exception:
                 log.exception("transaction marker listener %r failed for %s-%d", listener, topic, index)
+    def isr_of(self, topic: str, index: int) -> list[int]:
+        partition = self.partitions.get((topic, index))
+        return partition.isr if partition is not None else []
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
              min_one: bool = True, current_leader_epoch: int = -1, read_committed: bool = False) -> ReadResult:

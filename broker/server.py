@@ -36,8 +36,11 @@ from moldau.broker.metrics import BrokerMetrics
 from moldau.broker.network import ConnectionLimits, SocketServer
 from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManager
 from moldau.broker.purgatory import LoopTimer, Purgatory
+from moldau.broker.quota_config import ZK_ENTITY_TYPES
+from moldau.broker.quotas import BrokerQuotas
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
+from moldau.broker.replication_quota import ReplicationQuota
 from moldau.broker.request_channel import RequestChannel
 from moldau.broker.security.acl_store import ACLS_FILE, AclStore, FileAclStore, ZkAclStore
 from moldau.broker.security.authorizer import Authorizer
@@ -108,6 +111,9 @@ class BrokerServer:
         self.txn_markers: InterBrokerMarkerChannel | None = None
         self.metrics_port: int | None = None
         self.dynamic = DynamicBrokerConfig(config, self.broker_id)  # replaced in start() once the id is known
+        # Client quotas (docs/quotas.md): filled from ZooKeeper or the metadata file in start().
+        self.quotas = BrokerQuotas(int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
+                                   max_connection_creation_rate=int(config.get("max.connection.creation.rate")))
         self.cleaner_service: CleanerService | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
@@ -136,6 +142,13 @@ class BrokerServer:
             clock=self.clock,
             replica_lag_time_max_ms=int(cfg.get("replica.lag.time.max.ms")),
             high_watermarks=self.log_manager.read_high_watermarks())
+        window = int(cfg.get("replication.quota.window.num")), int(cfg.get("replication.quota.window.size.seconds"))
+        rm.leader_throttle = ReplicationQuota(
+            "leader.replication.throttled.replicas", self.broker_id,
+            lambda: int(dynamic.get("leader.replication.throttled.rate")), rm.topic_overrides, *window)
+        follower_throttle = ReplicationQuota(
+            "follower.replication.throttled.replicas", self.broker_id,
+            lambda: int(dynamic.get("follower.replication.throttled.rate")), rm.topic_overrides, *window)
         loop = asyncio.get_running_loop()
         self.fetch_purgatory = fetch_purgatory = Purgatory("Fetch", LoopTimer(loop), self.broker_id)
         self.produce_purgatory = produce_purgatory = Purgatory("Produce", LoopTimer(loop), self.broker_id)
@@ -153,7 +166,8 @@ class BrokerServer:
                 partition_max_bytes=int(cfg.get("replica.fetch.max.bytes")),
                 backoff_ms=int(cfg.get("replica.fetch.backoff.ms")),
                 socket_timeout_ms=int(cfg.get("replica.socket.timeout.ms")),
-                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security),
+                on_log_dir_failure=rm.log_dir_failed, security=self.zk_mode.inter_broker_security,
+                throttle=follower_throttle),
                 self._endpoint_of)
             rm.role_listeners.append(self.fetcher_manager.on_role_change)
         rm.log_dir_failure_listeners.append(self._on_log_dir_failure)
@@ -169,7 +183,7 @@ class BrokerServer:
                                           int(cfg.get("socket.receive.buffer.bytes")),
                                           limits=ConnectionLimits.from_config(cfg),
                                           security={e.name: listener_security(cfg, e) for e in cfg.listeners},
-                                          credentials=self.scram_store)
+                                          credentials=self.scram_store, throttler=self.quotas)
         await self.socket_server.start()
         advertised = self.advertised_endpoints()
         by_listener = {name: BrokerEndpoint(self.broker_id, host, port, cfg.broker_rack)
@@ -188,6 +202,8 @@ class BrokerServer:
             metadata = standalone
             dynamic.update(standalone.broker_configs.get(DEFAULT_ENTITY, {}),
                            standalone.broker_configs.get(str(self.broker_id), {}))
+            self.quotas.load({t: {path[len(t) + 1:]: c for path, c in standalone.quota_configs.items()
+                                  if path.startswith(t + "/")} for t in ZK_ENTITY_TYPES})
         self.metadata = metadata
         # --- group coordinator (consumer groups, __consumer_offsets) ---------------------------------------
         self.group_coordinator = GroupCoordinator(
@@ -202,7 +218,7 @@ class BrokerServer:
         # --- end group coordinator -------------------------------------------------------------------------
         self._start_transaction_coordinator(metadata)
         if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
-            await self.zk_mode.start_config_watch(self.replica_manager, dynamic)
+            await self.zk_mode.start_config_watch(self.replica_manager, dynamic, self.quotas)
         await self._start_authorizer()
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
@@ -253,14 +269,15 @@ class BrokerServer:
         assert fetch is not None and produce is not None and producer_ids is not None
         assert self.delete_records_purgatory is not None and self.txn_coordinator is not None
         cluster: ClusterControl = StandaloneCluster(metadata if isinstance(metadata, StandaloneMetadata) else None,
-                                                    self.dynamic)
+                                                    self.dynamic, self.quotas.apply)
         if self.zk_mode is not None:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster
         auth = self.authorizer
         topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
-            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas),
+            topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock, self.txn_coordinator),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
@@ -330,6 +347,7 @@ class BrokerServer:
 
     def _wire_metrics(self) -> None:
         m = self.metrics
+        m.set_client_quota_callback(self.quotas.metric_rows)
         rm, channel, purgatory = self.replica_manager, self.channel, self.fetch_purgatory
         assert rm is not None and channel is not None and purgatory is not None
         m.set_request_queue_size_callback(lambda: float(channel.size()))

@@ -26,6 +26,8 @@ from moldau.broker.metadata import BrokerEndpoint, TopicError, new_cluster_id, r
 from moldau.broker.metadata_cache import MetadataCache
 from moldau.broker.partition import Partition
 from moldau.broker.producer_ids import BLOCK_SIZE, ZkProducerIdManager
+from moldau.broker.quota_config import ZK_ENTITY_TYPES
+from moldau.broker.quotas import BrokerQuotas
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.connection import BrokerConnection, api_for
@@ -91,6 +93,9 @@ class ZkCluster:
         # As Kafka's AdminZkClient: any broker writes the znode and the notification; every broker (this one
         # too) applies the change when its /config/changes watch fires.
         await self.configs.write(entity_type, name, configs)
+
+    async def list_entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        return await self.configs.list(entity_type)
 
     # --- partition admin: CreatePartitions writes the topic znode (any broker may, as AdminZkClient does; the
     # handler only runs on the controller), ElectLeaders runs on the active controller's event queue.
@@ -298,7 +303,8 @@ class ZkMode:
         store = ZkConfigStore(self.client)
         dynamic.update(await store.read("brokers", DEFAULT_ENTITY), await store.read("brokers", str(self.broker_id)))
 
-    async def start_config_watch(self, replica_manager: ReplicaManager, dynamic: DynamicBrokerConfig) -> None:
+    async def start_config_watch(self, replica_manager: ReplicaManager, dynamic: DynamicBrokerConfig,
+                                 quotas: BrokerQuotas | None = None) -> None:
         store = ZkConfigStore(self.client)
         broker_id = self.broker_id
 
@@ -310,6 +316,9 @@ class ZkMode:
                 controller = self.controller
                 if controller is not None and controller.active and name in controller.ctx.topic_configs:
                     controller.ctx.topic_configs[name] = configs  # unclean.leader.election.enable
+            elif entity_type in ZK_ENTITY_TYPES:
+                if quotas is not None:  # client quotas (a user's SCRAM credentials change lands here too)
+                    quotas.apply(entity_type, name, await store.read(entity_type, name))
             elif name in (DEFAULT_ENTITY, str(broker_id)):
                 log.info("dynamic broker configs of %s changed", name)
                 dynamic.update(await store.read("brokers", DEFAULT_ENTITY), await store.read("brokers", str(broker_id)))
@@ -318,6 +327,8 @@ class ZkMode:
         await self.config_watcher.start()
         # A broker config changed between the first read (before the logs loaded) and the watch is read now.
         await self.load_broker_configs(dynamic)
+        if quotas is not None:  # every quota entity, read after the watch is set so no change is missed
+            quotas.load({t: await store.list(t) for t in ZK_ENTITY_TYPES})
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -113,6 +113,9 @@ class BrokerConnection:
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self.late_responses = 0  # responses that arrived after their request timed out or was cancelled
+        # KIP-219: a response's throttle_time_ms (a broker quota) holds the next request to this broker back.
+        self.throttled_until = 0.0  # loop time
+        self.throttle_time_ms_total = 0
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "connected" if self.connected else "new"
@@ -273,6 +276,7 @@ class BrokerConnection:
         self._check_usable()
         if version is None:
             version = self.version_for(api)
+        await self._honour_throttle()
         return await self._request(api, body, version, timeout_ms=self.request_timeout_ms)
 
     async def send_no_response(self, api: Api, body: dict[str, Any], version: int | None = None) -> None:
@@ -280,8 +284,17 @@ class BrokerConnection:
         self._check_usable()
         if version is None:
             version = self.version_for(api)
+        await self._honour_throttle()
         self._write_request(api, body, version, None)
         await self._drain()
+
+    async def _honour_throttle(self) -> None:
+        """Wait out the throttle time the broker last asked for (Kafka's clients do the same since KIP-219)."""
+        if self.throttled_until:
+            wait = self.throttled_until - asyncio.get_running_loop().time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._check_usable()
 
     def _check_usable(self) -> None:
         if self._closed:
@@ -388,7 +401,13 @@ class BrokerConnection:
             self.late_responses += 1
             return True
         try:
-            pending.future.set_result(_decode_response(pending.api, pending.version, memoryview(frame)))
+            response = _decode_response(pending.api, pending.version, memoryview(frame))
+            throttle_ms = response.get("throttle_time_ms")
+            if throttle_ms:
+                self.throttle_time_ms_total += int(throttle_ms)
+                self.throttled_until = max(self.throttled_until,
+                                           asyncio.get_running_loop().time() + int(throttle_ms) / 1000)
+            pending.future.set_result(response)
         except UnsupportedVersionError as exc:
             pending.future.set_exception(exc)
         except DecodeError as exc:

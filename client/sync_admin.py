@@ -11,6 +11,7 @@ from moldau.admin import ClusterDescription, NewTopic, OffsetResult, TopicDescri
 from moldau.admin_acls import AclBinding, AclBindingFilter
 from moldau.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
 from moldau.admin_groups import ConsumerGroupDescription, ConsumerGroupListing
+from moldau.admin_quotas import QuotaEntity
 from moldau.admin_txn import ProducerState, TransactionDescription, TransactionListing
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig
@@ -154,6 +155,16 @@ class AdminClient:
 
     def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding] | KafkaError]:
         return run(self._aio.delete_acls(filters), what="delete_acls")
+
+    # ------------------------------------------------------------------ client quotas
+    def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]] = (), strict: bool = False,
+                               broker_id: int | None = None) -> list[tuple[QuotaEntity, dict[str, float]]]:
+        return run(self._aio.describe_client_quotas(components, strict, broker_id), what="describe_client_quotas")
+
+    def alter_client_quotas(self, entries: Iterable[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+                            validate_only: bool = False, raise_errors: bool = True) -> list[KafkaError | None]:
+        return run(self._aio.alter_client_quotas(list(entries), validate_only, raise_errors),
+                   what="alter_client_quotas")
 
     # ------------------------------------------------------------------ transactions
     def list_transactions(self, states: Iterable[str] | None = None, producer_ids: Iterable[int] | None = None,

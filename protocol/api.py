@@ -40,6 +40,7 @@ from moldau.protocol.messages.partition_admin import (
     LIST_PARTITION_REASSIGNMENTS,
 )
 from moldau.protocol.messages.produce import PRODUCE
+from moldau.protocol.messages.quotas import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from moldau.protocol.messages.sasl import (
     ALTER_USER_SCRAM_CREDENTIALS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
@@ -103,6 +104,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_PRODUCERS = 61
@@ -133,6 +136,8 @@ TRANSACTION_APIS: frozenset[int] = frozenset(
 REGISTRY.update({api.key: api for api in (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS,
                                           TXN_OFFSET_COMMIT, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS,
                                           LIST_TRANSACTIONS)})
+# Client quotas (issue 23).
+REGISTRY.update({api.key: api for api in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)})
 
 # What the broker advertises in ApiVersions is derived from its route table (moldau.broker.apis.ADVERTISED),
 # not kept here: a registered API without a handler is never offered.

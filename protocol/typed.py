@@ -1868,6 +1868,102 @@ class OffsetDeleteResponse(TypedDict):
     topics: list[OffsetDeleteResponseTopics]
 
 
+class DescribeClientQuotasRequestComponents(TypedDict):
+    """One ``components`` entry."""
+
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    """DescribeClientQuotas request (key 48), v0-v1."""
+
+    components: list[DescribeClientQuotasRequestComponents]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntriesEntity(TypedDict):
+    """One ``entity`` entry."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseEntriesValues(TypedDict):
+    """One ``values`` entry."""
+
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntries(TypedDict):
+    """One ``entries`` entry."""
+
+    entity: list[DescribeClientQuotasResponseEntriesEntity]
+    values: list[DescribeClientQuotasResponseEntriesValues]
+
+
+class DescribeClientQuotasResponse(TypedDict):
+    """DescribeClientQuotas response (key 48), v0-v1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntries] | None
+
+
+class AlterClientQuotasRequestEntriesEntity(TypedDict):
+    """One ``entity`` entry."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestEntriesOps(TypedDict):
+    """One ``ops`` entry."""
+
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntries(TypedDict):
+    """One ``entries`` entry."""
+
+    entity: list[AlterClientQuotasRequestEntriesEntity]
+    ops: list[AlterClientQuotasRequestEntriesOps]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    """AlterClientQuotas request (key 49), v0-v1."""
+
+    entries: list[AlterClientQuotasRequestEntries]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntriesEntity(TypedDict):
+    """One ``entity`` entry."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntries(TypedDict):
+    """One ``entries`` entry."""
+
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntriesEntity]
+
+
+class AlterClientQuotasResponse(TypedDict):
+    """AlterClientQuotas response (key 49), v0-v1."""
+
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntries]
+
+
 class DescribeUserScramCredentialsRequestUsers(TypedDict):
     """One ``users`` entry."""
 

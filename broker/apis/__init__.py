@@ -20,6 +20,7 @@ from moldau.broker.apis.context import (
     GroupDeps,
     PartitionAdminDeps,
     ProducerIdDeps,
+    QuotaDeps,
     ReplicaDeps,
     ScramDeps,
     TopicDeps,
@@ -57,6 +58,7 @@ from moldau.broker.apis.partition_admin import (
     handle_list_partition_reassignments,
 )
 from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from moldau.broker.apis.sasl import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
@@ -143,6 +145,10 @@ def _txn_markers(c: BrokerContext) -> TxnMarkerDeps:
     return TxnMarkerDeps(c.replicas.replica_manager, c.replicas.auth, int(c.topics.config.get("request.timeout.ms")))
 
 
+def _quotas(c: BrokerContext) -> QuotaDeps:
+    return QuotaDeps(c.configs.cluster, c.configs.auth)
+
+
 def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
@@ -211,6 +217,11 @@ ROUTES.update({
 ROUTES.update({
     ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
     ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
+})
+# Client quotas (issue 23, broker/apis/quotas.py).
+ROUTES.update({
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: route(_quotas, handle_describe_client_quotas),
+    ApiKey.ALTER_CLIENT_QUOTAS: route(_quotas, handle_alter_client_quotas),
 })
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the

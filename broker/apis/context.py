@@ -10,6 +10,7 @@ to ZooKeeper themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -19,6 +20,8 @@ from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
+from moldau.broker.quota_config import ZK_ENTITY_TYPES
+from moldau.broker.quotas import BrokerQuotas
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import NO_AUTHORIZER, Authorizer
@@ -83,6 +86,10 @@ class ClusterControl(Protocol):
         notification under /config/changes)."""
         ...
 
+    async def list_entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity of a type with its overrides; "users" includes "<user>/clients/<client-id>" (quotas)."""
+        ...
+
 
 class StandaloneCluster:
     """A standalone broker has no controller: every controller request is answered NOT_CONTROLLER. Its topics
@@ -90,9 +97,11 @@ class StandaloneCluster:
     leader is already the preferred and only replica, so ElectLeaders has nothing to do. Dynamic configs live in
     its metadata file and apply at once."""
 
-    def __init__(self, metadata: StandaloneMetadata | None = None, dynamic: DynamicBrokerConfig | None = None) -> None:
+    def __init__(self, metadata: StandaloneMetadata | None = None, dynamic: DynamicBrokerConfig | None = None,
+                 on_quota_change: Callable[[str, str, dict[str, str]], None] | None = None) -> None:
         self.metadata = metadata
         self.dynamic = dynamic
+        self.on_quota_change = on_quota_change  # client quotas apply at once (broker/quotas.py)
 
     def fence(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         return ErrorCode.NOT_CONTROLLER
@@ -151,13 +160,27 @@ class StandaloneCluster:
         if entity_type == "topics":
             topic = self.metadata.topic(name)
             return dict(topic.configs) if topic is not None else {}
+        if entity_type in ZK_ENTITY_TYPES:
+            return dict(self.metadata.quota_configs.get(f"{entity_type}/{name}", {}))
         return dict(self.metadata.broker_configs.get(name, {}))
+
+    async def list_entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        if self.metadata is None:
+            return {}
+        prefix = f"{entity_type}/"
+        return {path[len(prefix):]: dict(c) for path, c in self.metadata.quota_configs.items()
+                if path.startswith(prefix)}
 
     async def alter_entity_configs(self, entity_type: str, name: str, configs: dict[str, str]) -> None:
         if self.metadata is None:
             raise RuntimeError("this broker keeps no dynamic configs")
         if entity_type == "topics":
             self.metadata.set_topic_configs(name, configs)  # the replica manager re-reads them (topic listener)
+            return
+        if entity_type in ZK_ENTITY_TYPES:
+            self.metadata.set_quota_configs(f"{entity_type}/{name}", configs)
+            if self.on_quota_change is not None:
+                self.on_quota_change(entity_type, name, configs)
             return
         self.metadata.set_broker_configs(name, configs)
         if self.dynamic is not None:
@@ -203,6 +226,7 @@ class ReplicaDeps:
     produce_purgatory: Purgatory
     fetch_purgatory: Purgatory
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+    quotas: BrokerQuotas | None = None  # client quotas: Fetch sizes a throttled consumer's answer by them
 
 
 @dataclass(slots=True)
@@ -258,6 +282,14 @@ class ConfigDeps:
     metadata: MetadataStore
     cluster: ClusterControl
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+
+
+@dataclass(slots=True)
+class QuotaDeps:
+    """DescribeClientQuotas (DescribeConfigs on the cluster), AlterClientQuotas (AlterConfigs on it)."""
+
+    cluster: ClusterControl
+    auth: Authorizer = NO_AUTHORIZER
 
 
 @dataclass(slots=True)

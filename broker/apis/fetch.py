@@ -2,6 +2,7 @@
 (isolation level 1, with the aborted transactions of the range from the .txnindex), by the log end offset for
 followers), or wait in the fetch purgatory (its re-reads use the same bound). A follower's fetch (replica_id >= 0) also reports its log end offset to the leader.
 A consumer needs Read on each topic, a follower ClusterAction (else TOPIC_AUTHORIZATION_FAILED for the topic).
+A consumer under a consumer_byte_rate quota gets at most what the quota allows over one window (docs/quotas.md).
 
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
@@ -32,24 +33,36 @@ READ_COMMITTED = 1
 
 
 def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
-              ) -> tuple[list[FetchResponseResponses], int, bool]:
-    consumer = body["replica_id"] < 0
+              ) -> tuple[list[FetchResponseResponses], int, bool, int]:
+    """(responses, bytes read, any error, bytes of throttled replicas: leader.replication.throttled.rate)."""
+    replica_id = body["replica_id"]
+    consumer = replica_id < 0
     read_committed = consumer and version >= 4 and body["isolation_level"] == READ_COMMITTED
     budget = body["max_bytes"] if version >= 3 else 1 << 31
-    total = 0
+    total = throttled_bytes = 0
     error = False
     responses: list[FetchResponseResponses] = []
     rm = ctx.replica_manager
+    throttle = None if consumer else rm.leader_throttle
+    hold_back = throttle is not None and throttle.exceeded()
     for t in body["topics"]:
         name = t["topic"]
         partitions: list[FetchResponseResponsesPartitions] = []
         for p in t["partitions"]:
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
-            r = rm.read(name, index, p["fetch_offset"], max(limit, 0), consumer=consumer, min_one=(total == 0),
+            # KIP-73: a throttled replica that is not in sync gets no data while the leader's rate is above
+            # its bound (in-sync replicas never wait).
+            throttled = throttle is not None and throttle.is_throttled(name, index) and \
+                replica_id not in rm.isr_of(name, index)
+            held = throttled and hold_back
+            r = rm.read(name, index, p["fetch_offset"], 0 if held else max(limit, 0), consumer=consumer,
+                        min_one=(total == 0 and not held),
                         current_leader_epoch=-1 if consumer else p["current_leader_epoch"],
                         read_committed=read_committed)
             aborted = r.aborted_transactions
+            if throttled:
+                throttled_bytes += r.size
             entry: FetchResponseResponsesPartitions = {
                 "partition_index": index, "error_code": r.error,
                 "high_watermark": r.high_watermark, "last_stable_offset": r.last_stable_offset,
@@ -64,7 +77,14 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
             partitions.append(entry)
             total += r.size
         responses.append({"topic": name, "partitions": partitions})
-    return responses, total, error
+    return responses, total, error, throttled_bytes
+
+
+def _record_throttled(ctx: ReplicaDeps, throttled_bytes: int) -> None:
+    """The bytes a follower's answer carries for throttled replicas count against the leader's rate."""
+    throttle = ctx.replica_manager.leader_throttle
+    if throttle is not None and throttled_bytes:
+        throttle.record(throttled_bytes)
 
 
 def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
@@ -86,7 +106,7 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
             return self.force_complete()
-        _, total, error = _read_all(self.ctx, self.body, self.version)
+        _, total, error, _ = _read_all(self.ctx, self.body, self.version)
         if error or total >= self.body["min_bytes"]:
             return self.force_complete()
         return False
@@ -101,7 +121,8 @@ class DelayedFetch(DelayedOperation):
 
     def _respond(self) -> None:
         if not self.future.done():
-            responses, _, _ = _read_all(self.ctx, self.body, self.version)
+            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version)
+            _record_throttled(self.ctx, throttled_bytes)
             self.future.set_result(_response(responses + self.denied))
 
 
@@ -128,6 +149,12 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
     denied = _unauthorized(ctx, request, body)
     replica_id = body["replica_id"]
+    if replica_id < 0 and ctx.quotas is not None:
+        # A consumer under consumer_byte_rate is never handed more than its quota allows over one window (as
+        # Kafka's getMaxValueInQuotaWindow); the first batch still goes out whole (min_one).
+        quota_bytes = ctx.quotas.fetch_limit(request)
+        if quota_bytes is not None:
+            body["max_bytes"] = min(body["max_bytes"], max(int(quota_bytes), 1))
     if replica_id >= 0:
         # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
         # high watermark this very fetch may have advanced.
@@ -135,9 +162,10 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
             for p in t["partitions"]:
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                     p["log_start_offset"], p["current_leader_epoch"])
-    responses, total, error = _read_all(ctx, body, request.version)
+    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version)
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
+        _record_throttled(ctx, throttled_bytes)
         return _response(responses + denied)
     future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
     ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future, denied), keys)

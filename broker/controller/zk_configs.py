@@ -26,7 +26,8 @@ log = logging.getLogger("moldau.zk_configs")
 
 CHANGE_PREFIX = "config_change_"
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkConfigManager.DefaultChangeExpirationMs
-ENTITY_TYPES = ("topics", "brokers")
+# Client quota entities (users, clients, users/<u>/clients/<c>, ips) share the layout (broker/quota_config.py).
+ENTITY_TYPES = ("topics", "brokers", "users", "clients", "ips")
 
 
 def entity_path(entity_type: str, name: str) -> str:
@@ -107,6 +108,20 @@ class ZkConfigStore:
             await self.client.set(path, data)
         await self.client.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", change_notification(entity_type, name),
                                  sequence=True)
+
+
+    async def list(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity of a type with its configs; for "users" also "<user>/clients/<client-id>"."""
+        base = f"/config/{entity_type}"
+        if await self.client.exists(base) is None:
+            return {}
+        names = list(await self.client.get_children(base))
+        if entity_type == "users":
+            for user in list(names):
+                clients = f"{base}/{user}/clients"
+                if await self.client.exists(clients) is not None:
+                    names += [f"{user}/clients/{c}" for c in await self.client.get_children(clients)]
+        return {name: await self.read(entity_type, name) for name in names}
 
 
 ChangeHandler = Callable[[str, str], Awaitable[None]]

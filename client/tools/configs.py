@@ -1,4 +1,5 @@
-"""``moldau-configs``: Kafka's kafka-configs for topic and broker configs (SCRAM users: configs_users.py).
+"""``moldau-configs``: Kafka's kafka-configs for topic and broker configs (SCRAM users: configs_users.py; client
+quotas of users, clients and ips: configs_quotas.py).
 
     moldau-configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name t --describe [--all]
     moldau-configs --bootstrap-server 127.0.0.1:9092 --entity-type topics --entity-name t --alter \\
@@ -28,7 +29,7 @@ from moldau.tools.common import (
     run_tool,
 )
 
-ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user"}
+ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "users": "user", "clients": "client", "ips": "ip"}
 # The source a config has when it is a dynamic override of this kind of entity (what --describe shows).
 DYNAMIC_SOURCE = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CONFIG",
                   "default": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
@@ -37,9 +38,16 @@ DYNAMIC_SOURCE = {"topic": "DYNAMIC_TOPIC_CONFIG", "broker": "DYNAMIC_BROKER_CON
 def _parser() -> ToolParser:
     p = ToolParser(prog="moldau-configs", description="Add, delete or describe configs of topics and brokers.")
     add_bootstrap(p)
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), help="topics, brokers or users (SCRAM)")
-    p.add_argument("--entity-name", help="topic name, broker id or user name")
-    p.add_argument("--entity-default", action="store_true", help="the cluster-wide broker default")
+    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), action="append",
+                   help="topics, brokers, users (SCRAM, quotas), clients or ips (quotas); users and clients "
+                   "may be given together (docs/quotas.md)")
+    p.add_argument("--entity-name", action="append", help="topic name, broker id, user, client id or ip")
+    p.add_argument("--entity-default", action="append_const", const=True,
+                   help="the cluster-wide broker default, or the default user, client id or ip")
+    for flag, what in (("--user", "a user"), ("--client", "a client id"), ("--ip", "an ip")):
+        p.add_argument(flag, action="append", help=f"shorthand for --entity-type ... --entity-name ({what})")
+    for flag in ("--user-defaults", "--client-defaults", "--ip-defaults"):
+        p.add_argument(flag, action="store_true", help="shorthand for --entity-type ... --entity-default")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name <topic>")
     p.add_argument("--broker", help="shorthand for --entity-type brokers --entity-name <id>")
     p.add_argument("--broker-defaults", action="store_true",
@@ -82,7 +90,14 @@ def split_add_config(text: str) -> dict[str, str]:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    from moldau.tools.configs_quotas import entity_pairs
+
     args = _parser().parse_args(argv)
+    args.entity_pairs = entity_pairs(argv)
+    if len(args.entity_pairs) > 1 and any(t not in ("users", "clients", "ips") for t, _, _ in args.entity_pairs):
+        raise ToolError("Only users and clients (or ips) can be combined in one entity")
+    first = args.entity_pairs[0] if args.entity_pairs else (None, None, False)
+    args.entity_type, args.entity_name, args.entity_default = first
     if args.topic is not None:
         args.entity_type, args.entity_name = "topics", args.topic
     if args.broker is not None:
@@ -95,8 +110,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError("Command must include exactly one action: --describe, --alter")
     if args.entity_default and args.entity_name is not None:
         raise UsageError("--entity-name and --entity-default cannot be used together")
-    if args.entity_default and args.entity_type != "brokers":
-        raise UsageError("--entity-default is only valid with --entity-type brokers")
+    if args.entity_default and args.entity_type == "topics":
+        raise UsageError("--entity-default is not valid with --entity-type topics")
     if args.entity_type == "brokers" and args.entity_name is not None and not args.entity_name.isdigit():
         raise UsageError(f"The entity name for brokers must be a valid integer broker id, but it is: "
                         f"{args.entity_name}")
@@ -105,6 +120,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         args.add.update(read_properties_file(args.add_config_file, "--add-config-file"))
     args.delete = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     if args.alter:
+        if any(n is None and not d for _, n, d in args.entity_pairs[1:]):
+            raise ToolError("--entity-name or --entity-default must be specified for each --entity-type")
         if args.entity_name is None and not args.entity_default:
             raise UsageError("--entity-name or --entity-default must be specified with --alter")
         if not args.add and not args.delete:
@@ -154,7 +171,13 @@ def _targets(args: argparse.Namespace, admin: Any) -> list[tuple[str, str]]:
 
 def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
     from moldau.admin_configs import AlterConfigOp, ConfigResource
+    from moldau.tools.configs_quotas import execute_quotas, is_quota_command
 
+    if is_quota_command(args):
+        if args.entity_type == "users" and args.describe and len(args.entity_pairs) == 1:
+            execute_quotas(args, admin, out)  # a user's quotas, then its SCRAM credentials (as kafka-configs)
+        else:
+            return execute_quotas(args, admin, out)
     if args.entity_type == "users":
         from moldau.tools.configs_users import execute_users
 

@@ -2,12 +2,15 @@
 
     moldau-reassign-partitions --bootstrap-server H:P --generate --topics-to-move-json-file topics.json \\
         --broker-list 2,3,4
-    moldau-reassign-partitions --bootstrap-server H:P --execute --reassignment-json-file plan.json
+    moldau-reassign-partitions --bootstrap-server H:P --execute --reassignment-json-file plan.json \
+        [--throttle 10000000]
     moldau-reassign-partitions --bootstrap-server H:P --verify --reassignment-json-file plan.json
 
 Kafka's JSON: topics to move ``{"topics": [{"topic": "t"}], "version": 1}``; a plan ``{"version": 1,
 "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3, 4]}]}`` (``log_dirs`` is accepted and only
-"any" is allowed). The first replica listed becomes the preferred leader.
+"any" is allowed). The first replica listed becomes the preferred leader. ``--throttle`` sets Kafka's replication
+throttles (KIP-73: the rates on every broker involved, the throttled replica lists on the topics); ``--verify``
+removes them once no partition of the plan is still moving (docs/quotas.md).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ def _parser() -> ToolParser:
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help="--generate: the topics to move")
     p.add_argument("--broker-list", metavar="ID[,ID...]", help="--generate: the brokers to move them to")
     p.add_argument("--reassignment-json-file", metavar="FILE", help="--execute/--verify: the plan")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
+                   help="--execute: bound the replication of the moving replicas (KIP-73); --verify removes it")
     p.add_argument("--command-config", default=None, metavar="FILE", help="admin client config file")
     return p
 
@@ -93,6 +98,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     else:
         if not args.reassignment_json_file:
             raise UsageError(f"--{args.action} needs --reassignment-json-file")
+        if args.throttle != -1 and args.action != "execute":
+            raise UsageError("--throttle is only valid with --execute")
+        if args.throttle == 0 or args.throttle < -1:
+            raise UsageError("--throttle must be a positive number of bytes/s")
         args.plan = parse_plan(_read_json(args.reassignment_json_file, "--reassignment-json-file"),
                                args.reassignment_json_file)
     return args
@@ -146,6 +155,8 @@ def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
         print("Current partition replica assignment\n", file=out)
         print(plan_json({tp: current[tp] for tp in plan}), file=out)
         print("\nSave this to use as the --reassignment-json-file option during rollback", file=out)
+        if args.throttle > 0:
+            set_throttles(admin, plan, current, args.throttle, out)
         results = admin.alter_partition_reassignments(plan, raise_errors=False)
         failed = {tp: e for tp, e in results.items() if e is not None}
         if failed:
@@ -165,7 +176,61 @@ def execute(args: argparse.Namespace, admin: Any, out: Any) -> int:
         else:
             print(f"There is no active reassignment of partition {t}-{p}, but replica set is "
                   f"{','.join(map(str, current[(t, p)]))} rather than {','.join(map(str, target))}.", file=out)
+    if not any(tp in ongoing for tp in plan):  # as kafka-reassign-partitions: done, so the throttles go
+        clear_throttles(admin, topics, out)
     return 0
+
+
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+
+
+def throttled_replicas(plan: dict[TopicPartition, list[int]], current: dict[TopicPartition, list[int]]
+                       ) -> dict[str, tuple[str, str]]:
+    """Per topic Kafka's (leader, follower) throttled replica lists: the moving partitions' current replicas
+    (they serve the copy) and the replicas being added (they fetch it)."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for (t, p), target in sorted(plan.items()):
+        if target == current[(t, p)]:
+            continue
+        leaders, followers = out.setdefault(t, ([], []))
+        leaders += [f"{p}:{b}" for b in current[(t, p)]]
+        followers += [f"{p}:{b}" for b in target if b not in current[(t, p)]]
+    return {t: (",".join(lead), ",".join(follow)) for t, (lead, follow) in out.items()}
+
+
+def set_throttles(admin: Any, plan: dict[TopicPartition, list[int]], current: dict[TopicPartition, list[int]],
+                  rate: int, out: Any) -> None:
+    from moldau.admin_configs import AlterConfigOp, ConfigResource
+
+    brokers = sorted({b for tp in plan for b in plan[tp] + current[tp]})
+    admin.incremental_alter_configs({ConfigResource("broker", str(b)): [
+        AlterConfigOp(LEADER_RATE, "SET", str(rate)), AlterConfigOp(FOLLOWER_RATE, "SET", str(rate))]
+        for b in brokers})
+    ops = {}
+    for topic, (leaders, followers) in throttled_replicas(plan, current).items():
+        ops[ConfigResource("topic", topic)] = [
+            AlterConfigOp(LEADER_REPLICAS, "SET", leaders) if leaders else AlterConfigOp(LEADER_REPLICAS, "DELETE"),
+            AlterConfigOp(FOLLOWER_REPLICAS, "SET", followers) if followers
+            else AlterConfigOp(FOLLOWER_REPLICAS, "DELETE")]
+    if ops:
+        admin.incremental_alter_configs(ops)
+    print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle "
+          "is removed.", file=out)
+    print(f"The inter-broker throttle limit was set to {rate} B/s", file=out)
+
+
+def clear_throttles(admin: Any, topics: list[str], out: Any) -> None:
+    from moldau.admin_configs import AlterConfigOp, ConfigResource
+
+    brokers = sorted(b.node_id for b in admin.describe_cluster().brokers)
+    admin.incremental_alter_configs({ConfigResource("broker", str(b)): [
+        AlterConfigOp(LEADER_RATE, "DELETE"), AlterConfigOp(FOLLOWER_RATE, "DELETE")] for b in brokers})
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
+          f"{','.join(map(str, brokers))}", file=out)
+    admin.incremental_alter_configs({ConfigResource("topic", t): [
+        AlterConfigOp(LEADER_REPLICAS, "DELETE"), AlterConfigOp(FOLLOWER_REPLICAS, "DELETE")] for t in topics})
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}", file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -111,11 +111,20 @@ def test_reassignment_moves_a_partition_under_load(cluster: Cluster, tmp_path: P
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moving", "partition": 0,
                                                               "replicas": [1, 2, 4]}]}))
-    executed = tool(*bs, "--execute", "--reassignment-json-file", str(plan))
+    executed = tool(*bs, "--execute", "--reassignment-json-file", str(plan), "--throttle", "50000000")
     assert executed.returncode == 0, executed.stderr
-    assert executed.stdout.splitlines()[-1] == "Successfully started partition reassignment for moving-0"
-    wait_until(lambda: tool(*bs, "--verify", "--reassignment-json-file", str(plan)).stdout.splitlines()[-1:] ==
-               ["Reassignment of partition moving-0 is completed."], 60, "the tool's move completed")
+    assert executed.stdout.splitlines()[-2:] == ["The inter-broker throttle limit was set to 50000000 B/s",
+                                                 "Successfully started partition reassignment for moving-0"]
+    # --throttle: Kafka's replication throttles (the copy's sources and its new replica) until --verify.
+    assert {k: v for k, v in json.loads(cluster.kazoo.get("/config/topics/moving")[0])["config"].items()
+            if "throttled" in k} == {"leader.replication.throttled.replicas": "0:2,0:3,0:4",
+                                     "follower.replication.throttled.replicas": "0:1"}
+    assert json.loads(cluster.kazoo.get("/config/brokers/1")[0])["config"]["leader.replication.throttled.rate"] \
+        == "50000000"
+    wait_until(lambda: "Reassignment of partition moving-0 is completed." in tool(
+        *bs, "--verify", "--reassignment-json-file", str(plan)).stdout.splitlines(), 60, "the tool's move completed")
+    assert not [k for k in json.loads(cluster.kazoo.get("/config/topics/moving")[0])["config"] if "throttled" in k]
+    assert "leader.replication.throttled.rate" not in json.loads(cluster.kazoo.get("/config/brokers/1")[0])["config"]
     assert cluster.assignment("moving")[0] == [1, 2, 4]
     assert sorted(cluster.states("moving")[0]["isr"]) == [1, 2, 4]
     bad = tmp_path / "bad.json"

@@ -31,7 +31,7 @@ def test_znode_formats_are_kafkas() -> None:
     assert sequence_of("config_change_0000000042") == 42 and sequence_of("other") == -1
 
 
-@pytest.mark.parametrize("raw", [b"nope", b'{"version":2,"entity_path":"users/x"}', b'{"version":3}'])
+@pytest.mark.parametrize("raw", [b"nope", b'{"version":2,"entity_path":"groups/x"}', b'{"version":3}'])
 def test_malformed_notifications_raise(raw: bytes) -> None:
     with pytest.raises(MalformedZnode):
         parse_change_notification("/config/changes/config_change_1", raw)

@@ -370,3 +370,28 @@ async def test_peer_closing_during_handshake(serve: Any) -> None:
     with pytest.raises(ConnectFailedError) as info:
         await conn.connect(timeout_s=5)
     assert isinstance(info.value.__cause__, ConnectionLostError)
+
+
+async def test_a_throttled_response_holds_the_next_request_back(serve: Any) -> None:
+    """KIP-219: the client waits out throttle_time_ms before its next request to that broker; the peer measures
+    the gap between the answer and the next request on its own clock."""
+    gaps: list[float] = []
+
+    async def script(peer: Peer) -> None:
+        await peer.handshake()
+        req = await peer.read_request()
+        peer.respond(req, {**metadata_response("a"), "throttle_time_ms": 400})
+        answered = asyncio.get_running_loop().time()
+        req = await peer.read_request()
+        gaps.append(asyncio.get_running_loop().time() - answered)
+        peer.respond(req, metadata_response("b"))
+        await linger(peer)
+
+    conn = await client(await serve(script))
+    try:
+        await conn.send(METADATA, metadata_request("a"))
+        assert conn.throttle_time_ms_total == 400
+        await conn.send(METADATA, metadata_request("b"))
+        assert gaps and gaps[0] >= 0.35
+    finally:
+        await conn.close()

@@ -147,3 +147,20 @@ def test_reassign_partitions_flags_and_json(tmp_path: Path) -> None:
     assert sorted(r[0] for r in proposal.values()) == [2, 2, 3, 3, 4, 4]  # leaders round-robin
     with pytest.raises(ToolError, match="larger than available brokers"):
         rp.propose(current, [2], random.Random(1))
+
+
+def test_reassign_throttles_name_kafkas_replicas(tmp_path: Path) -> None:
+    from moldau.tools import reassign_partitions as rp
+
+    current = {("a", 0): [1, 2], ("a", 1): [2, 3], ("b", 0): [1]}
+    plan = {("a", 0): [1, 4], ("a", 1): [2, 3], ("b", 0): [2]}
+    # Leaders: every current replica of a moving partition; followers: the replicas being added.
+    assert rp.throttled_replicas(plan, current) == {"a": ("0:1,0:2", "0:4"), "b": ("0:1", "0:2")}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text('{"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": [1]}]}')
+    assert rp.parse_args(BS + ["--execute", "--reassignment-json-file", str(plan_file), "--throttle", "10"]
+                         ).throttle == 10
+    with pytest.raises(ToolError, match="only valid with --execute"):
+        rp.parse_args(BS + ["--verify", "--reassignment-json-file", str(plan_file), "--throttle", "10"])
+    with pytest.raises(ToolError, match="positive"):
+        rp.parse_args(BS + ["--execute", "--reassignment-json-file", str(plan_file), "--throttle", "0"])

@@ -34,7 +34,7 @@ def test_alter_flags() -> None:
     (["--entity-type", "topics", "--entity-name", "t"], "exactly one action"),
     (["--entity-type", "topics", "--entity-name", "t", "--alter"], "--add-config"),
     (["--entity-type", "topics", "--alter", "--add-config", "a=1"], "--entity-name or --entity-default"),
-    (["--entity-type", "topics", "--entity-default", "--describe"], "only valid with --entity-type brokers"),
+    (["--entity-type", "topics", "--entity-default", "--describe"], "not valid with --entity-type topics"),
     (["--entity-type", "brokers", "--entity-name", "x", "--describe"], "valid integer broker id"),
     (["--entity-type", "topics", "--entity-name", "t", "--describe", "--add-config", "a=1"], "only valid with"),
     (["--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "a=1", "--delete-config", "a"],
@@ -47,7 +47,7 @@ def test_bad_flags_name_the_problem(argv: list[str], message: str) -> None:
 
 def test_unknown_entity_type_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        parse_args(BS + ["--entity-type", "clients", "--describe"])
+        parse_args(BS + ["--entity-type", "groups", "--describe"])
     assert exc.value.code == 2 and "entity-type" in capsys.readouterr().err
 
 

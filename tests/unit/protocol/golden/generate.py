@@ -42,6 +42,7 @@ import config_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
 import partition_admin_cases  # noqa: E402
+import quota_cases  # noqa: E402
 import security_cases  # noqa: E402
 import txn_cases  # noqa: E402
 import txn_log_cases  # noqa: E402
@@ -283,6 +284,12 @@ VARIANTS += txn_log_cases.VARIANTS
 HAND_BUILT = HAND_BUILT + txn_log_cases.HAND_BUILT
 APIS.update({name: ApiInfo(*spec) for name, spec in txn_log_cases.API_SPECS.items()})
 RENAMED.update(txn_log_cases.RENAMED)
+# The client quota APIs (see quota_cases.py).
+SAMPLES.update(quota_cases.SAMPLES)
+VARIANTS += quota_cases.VARIANTS
+HAND_BUILT = HAND_BUILT + quota_cases.HAND_BUILT
+APIS.update({name: ApiInfo(*spec) for name, spec in quota_cases.API_SPECS.items()})
+RENAMED.update(quota_cases.RENAMED)
 
 
 def bit_set(v: int) -> set[int]:

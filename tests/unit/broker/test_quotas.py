@@ -1,0 +1,129 @@
+"""Rates, throttle times and what is recorded per request (broker/quotas.py), on a hand-moved clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from moldau.broker.quota_config import DEFAULT, QuotaEntity
+from moldau.broker.quotas import BrokerQuotas, Rate, fetch_response_bytes
+from moldau.broker.request_channel import Request
+from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.header import RequestHeader
+from moldau.protocol.types import INT32
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def request(api_key: int, size: int, client_id: str = "app", principal: str = "User:ANONYMOUS",
+            response: dict[str, Any] | None = None, replica_id: int = -1) -> Request:
+    frame = bytearray(size)
+    INT32.pack_into(frame, 0, replica_id)  # Fetch: replica_id is the body's first field (v4-12)
+    r = Request(RequestHeader(api_key, 4, 1, client_id), REGISTRY[api_key], frame, 0, "127.0.0.1",
+                principal=principal)
+    r.response = response if response is not None else {"throttle_time_ms": 0}
+    return r
+
+
+def test_rate_is_kafkas_sampled_rate_with_a_minimum_window() -> None:
+    rate = Rate(11, 1000, 0.0)
+    rate.record(1000.0, 0.0)
+    # A young rate divides by (num - 1) samples, never by the short time it has existed.
+    assert rate.window_ms(0.0) == 10_000 and rate.measure(0.0) == pytest.approx(100.0)
+    for t in range(1, 30):
+        rate.record(1000.0, t * 1000.0)
+    # Steady 1000/s: the 11 live samples span 10-11 s; the old ones have expired.
+    assert rate.measure(29_500.0) == pytest.approx(11_000 / 10.5)
+    assert rate.measure(100_000.0) == 0.0  # everything expired
+
+
+def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock)
+    quotas.configs.set(QuotaEntity(None, DEFAULT), {"producer_byte_rate": 1000.0})
+    # Within the quota over the (minimum) 10 s window: no throttle.
+    assert quotas.throttle(request(ApiKey.PRODUCE, 5_000 - 4), 0.0) == 0
+    # 20 000 bytes in a 10 s window = 2000 B/s, twice the quota: silent for (2000-1000)/1000 x 10 s.
+    r = request(ApiKey.PRODUCE, 15_000 - 4)
+    assert quotas.throttle(r, 0.0) == 10_000
+    assert r.response == {"throttle_time_ms": 10_000}
+    rows = list(quotas.metric_rows())
+    assert rows == [("produce", "", "app", 1000.0, pytest.approx(2000.0), 10_000.0)]
+
+
+@pytest.mark.parametrize("size", [1_000, 50_000])  # up to 5 s of quota per request
+def test_a_client_that_honours_its_throttle_times_gets_its_quota(size: int) -> None:
+    """Requests back to back, each after the previous throttle time: over ten minutes (after the first
+    window's allowance) the client is held to its quota. (As with Kafka's rate, requests larger than the quota
+    over the window can overshoot it: the window forgets them before the client is through.)"""
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock)
+    quotas.configs.set(QuotaEntity(None, DEFAULT), {"producer_byte_rate": 10_000.0})
+    sent, start, throttled = 0, None, 0
+    while clock.now < 1000.0 + 600:
+        throttle = quotas.throttle(request(ApiKey.PRODUCE, size - 4), 0.0)
+        if clock.now >= 1030.0:
+            start = clock.now if start is None else start
+            sent += size
+        throttled += throttle > 0
+        clock.now += throttle / 1000 + 0.01  # 10 ms per request: far above the quota when not throttled
+    assert start is not None and throttled > 10
+    assert sent / (clock.now - start) == pytest.approx(10_000, rel=0.1)
+
+
+def test_entities_share_a_rate_as_kafka_tags_them() -> None:
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock)
+    quotas.configs.set(QuotaEntity("alice"), {"producer_byte_rate": 1000.0})  # shared by alice's clients
+    quotas.configs.set(QuotaEntity(None, DEFAULT), {"producer_byte_rate": 1000.0})  # each client id its own
+    assert quotas.throttle(request(ApiKey.PRODUCE, 9_996, "a", "User:alice"), 0.0) == 0
+    assert quotas.throttle(request(ApiKey.PRODUCE, 9_996, "b", "User:alice"), 0.0) > 0
+    assert quotas.throttle(request(ApiKey.PRODUCE, 9_996, "a", "User:bob"), 0.0) == 0
+    assert quotas.throttle(request(ApiKey.PRODUCE, 9_996, "b", "User:bob"), 0.0) == 0
+    assert set(quotas.produce.sensors) == {("alice", ""), ("", "a"), ("", "b")}
+    # A changed quota applies to the running rate at once.
+    quotas.configs.set(QuotaEntity("alice"), {"producer_byte_rate": 1e9})
+    assert quotas.throttle(request(ApiKey.PRODUCE, 9_996, "c", "User:alice"), 0.0) == 0
+
+
+def test_fetch_counts_consumer_record_bytes_and_sizes_responses() -> None:
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock)
+    assert quotas.fetch_limit(request(ApiKey.FETCH, 64)) is None
+    quotas.configs.set(QuotaEntity(None, "app"), {"consumer_byte_rate": 100.0})
+    assert quotas.fetch_limit(request(ApiKey.FETCH, 64)) == 1000.0  # quota x (num - 1) samples
+    response = {"throttle_time_ms": 0, "responses": [{"partitions": [{"records": b"x" * 3000},
+                                                                      {"records": b""}]}]}
+    assert fetch_response_bytes(response) == 3000
+    # 3000 bytes in the 10 s window = 300 B/s: silent for (300 - 100) / 100 x 10 s.
+    assert quotas.throttle(request(ApiKey.FETCH, 64, response=response), 0.0) == 20_000
+    # A follower's fetch is replication: never counted or throttled.
+    follower = request(ApiKey.FETCH, 64, response=dict(response), replica_id=2)
+    assert quotas.throttle(follower, 0.0) == 0
+
+
+def test_request_percentage_counts_handler_time() -> None:
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock)
+    quotas.configs.set(QuotaEntity(DEFAULT), {"request_percentage": 1.0})  # 1% of a thread = 10 ms/s
+    assert quotas.throttle(request(ApiKey.METADATA, 16), 0.05) == 0  # 50 ms over a 10 s window = 0.5%
+    assert quotas.throttle(request(ApiKey.METADATA, 16), 0.15) == 10_000  # 200 ms = 2%: twice the quota
+    assert quotas.throttle(request(ApiKey.LEADER_AND_ISR, 16), 5.0) == 0  # cluster actions are exempt
+
+
+def test_connection_creation_rates() -> None:
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock, max_connection_creation_rate=1)
+    delays = [quotas.connection_delay("10.0.0.1")[0] for _ in range(12)]
+    assert delays[:10] == [0.0] * 10 and delays[-1] > 0  # 10 in the 10 s minimum window, then waits
+    quotas.configs.set(QuotaEntity(ip="10.0.0.2"), {"connection_creation_rate": 0.5})
+    refused = [quotas.connection_delay("10.0.0.2")[1] for _ in range(7)]
+    assert refused == [False] * 5 + [True] * 2
+    assert not quotas.connection_delay("10.0.0.3")[1]
