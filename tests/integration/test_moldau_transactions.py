@@ -7,6 +7,7 @@ producer with the same transactional.id fences the first, whose commit fails fat
 from __future__ import annotations
 
 import asyncio
+import io
 import subprocess
 import sys
 import time
@@ -255,3 +256,28 @@ def test_tools_show_an_open_transaction(broker: BrokerProcess) -> None:
     assert header[0] == "ProducerId" and row[-1] == "2", out["producers"]
     assert out["committed"] == [["committed"]]
     assert out["uncommitted"] == [["committed"], ["open"]]
+
+
+def test_producer_perf_test_in_transactions(broker: BrokerProcess) -> None:
+    """moldau-producer-perf-test --transaction-duration-ms (Kafka's flag), in-process: every record committed, in
+    several transactions (each COMMIT marker takes an offset)."""
+    from moldau.tools import producer_perf_test as perf
+
+    topic = f"mperf-{uuid.uuid4().hex[:6]}"
+    tp = TopicPartition(topic, 0)
+    args, conf, payload = perf.parse_args([
+        "--topic", topic, "--num-records", "3000", "--record-size", "50", "--throughput", "-1",
+        "--transaction-duration-ms", "5", "--transactional-id", f"mperf-{uuid.uuid4().hex[:6]}",
+        "--producer-props", f"bootstrap.servers={broker.bootstrap}"])
+
+    async def go() -> tuple[int, int, int]:
+        await _create(broker.bootstrap, {topic: 1})
+        stats = await perf.run(args, conf, payload, io.StringIO(), perf.Stats())
+        got = await _read_to_end(broker.bootstrap, [tp], "read_committed")
+        async with Consumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed") as consumer:
+            end = (await consumer.end_offsets([tp]))[tp]
+        return stats.count, len(got[tp]), end
+
+    acked, committed, end = _run(go())
+    assert acked == committed == 3000
+    assert end >= 3002, end  # at least two transactions: records plus their markers
