@@ -166,6 +166,7 @@ class Connection:
         self._pipeline: deque[Request] = deque()
         self._writer: asyncio.Task[None] | None = None
         self._advanced = asyncio.Event()  # set each time the writer answered the oldest pipelined request
+        self._muted_until = 0.0  # loop time until which a throttled client's next frame waits (KIP-219)
 
     @property
     def in_flight(self) -> bool:
@@ -247,6 +248,11 @@ class Connection:
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response (a pipelined Produce: hand it to the writer); False closes
         the connection."""
+        if self._muted_until:  # a pipelined Produce answer was throttled: nothing more from this client until then
+            delay = self._muted_until - self.loop.time()
+            self._muted_until = 0.0
+            if delay > 0:
+                await asyncio.sleep(delay)
         t0 = time.perf_counter()
         auth = self.auth
         pipelined = (self.tls is None and len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
@@ -350,16 +356,21 @@ class Connection:
                 # line to empty (a non-Produce one) never writes between them.
                 resumed = time.perf_counter()
                 out = bytearray()
-                ready = 0
+                ready = throttle_ms = 0
                 for request in pipeline:
                     if request.close_connection or request.done is None or not request.done.done():
                         break
+                    if self.throttler is not None:  # before encoding: it sets the response's throttle_time_ms
+                        local = max(request.local_done_at - (request.dequeued_at or request.received_at), 0.0)
+                        throttle_ms = max(throttle_ms, self.throttler.throttle(request, local))
                     if request.response is not None:
                         self._encode_response(request, out)
                     ready += 1
                 self.metrics.network_busy(time.perf_counter() - resumed)
                 if out:
                     await self._send_bytes(out)
+                if throttle_ms > 0:  # KIP-219, as on the one-at-a-time path: mute the client for that long
+                    self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
                 end = time.perf_counter()
                 for _ in range(ready):
                     self._observe(PRODUCE_NAME, pipeline.popleft(), resumed, end)
