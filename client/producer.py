@@ -23,12 +23,7 @@ from typing import Any
 from moldau.batch_builder import encode_batch
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig, producer_config
-from moldau.errors import (
-    ClientError,
-    ConfigError,
-    KafkaError,
-    RequestTimeoutError,
-)
+from moldau.errors import ClientError, ConfigError, KafkaError, RequestTimeoutError
 from moldau.partitioner import StickyPartitioner, partition_for_key
 from moldau.producer_records import RECORD_OVERHEAD as _RECORD_OVERHEAD
 from moldau.producer_records import Batch as _Batch
