@@ -563,6 +563,29 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        importance=L),
     _s("allow.everyone.if.no.acl.found", "boolean", False, "A resource no ACL matches is open to everyone "
        "(else only super users may use it).", importance=L),
+    # --- tiered storage (KIP-405, docs/tiered-storage.md)
+    _s("remote.log.storage.system.enable", "boolean", False, "Tiered storage on this broker: topics with "
+       "remote.storage.enable=true copy rolled segments to remote storage and read them back.", importance=H),
+    _s("remote.log.storage.manager.class.name", "string", None, "The remote storage manager: an entry point "
+       "of the moldau.remote_storage_managers group (filesystem) or a dotted path package.module.Class. "
+       "Properties prefixed rsm.config. configure it (rsm.config.dir for filesystem)."),
+    _s("remote.log.manager.task.interval.ms", "long", 30000, "How often a leader copies rolled segments to "
+       "remote storage and enforces local and remote retention.", AT_LEAST_1),
+    _s("remote.log.reader.threads", "int", 10, "Threads that read remote segments for fetches.", AT_LEAST_1),
+    _s("remote.log.manager.copy.max.bytes.per.second", "long", LONG_MAX, "Bound on the bytes per second "
+       "copied to remote storage by this broker.", AT_LEAST_1),
+    _s("remote.log.manager.fetch.max.bytes.per.second", "long", LONG_MAX, "Bound on the bytes per second "
+       "read from remote storage by this broker.", AT_LEAST_1),
+    _s("remote.fetch.max.wait.ms", "int", 500, "Longest a fetch waits for a remote read before it answers "
+       "with what it has.", AT_LEAST_1),
+    _s("log.local.retention.ms", "long", -2, "Default local.retention.ms: -2 = retention.ms.", Range(-2)),
+    _s("log.local.retention.bytes", "long", -2, "Default local.retention.bytes: -2 = retention.bytes.",
+       Range(-2)),
+    _s("rlmm.config.remote.log.metadata.topic.num.partitions", "int", 50, "Partitions of "
+       "__remote_log_metadata.", AT_LEAST_1),
+    _s("rlmm.config.remote.log.metadata.topic.replication.factor", "int", 3, "Replication factor of "
+       "__remote_log_metadata (created once that many brokers are registered; 1 on a standalone broker).",
+       AT_LEAST_1),
     # --- Moldau's own
     _s("metrics.port", "int", -1, "Port of the Prometheus /metrics endpoint; -1 = disabled, 0 = a free port "
        "(logged at start-up).", PORT),
@@ -591,6 +614,11 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
        "this old.", AT_LEAST_0),
     _t("index.interval.bytes", "int", 4096, "log.index.interval.bytes", "Bytes between offset-index entries.",
        AT_LEAST_0),
+    _t("local.retention.bytes", "long", -2, "log.local.retention.bytes", "With remote.storage.enable: the "
+       "largest local size of the partition before copied segments are deleted locally; -2 = retention.bytes.",
+       Range(-2)),
+    _t("local.retention.ms", "long", -2, "log.local.retention.ms", "With remote.storage.enable: how long a "
+       "copied segment stays on local disk; -2 = retention.ms.", Range(-2)),
     _t("max.message.bytes", "int", 1048588, "message.max.bytes", "Largest record batch accepted.",
        AT_LEAST_0),
     _t("max.compaction.lag.ms", "long", LONG_MAX, "log.cleaner.max.compaction.lag.ms",
@@ -606,6 +634,8 @@ TOPIC_SETTINGS: tuple[Setting, ...] = (
     _t("min.insync.replicas", "int", 1, "min.insync.replicas", "Fewest in-sync replicas for an acks=all "
        "write.", AT_LEAST_1),
     _t("preallocate", "boolean", False, "log.preallocate", "Preallocate segment files."),
+    _t("remote.storage.enable", "boolean", False, None, "Tier this topic: copy rolled segments to remote "
+       "storage (needs remote.log.storage.system.enable); retention.ms/bytes then bound the whole log."),
     _t("retention.bytes", "long", -1, "log.retention.bytes", "Largest partition size before old segments are "
        "deleted; -1 = no limit."),
     _t("retention.ms", "long", 604800000, "log.retention.ms", "Time to keep a segment; -1 = no limit. "
@@ -658,6 +688,8 @@ LOG_CONFIG_FIELDS = {
     "file_delete_delay_ms": "file.delete.delay.ms",
     "delete_retention_ms": "delete.retention.ms", "min_compaction_lag_ms": "min.compaction.lag.ms",
     "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio", "max_compaction_lag_ms": "max.compaction.lag.ms",
+    "remote_storage_enable": "remote.storage.enable", "local_retention_ms": "local.retention.ms",
+    "local_retention_bytes": "local.retention.bytes",
 }
 
 
@@ -844,7 +876,7 @@ class BrokerConfig:
         for s in BROKER_SETTINGS:
             raw = self.originals.get(s.name)
             self.values[s.name] = s.default if raw is None else s.parse(raw)
-        unknown = sorted(k for k in self.originals if k not in SETTINGS and not k.startswith("listener.name."))
+        unknown = sorted(k for k in self.originals if k not in SETTINGS and not k.startswith(("listener.name.", "rsm.config.")))
         for key in unknown:
             log.warning("[broker %s] unknown configuration %r was supplied and is ignored",
                         self.broker_id, key)
@@ -932,6 +964,9 @@ class BrokerConfig:
             seen[norm] = d
         if not self.log_dirs:
             raise ConfigError("log.dirs", "at least one log directory is required", v["log.dirs"])
+        if v["remote.log.storage.system.enable"] and not v["remote.log.storage.manager.class.name"]:
+            raise ConfigError("remote.log.storage.manager.class.name", "required when "
+                              "remote.log.storage.system.enable is true", None)
 
     # --- typed accessors for the hot settings
 

@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from moldau.broker.metadata import PartitionState
-from moldau.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, NO_TIMESTAMP, Log
+from moldau.storage.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_TIMESTAMP,
+    Log,
+)
 from moldau.storage.producer_state import ProducerStateEntry
 
 UNKNOWN_OFFSET = -1
@@ -132,11 +138,19 @@ class Partition:
         found = self.log.offset_for_timestamp(timestamp)
         if found is None:
             return None
-        if timestamp == EARLIEST_TIMESTAMP:
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return found[0], NO_TIMESTAMP
         if committed_only and timestamp >= 0 and found[0] >= fetchable:
             return -1, -1
         return found
+
+    @property
+    def remote_log_start(self) -> int | None:
+        """A tiered partition with data in remote storage: its log start offset (below the local log); else None."""
+        log_ = self.log
+        if log_.config.remote_storage_enable and log_.local_log_start_offset > log_.log_start_offset:
+            return log_.log_start_offset
+        return None
 
     def active_producers(self) -> list[ProducerStateEntry]:
         """DescribeProducers: the producer state entries of this partition's log."""

@@ -27,6 +27,7 @@ from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
 from moldau.storage.errors import StorageError
 from moldau.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from moldau.storage.log import EARLIEST_LOCAL_TIMESTAMP
 
 log = logging.getLogger("moldau.replica_fetcher")
 
@@ -66,6 +67,9 @@ class FollowState:
     leader_epoch: int
     truncating: bool = True
     parked: bool = False
+    # The leader answered OFFSET_MOVED_TO_TIERED_STORAGE (a tiered partition whose start is in remote storage):
+    # the leader's log start offset, and the replica restarts at the leader's local log start (-1: not so).
+    tiered_log_start: int = -1
 
 
 @dataclass(slots=True)
@@ -147,6 +151,7 @@ class Fetcher:
             try:
                 conn = await self._connection()
                 progressed = await self._truncate(conn)
+                progressed = await self._start_from_local_log_start(conn) or progressed
                 progressed = await self._fetch(conn) or progressed
                 failures = 0
                 if not progressed:
@@ -214,6 +219,43 @@ class Fetcher:
                      partition.log.log_end_offset, self.source, st.leader_epoch)
         partition.clamp_high_watermark()
 
+    # ------------------------------------------------------------------ tiered partitions
+    async def _start_from_local_log_start(self, conn: BrokerConnection) -> bool:
+        """Replicas of a tiered partition copy only the leader's local tail (KIP-405): ask the leader for its
+        local log start offset (ListOffsets earliest-local, -4) and start the log empty there; the part below
+        stays in remote storage, which this broker reads through the remote log metadata like the leader."""
+        ask = {tp: st for tp, st in self.partitions.items() if st.tiered_log_start >= 0 and not st.parked}
+        if not ask:
+            return False
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), st in ask.items():
+            by_topic.setdefault(topic, []).append({"partition_index": index, "timestamp": EARLIEST_LOCAL_TIMESTAMP,
+                                                   "current_leader_epoch": st.leader_epoch})
+        body = {"replica_id": self.settings.broker_id, "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        response = await conn.send(api_for(ApiKey.LIST_OFFSETS), body)
+        progressed = False
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                tp = (t["name"], p["partition_index"])
+                follow = ask.get(tp)
+                if follow is None or self.partitions.get(tp) is not follow:
+                    continue
+                st = follow
+                error = ErrorCode.for_code(int(p["error_code"]))
+                if error != ErrorCode.NONE or int(p["offset"]) < 0:
+                    log.info("%s-%d: ListOffsets earliest-local answered %s; retrying", *tp, error.name)
+                    continue
+                local_start, log_ = int(p["offset"]), st.partition.log
+                log_.truncate_fully_and_start_at(local_start)
+                log_.log_start_offset = min(st.tiered_log_start, local_start)  # the rest is remote
+                st.partition.clamp_high_watermark()
+                log.info("%s-%d: tiered; starting at the leader's local log start %d (log start %d)", *tp,
+                         local_start, log_.log_start_offset)
+                st.tiered_log_start, st.truncating = -1, False
+                progressed = True
+        return progressed
+
     # ------------------------------------------------------------------ fetching
     async def _fetch(self, conn: BrokerConnection) -> bool:
         sent: dict[TopicPartition, FollowState] = {}
@@ -222,7 +264,7 @@ class Fetcher:
         hold_back = throttle is not None and throttle.exceeded()
         throttled: set[TopicPartition] = set()
         for tp, st in self.partitions.items():
-            if st.parked or st.truncating:
+            if st.parked or st.truncating or st.tiered_log_start >= 0:
                 continue
             # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
             # the follower's rate is above its bound; an in-sync one is never held back.
@@ -290,6 +332,9 @@ class Fetcher:
             log.info("%s-%d: leader %d answered %s; waiting for the next LeaderAndIsr", *tp, self.source,
                      error.name)
             st.parked = True
+        elif error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            st.tiered_log_start = int(p["log_start_offset"])
+            return True
         elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
             leader_start = int(p["log_start_offset"])
             if leader_start > log_.log_end_offset:

@@ -23,7 +23,7 @@ from moldau.broker.apis.context import (
     TopicDeps,
     TxnDeps,
 )
-from moldau.broker.config import BrokerConfig
+from moldau.broker.config import BrokerConfig, ConfigError
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
@@ -38,6 +38,7 @@ from moldau.broker.producer_ids import FileProducerIdManager, ZkProducerIdManage
 from moldau.broker.purgatory import LoopTimer, Purgatory
 from moldau.broker.quota_config import ZK_ENTITY_TYPES
 from moldau.broker.quotas import BrokerQuotas
+from moldau.broker.remote_log_manager import RemoteLogManager, build_remote_log_manager
 from moldau.broker.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.replication_quota import ReplicationQuota
@@ -115,6 +116,7 @@ class BrokerServer:
         self.quotas = BrokerQuotas(int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
                                    max_connection_creation_rate=int(config.get("max.connection.creation.rate")))
         self.cleaner_service: CleanerService | None = None
+        self.remote_log_manager: RemoteLogManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
         # Set when the broker must stop on its own (every log dir failed); __main__ exits with exit_code.
@@ -220,11 +222,17 @@ class BrokerServer:
         if self.zk_mode is not None:  # before any LeaderAndIsr can read a topic's configs
             await self.zk_mode.start_config_watch(self.replica_manager, dynamic, self.quotas)
         await self._start_authorizer()
+        self.remote_log_manager = self._remote_log_manager(advertised)
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
                                         int(cfg.get("num.io.threads")), self.metrics)
         self.handler_pool.start()
         if self.zk_mode is not None:
             self.zk_mode.start_controller()
+        if self.remote_log_manager is not None:
+            from moldau.broker.remote_log_metrics import RemoteLogCollector
+
+            self.metrics.registry.register(RemoteLogCollector(self.remote_log_manager))
+            self.remote_log_manager.start()
         self._wire_metrics()
         self._schedule("log-retention", int(cfg.get("log.retention.check.interval.ms")),
                        lambda: self._log_manager().cleanup(self.clock.time_ms()))
@@ -276,8 +284,8 @@ class BrokerServer:
         auth = self.authorizer
         topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
-            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas),
-            topics=topics,
+            replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas,
+                                 remote=self.remote_log_manager), topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock, self.txn_coordinator),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
@@ -286,6 +294,16 @@ class BrokerServer:
             transactions=TxnDeps(self.txn_coordinator, metadata, coordinator, self.clock, auth,
                                  int(self.config.get("offsets.commit.timeout.ms"))),
             scram=self.scram_store, acls=AclDeps(auth, self.acl_store))
+
+    def _remote_log_manager(self, advertised: list[tuple[str, str, str, int]]) -> RemoteLogManager | None:
+        """Tiered storage (docs/tiered-storage.md); its metadata client connects to a PLAINTEXT listener here."""
+        assert self.replica_manager is not None and self.metadata is not None
+        plain = [f"{host}:{port}" for _, proto, host, port in advertised if proto == "PLAINTEXT"]
+        if self.config.get("remote.log.storage.system.enable") and not plain:
+            raise ConfigError("remote.log.storage.system.enable", "tiered storage needs a PLAINTEXT listener "
+                              "(its metadata client does not authenticate yet)", True)
+        return build_remote_log_manager(self.config, self.broker_id, self.replica_manager.partitions, self.clock,
+                                        ",".join(plain[:1]), TopicDeps(self.broker_id, self.config, self.metadata))
 
     async def _start_authorizer(self) -> None:
         """authorizer.class.name set: load the ACLs (and, in ZooKeeper mode, follow their changes) before the
@@ -417,6 +435,8 @@ class BrokerServer:
                       * int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000)
             await _bounded("controlled shutdown", self.zk_mode.controlled_shutdown(), time.monotonic() + budget)
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        if self.remote_log_manager is not None:
+            await _bounded("remote log manager", self.remote_log_manager.close(), deadline)
         for task in self._tasks:
             task.cancel()
         if self.socket_server is not None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.broker.config import ConfigError, validate_topic_configs
 from moldau.broker.controller.assignment import AssignmentError, assign_replicas
 from moldau.broker.metadata import TopicError
+from moldau.broker.remote_log_config import validate_remote_storage
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def plan_topic(ctx: Any, name: str, num_partitions: int, replication_factor: int
                                  f"Topic '{name}' collides with existing topic: {other}")
     try:
         validate_topic_configs(configs)
+        validate_remote_storage(ctx.config, name, configs)
     except ConfigError as exc:
         raise TopicCreationError(ErrorCode.INVALID_CONFIG, str(exc)) from None
     brokers = {b.broker_id: b.rack for b in ctx.metadata.live_brokers()}

@@ -193,7 +193,7 @@ class ListOffsetsRequestTopics(TypedDict):
 
 
 class ListOffsetsRequest(TypedDict):
-    """ListOffsets request (key 2), v0-v7."""
+    """ListOffsets request (key 2), v0-v8."""
 
     replica_id: int
     isolation_level: NotRequired[int]
@@ -219,7 +219,7 @@ class ListOffsetsResponseTopics(TypedDict):
 
 
 class ListOffsetsResponse(TypedDict):
-    """ListOffsets response (key 2), v0-v7."""
+    """ListOffsets response (key 2), v0-v8."""
 
     throttle_time_ms: NotRequired[int]
     topics: list[ListOffsetsResponseTopics]

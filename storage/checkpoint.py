@@ -96,9 +96,14 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     return result
 
 
+def leader_epochs_text(entries: Iterable[tuple[int, int]]) -> str:
+    """The ``leader-epoch-checkpoint`` contents (also stored with each remote segment)."""
+    return _format(f"{epoch} {start_offset}" for epoch, start_offset in entries)
+
+
 def write_leader_epochs(path: Path, entries: Iterable[tuple[int, int]]) -> None:
     """Writes a partition's ``leader-epoch-checkpoint``: (epoch, start offset) pairs in ascending order."""
-    write_atomically(path, _format(f"{epoch} {start_offset}" for epoch, start_offset in entries))
+    write_atomically(path, leader_epochs_text(entries))
 
 
 def read_leader_epochs(path: Path) -> list[tuple[int, int]]:

@@ -59,10 +59,21 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = LONG_MAX  # max.compaction.lag.ms
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    remote_storage_enable: bool = False  # remote.storage.enable (tiered storage, KIP-405)
+    local_retention_ms: int = -2  # local.retention.ms: -2 = retention.ms
+    local_retention_bytes: int = -2  # local.retention.bytes: -2 = retention.bytes
 
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def compact_enabled(self) -> bool:

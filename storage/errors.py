@@ -113,3 +113,14 @@ class TransactionCoordinatorFencedError(StorageError):
     """A transaction marker from a coordinator epoch older than the one the partition has seen."""
 
     error_code = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+class OffsetMovedToTieredStorageError(StorageError):
+    """A read below the local log start offset of a tiered log: the data is in remote storage."""
+
+    error_code = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+
+    def __init__(self, offset: int, local_log_start_offset: int) -> None:
+        super().__init__(f"offset {offset} is below the local log start offset {local_log_start_offset}")
+        self.offset = offset
+        self.local_log_start_offset = local_log_start_offset

@@ -28,7 +28,7 @@ from moldau.protocol.records import (
 from moldau.protocol.types import TopicPartition
 from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
-from moldau.storage.errors import OffsetOutOfRangeError
+from moldau.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.log_txn import LogTransactions, apply_control_batch
 from moldau.storage.producer_state import ProducerStateManager
@@ -111,6 +111,10 @@ class Log(LogTransactions):
         self.clock: Clock = clock if clock is not None else SystemClock()
         # Upper bound for retention (segments above it are not deleted); the broker sets it to the high watermark.
         self.high_watermark: int | None = None
+        # Tiered logs (remote.storage.enable): the last offset copied to remote storage, set by the broker's remote
+        # log manager; local retention deletes only segments at or below it. The log start offset is then the
+        # remote log start, below the first local segment.
+        self.remote_copied_offset = -1
         self.dir.mkdir(parents=True, exist_ok=True)
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
@@ -203,7 +207,8 @@ class Log(LogTransactions):
                 del self._bases[i + 1 :]
                 break
         leo = self.log_end_offset
-        self.log_start_offset = min(max(log_start_offset, self._bases[0]), leo)
+        floor = 0 if self.config.remote_storage_enable else self._bases[0]
+        self.log_start_offset = min(max(log_start_offset, floor), leo)
         if recovered:
             for seg in self._segments:
                 if seg.next_offset > recovery_point:
@@ -233,6 +238,11 @@ class Log(LogTransactions):
     @property
     def log_end_offset(self) -> int:
         return self._segments[-1].next_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk; below it (down to the log start offset) a tiered log is remote."""
+        return max(self._bases[0], self.log_start_offset)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -369,6 +379,8 @@ class Log(LogTransactions):
             return FetchData()
         if offset < self.log_start_offset or offset > leo:
             raise OffsetOutOfRangeError(offset, self.log_start_offset, leo)
+        if offset < self._bases[0]:
+            raise OffsetMovedToTieredStorageError(offset, self._bases[0])
         data = FetchData()
         if max_offset is not None and offset >= max_offset:
             return data
@@ -393,8 +405,10 @@ class Log(LogTransactions):
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: ``(offset, timestamp)``. -2 earliest, -1 latest (LEO), -3 the record with the largest
         timestamp; otherwise the first record whose timestamp is >= ``timestamp`` (None when there is none)."""
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, NO_TIMESTAMP
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return self.local_log_start_offset, NO_TIMESTAMP
         if timestamp == LATEST_TIMESTAMP:
             return self.log_end_offset, NO_TIMESTAMP
         if timestamp == MAX_TIMESTAMP:
@@ -486,19 +500,29 @@ class Log(LogTransactions):
     def delete_expired_segments(self, now_ms: int) -> int:
         """Retention: deletes the oldest segments breaching ``retention.ms`` (largest timestamp older than
         now - retention), ``retention.bytes`` (log larger than the limit) or lying wholly below the log start
-        offset. Never the active segment. Returns how many segments went."""
+        offset. Never the active segment. Returns how many segments went.
+
+        A tiered log applies ``local.retention.ms/bytes`` instead, to segments already copied to remote storage
+        only, and keeps its log start offset (the remote log manager applies the total retention remotely)."""
         deleted = self._delete_oldest(now_ms, lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
         cfg = self.config
-        if cfg.delete_enabled and cfg.retention_ms >= 0:
+        tiered = cfg.remote_storage_enable
+        retention_ms = cfg.effective_local_retention_ms if tiered else cfg.retention_ms
+        retention_bytes = cfg.effective_local_retention_bytes if tiered else cfg.retention_bytes
+
+        def copied(seg: LogSegment) -> bool:
+            return not tiered or seg.next_offset - 1 <= self.remote_copied_offset
+
+        if cfg.delete_enabled and retention_ms >= 0:
             deleted += self._delete_oldest(
-                now_ms, lambda seg, nxt: now_ms - seg.largest_timestamp() > cfg.retention_ms
+                now_ms, lambda seg, nxt: copied(seg) and now_ms - seg.largest_timestamp() > retention_ms
             )
-        if cfg.delete_enabled and cfg.retention_bytes >= 0:
-            excess = self.size - cfg.retention_bytes
+        if cfg.delete_enabled and retention_bytes >= 0:
+            excess = self.size - retention_bytes
 
             def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
                 nonlocal excess
-                if excess - seg.size >= 0:
+                if copied(seg) and excess - seg.size >= 0:
                     excess -= seg.size
                     return True
                 return False
@@ -522,7 +546,7 @@ class Log(LogTransactions):
         del self._segments[:n]
         del self._bases[:n]
         self._schedule_delete(doomed, now_ms)
-        if self._bases[0] > self.log_start_offset:
+        if self._bases[0] > self.log_start_offset and not self.config.remote_storage_enable:
             self.log_start_offset = self._bases[0]
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.delete_snapshots_below(self._bases[0])

@@ -28,6 +28,7 @@ from moldau.broker.dynamic_config import (
     validate_topic_overrides,
 )
 from moldau.broker.metadata import TopicError
+from moldau.broker.remote_log_config import validate_remote_storage
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
@@ -138,16 +139,18 @@ async def handle_describe_configs(ctx: ConfigDeps, request: Request, body: Descr
 
 # ------------------------------------------------------------------ AlterConfigs / IncrementalAlterConfigs
 
-def _validate(entity_type: str, configs: dict[str, str]) -> None:
+async def _validate(ctx: ConfigDeps, entity_type: str, entity: str, configs: dict[str, str]) -> None:
     if entity_type == "topics":
         validate_topic_overrides(configs)
+        previous = await ctx.cluster.entity_configs(entity_type, entity)
+        validate_remote_storage(ctx.dynamic.current, entity, configs, previous)
     else:
         validate_broker_configs(configs)
 
 
 async def _write(ctx: ConfigDeps, entity_type: str, entity: str, configs: dict[str, str], validate_only: bool
                  ) -> None:
-    _validate(entity_type, configs)
+    await _validate(ctx, entity_type, entity, configs)
     if not validate_only:
         await ctx.cluster.alter_entity_configs(entity_type, entity, configs)
         log.info("%s/%s configs set to %s", entity_type, entity, configs)

@@ -31,6 +31,7 @@ from moldau.protocol.types import TopicPartition
 from moldau.storage.config import Clock
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.broker.remote_log_manager import RemoteLogManager
     from moldau.protocol.typed import ApiVersionsResponseApiKeys
 
 
@@ -227,6 +228,7 @@ class ReplicaDeps:
     fetch_purgatory: Purgatory
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
     quotas: BrokerQuotas | None = None  # client quotas: Fetch sizes a throttled consumer's answer by them
+    remote: RemoteLogManager | None = None  # tiered storage (remote.log.storage.system.enable)
 
 
 @dataclass(slots=True)

@@ -7,6 +7,11 @@ A consumer under a consumer_byte_rate quota gets at most what the quota allows o
 The answer is sent as soon as ``min_bytes`` are available or ``max_wait_ms`` has passed; an append to any of the
 requested partitions re-checks the waiting fetch at once. Records are file regions that the network layer sends
 with sendfile.
+
+A consumer's fetch below the local log start offset of a tiered partition (OFFSET_MOVED_TO_TIERED_STORAGE from
+the log) is read from remote storage on the remote-read pool; the answer waits for it at most
+``remote.fetch.max.wait.ms`` (then that partition answers empty, the client fetches again), while other requests
+go on being served (docs/tiered-storage.md).
 """
 
 from __future__ import annotations
@@ -91,6 +96,44 @@ def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
 
 
+RemoteRequest = tuple["FetchResponseResponsesPartitions", str, int, int, int, bool]
+
+
+def _remote_reads(ctx: ReplicaDeps, body: FetchRequest, responses: list[FetchResponseResponses], version: int
+                  ) -> list[RemoteRequest]:
+    """The consumer partitions to read from remote storage: (answer entry, topic, partition, offset, max bytes,
+    read_committed)."""
+    if ctx.remote is None or body["replica_id"] >= 0:
+        return []
+    read_committed = version >= 4 and body["isolation_level"] == READ_COMMITTED
+    out: list[RemoteRequest] = []
+    for t, answer in zip(body["topics"], responses, strict=True):
+        for p, entry in zip(t["partitions"], answer["partitions"], strict=True):
+            if entry["error_code"] == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                out.append((entry, t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                            read_committed))
+    return out
+
+
+async def _with_remote(ctx: ReplicaDeps, reads: list[RemoteRequest], response: FetchResponse) -> FetchResponse:
+    remote = ctx.remote
+    assert remote is not None
+    tasks = [asyncio.ensure_future(remote.read(topic, index, offset, max_bytes, committed))
+             for _, topic, index, offset, max_bytes, committed in reads]
+    done, pending = await asyncio.wait(tasks, timeout=remote.fetch_max_wait_ms / 1000)
+    for task in pending:
+        task.cancel()
+    for (entry, *_), task in zip(reads, tasks, strict=True):
+        entry["error_code"], entry["records"] = ErrorCode.NONE, b""  # not read in time: empty, fetch again
+        if task in done:
+            result = task.result()
+            entry["error_code"], entry["records"] = result.error, result.records
+            if result.aborted is not None:
+                entry["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                                 for a in result.aborted]
+    return response
+
+
 class DelayedFetch(DelayedOperation):
     __slots__ = ("ctx", "body", "version", "future", "denied")
 
@@ -123,7 +166,18 @@ class DelayedFetch(DelayedOperation):
         if not self.future.done():
             responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version)
             _record_throttled(self.ctx, throttled_bytes)
-            self.future.set_result(_response(responses + self.denied))
+            reads = _remote_reads(self.ctx, self.body, responses, self.version)
+            if not reads:
+                self.future.set_result(_response(responses + self.denied))
+                return
+            task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
+            future = self.future
+
+            def deliver(t: asyncio.Task[FetchResponse]) -> None:
+                if not future.done():
+                    future.set_result(t.result())
+
+            task.add_done_callback(deliver)
 
 
 def _unauthorized(ctx: ReplicaDeps, request: Request, body: FetchRequest) -> list[FetchResponseResponses]:
@@ -163,6 +217,10 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                     p["log_start_offset"], p["current_leader_epoch"])
     responses, total, error, throttled_bytes = _read_all(ctx, body, request.version)
+    reads = _remote_reads(ctx, body, responses, request.version)
+    if reads:
+        _record_throttled(ctx, throttled_bytes)
+        return asyncio.ensure_future(_with_remote(ctx, reads, _response(responses + denied)))
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         _record_throttled(ctx, throttled_bytes)

@@ -1,13 +1,14 @@
-"""ListOffsets (key 2): v0-v7, flexible from v6.
+"""ListOffsets (key 2): v0-v8, flexible from v6.
 
 v0 answers with a list of offsets (``old_style_offsets``) instead of one timestamp/offset pair; v1 onwards return a
-single pair. v7 adds no fields: it lets a client ask for the offset of the largest timestamp (-3).
+single pair. v7 adds no fields: it lets a client ask for the offset of the largest timestamp (-3); v8 neither: it
+lets a client ask for the local log start offset of a tiered partition (-4, earliest-local, KIP-405/KIP-1005).
 """
 
 from moldau.protocol.schema import Api, F
 
 LIST_OFFSETS = Api(
-    2, "ListOffsets", versions=(0, 7), flexible=6,
+    2, "ListOffsets", versions=(0, 8), flexible=6,
     request=[
         F("replica_id", "int32"),
         F("isolation_level", "int8", "2+"),

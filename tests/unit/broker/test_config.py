@@ -316,8 +316,9 @@ def test_validate_topic_configs() -> None:
 
 def test_topic_settings_fall_back_to_broker_settings() -> None:
     for s in TOPIC_SETTINGS:  # Kafka has topic settings without a broker default (throttles, tiered storage)
-        assert s.fallback in SETTINGS or (s.fallback is None and (s in INERT_TOPIC_SETTINGS or s.name.endswith(
-            ".replication.throttled.replicas"))), s.name
+        assert s.fallback in SETTINGS or (s.fallback is None and (
+            s in INERT_TOPIC_SETTINGS or s.name == "remote.storage.enable"
+            or s.name.endswith(".replication.throttled.replicas"))), s.name
     c = make({"log.retention.minutes": "5", "log.segment.bytes": "2048", "log.cleanup.policy": "compact",
               "message.max.bytes": "999"})
     eff = c.topic_config({"segment.bytes": "4096"})

@@ -207,7 +207,7 @@ APIS: dict[str, ApiInfo] = {
                        ("produce", "ProduceRequest", "ProduceResponse")),
     "fetch": ApiInfo(1, range(4, 13), (consumer.FetchRequest, consumer.FetchResponse),
                      ("fetch", "FetchRequest", "FetchResponse"), ("fetch", "FetchRequest", "FetchResponse")),
-    "list_offsets": ApiInfo(2, range(0, 8), (consumer.ListOffsetsRequest, consumer.ListOffsetsResponse),
+    "list_offsets": ApiInfo(2, range(0, 9), (consumer.ListOffsetsRequest, consumer.ListOffsetsResponse),
                             ("list_offsets", "ListOffsetsRequest", "ListOffsetsResponse"),
                             ("offset", "OffsetRequest", "OffsetResponse")),
     "metadata": ApiInfo(3, range(0, 13), (metadata.MetadataRequest, metadata.MetadataResponse),

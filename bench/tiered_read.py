@@ -1,0 +1,114 @@
+"""Tiered storage: catch-up read from remote storage against a local catch-up read, in one run on one broker.
+
+Two topics of the same records: ``local`` (untiered) and ``tiered`` (remote.storage.enable, 1 MiB segments,
+local.retention.bytes=1, so once the copies are done everything but the active segment is remote). Each is read
+from offset 0 to its end by a confluent-kafka consumer; the ratio remote / local is the issue's acceptance figure
+(>= 0.5). Also produce throughput into the tiered topic while its segments are being copied, against the untiered
+topic. Backend: ``--backend filesystem`` (a directory) or ``--backend s3`` (moto's server on 127.0.0.1).
+
+    .venv/bin/python bench/tiered_read.py [--mb 200] [--backend filesystem|s3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
+from tests.integration.s3server import start_s3_server  # noqa: E402
+
+SIZE = 1024
+
+
+def produce(bootstrap: str, topic: str, records: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 256 * 1024,
+                         "acks": 1, "queue.buffering.max.kbytes": 256 * 1024})
+    value = b"v" * SIZE
+    start = time.monotonic()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    return time.monotonic() - start
+
+
+def consume(bootstrap: str, topic: str, records: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "fetch.max.bytes": 50 * 1024 * 1024, "max.partition.fetch.bytes": 4 * 1024 * 1024})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = 0
+    start = time.monotonic()
+    try:
+        while got < records:
+            for m in consumer.consume(10000, 1.0):
+                if m.error() is not None:
+                    raise RuntimeError(str(m.error()))
+                got += 1
+            if time.monotonic() - start > 600:
+                raise TimeoutError(f"read {got} of {records}")
+        return time.monotonic() - start
+    finally:
+        consumer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=200, help="megabytes per topic (200)")
+    parser.add_argument("--backend", choices=("filesystem", "s3"), default="filesystem")
+    args = parser.parse_args(argv)
+    records = args.mb * 1_000_000 // SIZE
+    workdir = Path(tempfile.mkdtemp(prefix="moldau-bench-tiered-"))
+    overrides = {"remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": "500",
+                 "rlmm.config.remote.log.metadata.topic.num.partitions": "1"}
+    s3 = None
+    if args.backend == "s3":
+        s3 = start_s3_server(workdir / "moto.log")
+        overrides.update({"remote.log.storage.manager.class.name": "s3", **s3.rsm_config("bench")})
+    else:
+        overrides.update({"remote.log.storage.manager.class.name": "filesystem",
+                          "rsm.config.dir": str(workdir / "remote")})
+    broker = BrokerProcess(workdir / "broker", overrides=overrides)
+    try:
+        broker.start()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        segment = {"segment.bytes": str(1024 * 1024)}
+        for name, configs in (("local", segment), ("tiered", {**segment, "remote.storage.enable": "true",
+                                                              "local.retention.bytes": "1"})):
+            admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(30)
+        local_produce = produce(broker.bootstrap, "local", records)
+        tiered_produce = produce(broker.bootstrap, "tiered", records)
+        tiered_dir = broker.partition_dir("tiered")
+        wait_until(lambda: len(list(tiered_dir.glob("*.log"))) <= 2, 900, "the tiered topic's segments copied")
+        local_read = consume(broker.bootstrap, "local", records)
+        remote_read = consume(broker.bootstrap, "tiered", records)
+        mb = records * SIZE / 1e6
+        print(f"backend {args.backend}, {records} x {SIZE} B ({mb:.0f} MB) per topic")
+        print(f"| read from offset 0 | local {mb / local_read:.1f} MB/s | remote {mb / remote_read:.1f} MB/s | "
+              f"remote / local {local_read / remote_read:.2f} |")
+        print(f"| produce | untiered {mb / local_produce:.1f} MB/s | tiered while copying "
+              f"{mb / tiered_produce:.1f} MB/s | ratio {local_produce / tiered_produce:.2f} |")
+        broker.stop()
+    finally:
+        broker.kill()
+        if s3 is not None:
+            s3.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

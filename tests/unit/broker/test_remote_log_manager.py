@@ -1,0 +1,228 @@
+"""The remote log manager's leader tasks and remote reads on real parts: a Log, a Partition, the filesystem
+storage manager and the in-process metadata manager."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from moldau.broker.metadata import PartitionState
+from moldau.broker.partition import Partition
+from moldau.broker.remote_log_manager import RemoteLogManager, Throttle
+from moldau.broker.remote_log_metadata import InMemoryRemoteLogMetadataManager
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records import build_batch, iter_headers
+from moldau.storage.config import LogConfig, ManualClock
+from moldau.storage.errors import OffsetMovedToTieredStorageError
+from moldau.storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, Log
+from moldau.storage.remote.api import RemoteLogSegmentId, RemoteStorageError, SegmentState
+from moldau.storage.remote.filesystem import FileSystemRemoteStorageManager
+from moldau.storage.remote.segments import segment_data, segment_metadata
+
+TP = ("t", 0)
+
+
+def tiered_config(**overrides: int) -> LogConfig:
+    cfg = LogConfig(segment_bytes=1024, index_interval_bytes=128, file_delete_delay_ms=0,
+                    remote_storage_enable=True, local_retention_bytes=0, retention_ms=-1)
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def partition(tmp_path: Path, clock: ManualClock) -> Iterator[Partition]:
+    p = Partition("t", 0, 1, Log(tmp_path / "data" / "t-0", tiered_config(), clock))
+    p.apply_state(PartitionState(0, 1, 3, [1], [1], zk_version=1), clock.time_ms())
+    yield p
+    p.log.close()
+
+
+def produce(p: Partition, batches: int, records: int = 5) -> list[bytes]:
+    sent = []
+    for i in range(batches):
+        data = build_batch([(None, b"v%d-%d" % (i, j) + b"x" * 40, [], 1000 + i) for j in range(records)])
+        p.append_as_leader(bytearray(data))
+        sent.append(data)
+    p.maybe_advance_high_watermark()
+    return sent
+
+
+@pytest.fixture
+def rlm(tmp_path: Path, partition: Partition, clock: ManualClock) -> Iterator[RemoteLogManager]:
+    rsm = FileSystemRemoteStorageManager(tmp_path / "remote")
+    rsm.configure({})
+    manager = RemoteLogManager(1, rsm, InMemoryRemoteLogMetadataManager(), {TP: partition}, clock,
+                               task_interval_ms=60_000, reader_threads=2, copy_bytes_per_second=1 << 40,
+                               fetch_bytes_per_second=1 << 40)
+    yield manager
+    manager._readers.shutdown()
+    manager._copier.shutdown()
+
+
+def remote_files(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "remote").rglob("*.log"))
+
+
+async def read_all_records(rlm: RemoteLogManager, p: Partition) -> list[int]:
+    """Every offset, read remotely below the local log start and locally above, as a consumer would."""
+    offsets: list[int] = []
+    offset = p.log.log_start_offset
+    while offset < p.high_watermark:
+        try:
+            data = p.log.read(offset, 300, max_offset=p.high_watermark).read()
+        except OffsetMovedToTieredStorageError:
+            result = await rlm.read("t", 0, offset, 300)
+            assert result.error == ErrorCode.NONE
+            data = result.records
+        headers = [h for _, h in iter_headers(data)]
+        assert headers, offset
+        for h in headers:
+            offsets += [o for o in range(h.base_offset, h.last_offset + 1) if o >= offset]
+        offset = headers[-1].last_offset + 1
+    return offsets
+
+
+async def test_copies_rolled_segments_then_deletes_them_locally(rlm: RemoteLogManager, partition: Partition,
+                                                                 tmp_path: Path) -> None:
+    produce(partition, 40)
+    rolled = partition.log.segments[:-1]
+    assert len(rolled) >= 3
+    await rlm.run_partition(TP, partition)
+    cache = rlm.metadata.cache
+    assert [(m.start_offset, m.end_offset) for m in cache.copied_segments(*TP)] == [
+        (s.base_offset, s.next_offset - 1) for s in rolled]
+    assert len(remote_files(tmp_path)) == len(rolled)
+    # Local retention (0 bytes) removed every copied segment; the active one stays; the log still starts at 0.
+    assert len(partition.log.segments) == 1
+    assert partition.log.log_start_offset == 0
+    assert partition.log.local_log_start_offset == rolled[-1].next_offset
+    assert partition.log.offset_for_timestamp(EARLIEST_TIMESTAMP)[0] == 0  # type: ignore[index]
+    assert partition.log.offset_for_timestamp(EARLIEST_LOCAL_TIMESTAMP)[0] == rolled[-1].next_offset  # type: ignore[index]
+    with pytest.raises(OffsetMovedToTieredStorageError):
+        partition.log.read(0, 1000)
+    assert await read_all_records(rlm, partition) == list(range(partition.high_watermark))
+    await rlm.run_partition(TP, partition)  # idempotent: nothing copied twice
+    assert rlm.stats.copied_segments == len(rolled)
+
+
+async def test_uncopied_segments_stay_local(rlm: RemoteLogManager, partition: Partition) -> None:
+    produce(partition, 40)
+    partition.log.delete_expired_segments(0)  # local.retention.bytes=0, but nothing is copied yet
+    assert partition.log.local_log_start_offset == 0
+    # Segments reaching above the high watermark are not copied either.
+    first, second = partition.log.segments[:2]
+    partition.high_watermark = second.base_offset + 1
+    await rlm.run_partition(TP, partition)
+    assert rlm.metadata.cache.highest_copied_offset(*TP) == first.next_offset - 1
+    assert partition.log.local_log_start_offset == second.base_offset
+
+
+async def test_a_dead_leaders_unfinished_copy_is_deleted(rlm: RemoteLogManager, partition: Partition,
+                                                         tmp_path: Path) -> None:
+    produce(partition, 40)
+    log_ = partition.log
+    seg = log_.segments[0]
+    orphan = segment_metadata(log_, seg, broker_id=2, now_ms=0)
+    await rlm.metadata.publish(orphan)
+    rlm.rsm.copy_log_segment_data(orphan, segment_data(log_, seg))  # its objects got there, FINISHED did not
+    await rlm.run_partition(TP, partition)
+    ids = {m.segment_id for m in rlm.metadata.cache.segments(*TP)}
+    assert orphan.segment_id not in ids
+    assert all(m.state == SegmentState.COPY_SEGMENT_FINISHED for m in rlm.metadata.cache.segments(*TP))
+    assert len(remote_files(tmp_path)) == len(rlm.metadata.cache.copied_segments(*TP))
+    assert await read_all_records(rlm, partition) == list(range(partition.high_watermark))
+
+
+async def test_remote_retention_by_bytes_moves_the_log_start(rlm: RemoteLogManager, partition: Partition,
+                                                             tmp_path: Path) -> None:
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    partition.log.config.retention_bytes = sum(m.segment_size_in_bytes for m in chain[1:]) + \
+        partition.log.active_segment.size
+    await rlm.run_partition(TP, partition)
+    assert [m.segment_id for m in rlm.metadata.cache.copied_segments(*TP)] == [m.segment_id for m in chain[1:]]
+    assert partition.log.log_start_offset == chain[1].start_offset
+    assert len(remote_files(tmp_path)) == len(chain) - 1
+    assert (await rlm.read("t", 0, 0, 100)).error == ErrorCode.OFFSET_OUT_OF_RANGE  # below the log start
+
+
+async def test_remote_retention_by_time_and_delete_records(rlm: RemoteLogManager, partition: Partition,
+                                                           clock: ManualClock) -> None:
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    partition.advance_log_start_offset(chain[1].start_offset + 1)  # DeleteRecords inside the second segment
+    await rlm.run_partition(TP, partition)
+    assert rlm.metadata.cache.copied_segments(*TP)[0].segment_id == chain[1].segment_id
+    partition.log.config.retention_ms = clock.time_ms() - 1100  # record timestamps are 1000 + i, i < 40
+    await rlm.run_partition(TP, partition)
+    assert rlm.metadata.cache.copied_segments(*TP) == []
+    assert partition.log.log_start_offset == partition.log.local_log_start_offset
+
+
+async def test_a_failed_copy_is_retried_under_a_new_id(rlm: RemoteLogManager, partition: Partition,
+                                                       tmp_path: Path) -> None:
+    produce(partition, 40)
+    rsm = rlm.rsm
+    assert isinstance(rsm, FileSystemRemoteStorageManager)
+    root, rsm.root = rsm.root, tmp_path / "not-a-dir"
+    rsm.root.write_bytes(b"")  # the store is unusable: every copy fails with an OSError
+    with pytest.raises(RemoteStorageError):
+        await rlm.run_partition(TP, partition)
+    rsm.root = root
+    assert rlm.metadata.cache.unfinished_segments(*TP)
+    assert partition.log.local_log_start_offset == 0  # nothing deleted locally while uncopied
+    await rlm.run_partition(TP, partition)
+    assert rlm.metadata.cache.unfinished_segments(*TP) == []
+    assert await read_all_records(rlm, partition) == list(range(partition.high_watermark))
+
+
+def test_throttle() -> None:
+    t = Throttle(1000)
+    assert t.delay(500, now=10.0) == 0
+    assert t.delay(500, now=10.0) == pytest.approx(0.5)
+    assert t.delay(1000, now=12.0) == 0  # idle time is not saved up beyond now
+
+
+def test_remote_segment_ids_are_unique() -> None:
+    assert RemoteLogSegmentId.generate("t", 0) != RemoteLogSegmentId.generate("t", 0)
+
+
+async def test_metrics(rlm: RemoteLogManager, partition: Partition) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from moldau.broker.remote_log_metrics import RemoteLogCollector
+
+    registry = CollectorRegistry()
+    registry.register(RemoteLogCollector(rlm))
+    produce(partition, 40)
+    waiting = len(partition.log.segments) - 1
+    text = generate_latest(registry).decode()
+    assert f'moldau_remote_copy_lag_segments{{partition="0",topic="t"}} {float(waiting)}' in text
+    await rlm.run_partition(TP, partition)
+    await rlm.read("t", 0, 0, 100)
+    text = generate_latest(registry).decode()
+    assert f"moldau_remote_copy_segments_total {float(waiting)}" in text
+    assert 'moldau_remote_copy_lag_segments{partition="0",topic="t"} 0.0' in text
+    assert "moldau_remote_fetch_latency_seconds_count 1.0" in text
+    assert "moldau_remote_fetch_bytes_total 0.0" not in text
+
+
+async def test_a_lagging_log_start_is_raised_to_the_remote_log_start(rlm: RemoteLogManager,
+                                                                     partition: Partition) -> None:
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    await rlm._delete_remote(chain[0])  # deleted by retention, but the checkpointed log start did not follow
+    rlm._synced.clear()  # as after a restart or a new leadership
+    await rlm.run_partition(TP, partition)
+    assert partition.log.log_start_offset == chain[1].start_offset
