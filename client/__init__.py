@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ imports on first access
     from moldau.admin import NewTopic
     from moldau.admin_configs import AlterConfigOp, ConfigResource
-    from moldau.consumer import ConsumerRecord, OffsetAndMetadata, TopicPartition
-    from moldau.errors import ClientError, ConfigError, KafkaError
+    from moldau.consumer import ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, TopicPartition
+    from moldau.errors import ClientError, ConfigError, KafkaError, TransactionError
     from moldau.producer import RecordMetadata
     from moldau.sync import AdminClient, Consumer, Producer
 
@@ -24,13 +24,14 @@ _LAZY = {
     "AdminClient": "moldau.sync", "Consumer": "moldau.sync", "Producer": "moldau.sync",
     "AlterConfigOp": "moldau.admin_configs", "ConfigResource": "moldau.admin_configs",
     "ClientError": "moldau.errors", "ConfigError": "moldau.errors", "KafkaError": "moldau.errors",
+    "TransactionError": "moldau.errors", "ConsumerGroupMetadata": "moldau.consumer",
     "ConsumerRecord": "moldau.consumer", "OffsetAndMetadata": "moldau.consumer",
     "TopicPartition": "moldau.consumer", "NewTopic": "moldau.admin", "RecordMetadata": "moldau.producer",
 }
 
 __all__ = ["AdminClient", "AlterConfigOp", "ConfigResource", "ClientError", "ConfigError", "Consumer",
-           "ConsumerRecord", "KafkaError", "NewTopic", "OffsetAndMetadata", "Producer", "RecordMetadata",
-           "TopicPartition"]
+           "ConsumerGroupMetadata", "ConsumerRecord", "KafkaError", "NewTopic", "OffsetAndMetadata", "Producer",
+           "RecordMetadata", "TopicPartition", "TransactionError"]
 
 
 def __getattr__(name: str) -> Any:

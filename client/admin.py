@@ -22,6 +22,7 @@ from moldau.admin_groups import (  # noqa: F401  (MemberDescription re-exported)
 )
 from moldau.admin_quotas import QuotasAdmin
 from moldau.admin_scram import ScramAdmin
+from moldau.admin_txn import TransactionsAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
 from moldau.errors import KafkaError
@@ -76,7 +77,7 @@ class OffsetResult:
     leader_epoch: int
 
 
-class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdmin):
+class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdmin, TransactionsAdmin):
     """``async with AdminClient(bootstrap_servers=...) as admin: await admin.create_topics([...])``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:

@@ -47,8 +47,10 @@ def _headers_bytes(headers: Any) -> bytes:
 
 
 def encode_batch(records: Sequence[tuple[Any, Any, Any, int]], *, compression: int = 0, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1, compression_level: int | None = None) -> bytes:
-    """One v2 batch of ``(key, value, headers, timestamp_ms)`` records (CreateTime, offsets 0..n-1)."""
+                 producer_epoch: int = -1, base_sequence: int = -1, compression_level: int | None = None,
+                 transactional: bool = False) -> bytes:
+    """One v2 batch of ``(key, value, headers, timestamp_ms)`` records (CreateTime, offsets 0..n-1);
+    ``transactional`` sets attribute bit 4 (the batch belongs to its producer's open transaction)."""
     base_ts = records[0][3]
     max_ts = base_ts
     table = _VARINT
@@ -79,7 +81,7 @@ def encode_batch(records: Sequence[tuple[Any, Any, Any, int]], *, compression: i
     if compression:
         payload = compress(compression, payload, level=compression_level)
     out = bytearray(BATCH_HEADER_SIZE)
-    _HEADER.pack_into(out, 0, 0, MIN_BATCH_LENGTH + len(payload), -1, MAGIC, 0, compression & 0x07,
+    _HEADER.pack_into(out, 0, 0, MIN_BATCH_LENGTH + len(payload), -1, MAGIC, 0, (compression & 0x07) | (0x10 if transactional else 0),
                       len(records) - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(records))
     out += payload
     update_crc(out, 0)

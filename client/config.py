@@ -76,6 +76,7 @@ PRODUCER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
     _k("key.serializer", object, None, nullable=True),
     _k("value.serializer", object, None, nullable=True),
     _k("transactional.id", str, None, nullable=True),
+    _k("transaction.timeout.ms", int, 60000, minimum=1),
 ])}
 
 CONSUMER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
@@ -95,7 +96,7 @@ CONSUMER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
     _k("max.poll.records", int, 500, minimum=1),
     _k("default.api.timeout.ms", int, 60000, minimum=0),
     _k("check.crcs", bool, True),
-    _k("isolation.level", str, "read_uncommitted", choices=("read_uncommitted",)),
+    _k("isolation.level", str, "read_uncommitted", choices=("read_uncommitted", "read_committed")),
     _k("exclude.internal.topics", bool, True),
     _k("key.deserializer", object, None, nullable=True),
     _k("value.deserializer", object, None, nullable=True),

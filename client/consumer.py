@@ -34,12 +34,12 @@ from moldau.fetcher import (
     PartitionState,
     TopicPartition,
 )
-from moldau.group import GroupMember, OffsetAndMetadata
+from moldau.group import ConsumerGroupMetadata, GroupMember, OffsetAndMetadata
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.metadata import METADATA
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "OffsetAndMetadata", "ConsumerRebalanceListener",
-           "NoOffsetForPartitionError"]
+           "NoOffsetForPartitionError", "ConsumerGroupMetadata"]
 
 log = logging.getLogger("moldau.client.consumer")
 
@@ -475,6 +475,12 @@ class Consumer:
                 await self._commit_positions(quiet=True)
 
     # ------------------------------------------------------------------ misc
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group id, generation, member id and group instance id, for a transactional producer's
+        ``send_offsets_to_transaction`` (KIP-447 fencing of zombie members)."""
+        group = self._require_group()
+        return ConsumerGroupMetadata(group.group_id, group.generation, group.member_id, group.instance_id)
+
     def highwater(self, partition: TopicPartition) -> int:
         return self._state(partition).high_watermark
 

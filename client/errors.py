@@ -36,6 +36,25 @@ def raise_for_error(code: int, message: str | None = None) -> None:
         raise KafkaError(code, message)
 
 
+class TransactionError(KafkaError):
+    """A transactional producer's operation failed. ``fatal``: the producer cannot continue (it was fenced by a
+    newer one with the same ``transactional.id``, or is not authorized): close it. Otherwise
+    ``txn_requires_abort`` is True: call ``abort_transaction()`` and start again (Kafka's abortable errors)."""
+
+    def __init__(self, code: ErrorCode | int, message: str | None = None, *, fatal: bool) -> None:
+        super().__init__(code, message)
+        self.fatal = fatal
+
+    @property
+    def txn_requires_abort(self) -> bool:
+        return not self.fatal
+
+
+class TransactionAbortedError(ClientError):
+    """A record of a transaction that ``abort_transaction()`` aborted before it was sent (Kafka's
+    TransactionAbortedException)."""
+
+
 class UnsupportedVersionError(ClientError):
     """No version of the API is supported by both this client and the peer (or the one asked for is not)."""
 

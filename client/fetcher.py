@@ -18,6 +18,7 @@ from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig
 from moldau.errors import ClientError, KafkaConnectionError, KafkaError, RequestTimeoutError
 from moldau.protocol.compression import decompress
+from moldau.protocol.control_records import ABORT, read_marker
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.fetch import FETCH
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
@@ -187,14 +188,29 @@ def _headers(data: bytes, p: int, headers: list[tuple[str, bytes | None]]) -> in
 
 
 def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *, check_crcs: bool,
-                     key_deserializer: Any = None, value_deserializer: Any = None) -> list[ConsumerRecord]:
-    """Records at or after ``fetch_offset`` in a fetched record set; control batches are skipped."""
+                     key_deserializer: Any = None, value_deserializer: Any = None,
+                     aborted_transactions: list[dict[str, Any]] | None = None) -> list[ConsumerRecord]:
+    """Records at or after ``fetch_offset`` in a fetched record set; control batches are skipped.
+
+    With ``aborted_transactions`` (a read_committed fetch's list of ``{producer_id, first_offset}``), the batches
+    of aborted transactions are skipped too, per batch as Kafka's consumer does: a producer is aborting from its
+    transaction's first offset until its ABORT marker."""
     out: list[ConsumerRecord] = []
     if not data:
         return out
     buf = memoryview(data)
+    pending = sorted(aborted_transactions, key=lambda a: a["first_offset"]) if aborted_transactions else []
+    aborting: set[int] = set()
     for pos, header in iter_headers(buf):
-        if header.next_offset <= fetch_offset or header.is_control:
+        while pending and pending[0]["first_offset"] <= header.last_offset:
+            aborting.add(pending.pop(0)["producer_id"])
+        if header.is_control:
+            if header.producer_id in aborting:
+                marker = read_marker(buf[pos:pos + header.total_size], header)
+                if marker is not None and marker.control_type == ABORT:
+                    aborting.discard(header.producer_id)
+            continue
+        if header.next_offset <= fetch_offset or header.is_transactional and header.producer_id in aborting:
             continue
         if header.magic != MAGIC:
             raise RecordBatchError(f"unsupported record batch magic {header.magic}")
@@ -221,6 +237,7 @@ class Fetcher:
         self.check_crcs: bool = config["check.crcs"]
         self.key_deserializer = config.get("key.deserializer")
         self.value_deserializer = config.get("value.deserializer")
+        self.isolation_level = 1 if config["isolation.level"] == "read_committed" else 0
 
     def _by_leader(self, states: dict[TopicPartition, PartitionState]) -> dict[int, list[TopicPartition]]:
         out: dict[int, list[TopicPartition]] = {}
@@ -270,7 +287,7 @@ class Fetcher:
                 "partition_max_bytes": self.config["max.partition.fetch.bytes"]})
         body = {"replica_id": -1, "max_wait_ms": self.config["fetch.max.wait.ms"],
                 "min_bytes": self.config["fetch.min.bytes"], "max_bytes": self.config["fetch.max.bytes"],
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": self.isolation_level, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         conn = await self.cluster.connection(node)
@@ -300,7 +317,9 @@ class Fetcher:
                 assert offset is not None
                 recs = decode_partition(tp.topic, tp.partition, p["records"], offset, check_crcs=self.check_crcs,
                                         key_deserializer=self.key_deserializer,
-                                        value_deserializer=self.value_deserializer)
+                                        value_deserializer=self.value_deserializer,
+                                        aborted_transactions=p.get("aborted_transactions") if self.isolation_level
+                                        else None)
                 if recs:
                     st.fetch_offset = recs[-1].offset + 1
                     records[tp] = (st.epoch, recs)
@@ -365,7 +384,7 @@ class Fetcher:
                 conn = await self.cluster.connection(node)
                 version = max(conn.version_for(LIST_OFFSETS, LIST_OFFSETS_MAX_VERSION), 1)
                 response = await self.cluster.send(node, LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": 0,
+                    "replica_id": -1, "isolation_level": self.isolation_level,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}, version)
             except (KafkaConnectionError, RequestTimeoutError) as exc:  # the broker went away: ask the new leader
                 failed.extend((tp, exc) for tp in group)

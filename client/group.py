@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from moldau.assignors import (
     ASSIGNORS,
@@ -36,6 +37,16 @@ log = logging.getLogger("moldau.client.group")
 
 JOIN_MAX_VERSION = 7  # v8 adds a reason, v9 KIP-814's skip_assignment: neither needed
 MEMBER_LOST = frozenset({ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID})
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """What a transactional producer's ``send_offsets_to_transaction`` needs of the consumer (KIP-447): the
+    broker refuses the offsets of a member that is no longer in the group's current generation."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
 
 
 class OffsetAndMetadata:
@@ -288,11 +299,27 @@ class GroupMember:
                     raise KafkaError(code, f"commit {t['name']}-{p['partition_index']}")
 
     async def fetch_committed(self, tps: list[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The committed offsets. A read_committed consumer asks for stable ones (KIP-447, OffsetFetch v7
+        require_stable, as Kafka's consumer): while a transaction's offsets for a partition are pending the broker
+        answers UNSTABLE_OFFSET_COMMIT, retried here for up to default.api.timeout.ms, so a consumer taking over
+        from a transactional worker starts after what that transaction commits, not before it."""
+        stable = self.config["isolation.level"] == "read_committed"
+        deadline = time.monotonic() + self.config["default.api.timeout.ms"] / 1000
+        while True:
+            try:
+                return await self._fetch_committed(tps, stable)
+            except KafkaError as exc:
+                if exc.code != ErrorCode.UNSTABLE_OFFSET_COMMIT or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+
+    async def _fetch_committed(self, tps: list[TopicPartition], stable: bool,
+                               ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
         response = await self._send(OFFSET_FETCH, {
-            "group_id": self.group_id, "require_stable": False,
+            "group_id": self.group_id, "require_stable": stable,
             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}, 7)
         if response.get("error_code"):
             self._coordinator_error(response["error_code"])

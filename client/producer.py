@@ -17,68 +17,32 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from moldau.batch_builder import encode_batch
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig, producer_config
 from moldau.errors import ClientError, ConfigError, KafkaError, RequestTimeoutError
 from moldau.partitioner import StickyPartitioner, partition_for_key
+from moldau.producer_records import RECORD_OVERHEAD as _RECORD_OVERHEAD
+from moldau.producer_records import Batch as _Batch
+from moldau.producer_records import Headers, RecordMetadata
+from moldau.producer_records import encode_headers as _headers
+from moldau.producer_records import to_bytes as _to_bytes
+from moldau.producer_txn import TransactionalApi
 from moldau.protocol.compression import Codec
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
 from moldau.protocol.messages.produce import PRODUCE
+from moldau.transaction_manager import TransactionManager
+
+__all__ = ["Producer", "RecordMetadata", "Headers"]
 
 log = logging.getLogger("moldau.client.producer")
-
-Headers = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
-_RECORD_OVERHEAD = 22  # varints and attributes of one record, roughly (for batch.size / buffer.memory)
 _SEQ_MOD = 1 << 31
 
-
-class RecordMetadata(NamedTuple):
-    topic: str
-    partition: int
-    offset: int  # -1 when unknown (acks=0, or a duplicate the broker had already written)
-    timestamp: int
-
-
-@dataclass(slots=True, eq=False)
-class _Batch:
-    topic: str
-    partition: int
-    created: float
-    records: list[tuple[Any, Any, Any, int]]
-    futures: list[tuple[int, asyncio.Future[RecordMetadata]]]
-    done: asyncio.Future[None]
-    size: int = 0
-    open: bool = True
-    data: bytes | None = None
-    base_sequence: int = -1
-    attempts: int = 0
-    error: BaseException | None = None
-
-
-def _to_bytes(value: Any, what: str) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    raise TypeError(f"{what} must be bytes, str or None (or set {what}.serializer), not {type(value).__name__}")
-
-
-def _headers(headers: Headers) -> list[tuple[str, bytes | None]]:
-    if not headers:
-        return []
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(k, _to_bytes(v, "header value")) for k, v in items]
-
-
-class Producer:
+class Producer(TransactionalApi):
     """Asynchronous producer. ``async with Producer(bootstrap_servers=...) as p: fut = await p.send(...)``."""
 
     def __init__(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
@@ -118,14 +82,19 @@ class Producer:
         self._requests: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
+        self._txn: TransactionManager | None = None
+        if c["transactional.id"] is not None:
+            self._txn = TransactionManager(self._cluster, c, self._wake.set, self._fail_partitions)
 
     def _resolve_idempotence(self) -> bool:
         """Kafka's rule: idempotence is on by default, silently off when acks/in-flight/retries conflict with it
         unless the user asked for it explicitly (then the conflict is an error naming the key)."""
         c = self.config
+        explicit = "enable.idempotence" in c.explicit or c["transactional.id"] is not None
         if not c["enable.idempotence"]:
+            if c["transactional.id"] is not None:
+                raise ConfigError("enable.idempotence", "must be true when transactional.id is set")
             return False
-        explicit = "enable.idempotence" in c.explicit
         conflicts = []
         if self._acks != -1:
             conflicts.append(("acks", "must be all (-1) when enable.idempotence=true"))
@@ -157,7 +126,7 @@ class Producer:
         if self._started:
             return
         await self._cluster.start()
-        if self._idempotent:
+        if self._idempotent and self._txn is None:
             await self._init_producer_id()
         self._loop = asyncio.get_running_loop()
         self._sender = self._loop.create_task(self._send_loop())
@@ -211,6 +180,8 @@ class Producer:
                     headers: Headers, want_future: bool) -> tuple[bool, asyncio.Future[RecordMetadata] | None]:
         if self._closed or not self._started:
             raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
+        if self._txn is not None and not self._txn.in_transaction:
+            self._txn.check_can_send()
         kb = key if type(key) is bytes or key is None and not self._key_ser else \
             _to_bytes(self._key_ser(key) if self._key_ser else key, "key")
         vb = value if type(value) is bytes and not self._value_ser else \
@@ -253,6 +224,8 @@ class Producer:
         acknowledged, or the first delivery error."""
         if self._closed or not self._started:
             raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
+        if self._txn is not None:
+            self._txn.check_can_send()
         parts = await self._partitions(topic)
         if partition is not None and partition not in parts:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
@@ -409,6 +382,8 @@ class Producer:
             if self._sender is not None:
                 self._sender.cancel()
                 await asyncio.gather(self._sender, return_exceptions=True)
+            if self._txn is not None:
+                await self._txn.close()
             self._fail_all(ClientError("producer closed before the record was sent"))
             await self._cluster.close()
 
@@ -450,6 +425,8 @@ class Producer:
                 due = batch.created + self._linger_s - now
                 next_due = due if next_due is None else min(next_due, due)
                 continue
+            if self._txn is not None and not self._txn.partition_ready(tp):
+                continue  # AddPartitionsToTxn first; its answer wakes the sender
             inflight = self._inflight_tp.get(tp, 0)
             if (tp in self._retrying and inflight) or inflight >= self._max_in_flight:
                 continue
@@ -491,7 +468,8 @@ class Producer:
             batch.base_sequence = seq
             self._next_seq[tp] = (seq + len(batch.records)) % _SEQ_MOD
         batch.data = encode_batch(batch.records, compression=self._codec, producer_id=self._producer_id,
-                                 producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence)
+                                 producer_epoch=self._producer_epoch, base_sequence=batch.base_sequence,
+                                 transactional=self._txn is not None)
 
     async def _send_request(self, node: int, batches: list[_Batch]) -> None:
         topic_data: dict[str, list[dict[str, Any]]] = {}
@@ -500,7 +478,7 @@ class Producer:
             topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
             lookup[(b.topic, b.partition)] = b
             b.attempts += 1
-        body = {"transactional_id": None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
+        body = {"transactional_id": self._txn.transactional_id if self._txn else None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": p} for t, p in topic_data.items()]}
         try:
             conn = await self._cluster.connection(node)
@@ -574,6 +552,8 @@ class Producer:
         if batch.done.done():
             return
         batch.error = error
+        if error is not None and self._txn is not None:
+            self._txn.set_error(error)
         topic, partition, records = batch.topic, batch.partition, batch.records
         if error is not None and len(batch.futures) < len(records):
             log.warning("%d records to %s-%d failed: %s", len(records) - len(batch.futures), topic, partition, error)

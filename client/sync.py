@@ -20,7 +20,13 @@ from typing import Any
 from moldau import consumer as _consumer
 from moldau import producer as _producer
 from moldau.config import ClientConfig
-from moldau.consumer import ConsumerRebalanceListener, ConsumerRecord, OffsetAndMetadata, TopicPartition
+from moldau.consumer import (
+    ConsumerGroupMetadata,
+    ConsumerRebalanceListener,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
 from moldau.errors import BlockingCallOnLoopError, KafkaTimeoutError
 from moldau.loop_thread import background_loop, call, on_loop_thread, run
 from moldau.loop_thread import refuse_on_loop as _refuse_on_loop
@@ -75,6 +81,9 @@ class Producer:
     def _enqueue(self, topic: str, value: Any, key: Any, partition: int | None, timestamp_ms: int | None,
                  headers: Headers, future: concurrent.futures.Future[RecordMetadata] | None,
                  on_delivery: DeliveryCallback | None) -> None:
+        txn = self._aio._txn
+        if txn is not None and not txn.in_transaction:
+            txn.check_can_send()  # raise here, as Kafka's send() does, not later in the future
         kwargs = {"partition": partition, "timestamp_ms": timestamp_ms, "headers": headers}
         deadline: float | None = None
         while True:
@@ -118,6 +127,38 @@ class Producer:
             return await inner
 
         return asyncio.run_coroutine_threadsafe(go(), self._loop)
+
+    # ------------------------------------------------------------------ transactions
+    def init_transactions(self) -> None:
+        """Registers ``transactional.id`` (fencing older producers with it); once, before the first transaction."""
+        run(self._aio.init_transactions(), what="init_transactions")
+
+    def begin_transaction(self) -> None:
+        call(self._aio.begin_transaction)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[Any, int | OffsetAndMetadata],
+                                    group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Adds the consumer's offsets to the transaction (committed with it); ``group_metadata`` from
+        ``Consumer.group_metadata()``."""
+        async def go() -> None:
+            await self._drain_pending()
+            await self._aio.send_offsets_to_transaction(offsets, group_metadata)
+        run(go(), what="send_offsets_to_transaction")
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flushes and commits the transaction; raises :class:`TransactionError` (``fatal`` or
+        ``txn_requires_abort``)."""
+        async def go() -> None:
+            await self._drain_pending()
+            await self._aio.commit_transaction(timeout)
+        run(go(), what="commit_transaction")
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Aborts the transaction (records not yet sent fail with ``TransactionAbortedError``)."""
+        async def go() -> None:
+            await self._drain_pending()
+            await self._aio.abort_transaction(timeout)
+        run(go(), what="abort_transaction")
 
     def _start_drain(self) -> None:
         self._drain_task = asyncio.ensure_future(self._drain_pending())
@@ -294,6 +335,10 @@ class Consumer:
 
     def highwater(self, partition: TopicPartition) -> int:
         return call(self._aio.highwater, partition)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Group id, generation, member id, group instance id: for ``Producer.send_offsets_to_transaction``."""
+        return call(self._aio.group_metadata)
 
     # ------------------------------------------------------------------ flow control
     def pause(self, *partitions: TopicPartition) -> None:

@@ -12,6 +12,7 @@ from moldau.admin_acls import AclBinding, AclBindingFilter
 from moldau.admin_configs import AlterConfigOp, ConfigEntry, ConfigResource
 from moldau.admin_groups import ConsumerGroupDescription, ConsumerGroupListing
 from moldau.admin_quotas import QuotaEntity
+from moldau.admin_txn import ProducerState, TransactionDescription, TransactionListing
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig
 from moldau.errors import KafkaError
@@ -164,6 +165,23 @@ class AdminClient:
                             validate_only: bool = False, raise_errors: bool = True) -> list[KafkaError | None]:
         return run(self._aio.alter_client_quotas(list(entries), validate_only, raise_errors),
                    what="alter_client_quotas")
+
+    # ------------------------------------------------------------------ transactions
+    def list_transactions(self, states: Iterable[str] | None = None, producer_ids: Iterable[int] | None = None,
+                          duration_filter_ms: int = -1) -> list[TransactionListing]:
+        return run(self._aio.list_transactions(None if states is None else list(states),
+                                               None if producer_ids is None else list(producer_ids),
+                                               duration_filter_ms), what="list_transactions")
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *, raise_errors: bool = True,
+                              ) -> dict[str, TransactionDescription | KafkaError]:
+        return run(self._aio.describe_transactions(list(transactional_ids), raise_errors=raise_errors),
+                   what="describe_transactions")
+
+    def describe_producers(self, partitions: Iterable[tuple[str, int]], *, broker_id: int | None = None,
+                           raise_errors: bool = True) -> dict[ConsumerTopicPartition, list[ProducerState] | KafkaError]:
+        return run(self._aio.describe_producers(list(partitions), broker_id=broker_id, raise_errors=raise_errors),
+                   what="describe_producers")
 
     # ------------------------------------------------------------------ consumer groups
     def list_consumer_groups(self, states: Iterable[str] | None = None) -> list[ConsumerGroupListing]:

@@ -64,6 +64,8 @@ def _parser() -> ToolParser:
     p.add_argument("--consumer.config", "--command-config", dest="consumer_config", metavar="FILE",
                    help="properties file of consumer settings (security settings, ...)")
     p.add_argument("--skip-message-on-error", action="store_true", help="skip records that fail to format")
+    p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"), default=None,
+                   help="read_committed: only committed transactional records; read_uncommitted (default): all")
     return p
 
 
@@ -150,6 +152,8 @@ def parse_args(argv: Sequence[str]) -> Options:
     for key in settings:
         if key not in CONSUMER_KEYS:
             raise UsageError(f"--consumer-property {key}: unknown consumer setting")
+    if a.isolation_level is not None:
+        settings["isolation.level"] = a.isolation_level
     opts.consumer = settings
     return opts
 

@@ -77,6 +77,10 @@ class Stats:
                 f"{pct(0.99)} ms 99th, {pct(0.999)} ms 99.9th.")
 
 
+DEFAULT_TRANSACTIONAL_ID = "performance-producer-default-transactional-id"  # Kafka's defaults
+DEFAULT_TRANSACTION_DURATION_MS = 3000
+
+
 def _parser() -> ToolParser:
     p = ToolParser(prog="moldau-producer-perf-test", description="Producer performance test.")
     p.add_argument("--topic", required=False)
@@ -88,6 +92,12 @@ def _parser() -> ToolParser:
     p.add_argument("--producer.config", "--command-config", dest="producer_config", default=None, metavar="FILE",
                    help="producer config file (security settings, ...)")
     p.add_argument("--print-metrics", action="store_true")
+    p.add_argument("--transactional-id", default=None,
+                   help="the transactional id to use (overrides transactional.id of --producer-props/--producer.config)")
+    p.add_argument("--transaction-duration-ms", type=int, default=None,
+                   help="the max age of each transaction: commit_transaction() after this long (> 0); transactions "
+                        f"are on when set (transactional id {DEFAULT_TRANSACTIONAL_ID} unless given) or when a "
+                        f"transactional id is (then {DEFAULT_TRANSACTION_DURATION_MS} ms)")
     return p
 
 
@@ -103,6 +113,14 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any],
     if args.producer_config:
         conf.update(read_properties_file(args.producer_config, "--producer.config"))
     conf.update(parse_key_values(args.producer_props, "--producer-props"))
+    if args.transactional_id is not None:
+        conf["transactional.id"] = args.transactional_id
+    if args.transaction_duration_ms is not None:
+        if args.transaction_duration_ms <= 0:
+            raise UsageError("--transaction-duration-ms must be greater than 0")
+        conf.setdefault("transactional.id", DEFAULT_TRANSACTIONAL_ID)
+    elif conf.get("transactional.id"):
+        args.transaction_duration_ms = DEFAULT_TRANSACTION_DURATION_MS
     if "bootstrap.servers" not in conf:
         raise UsageError("--producer-props: bootstrap.servers is required")
     if (args.record_size is None) == (args.payload_file is None):
@@ -133,7 +151,11 @@ async def run(args: argparse.Namespace, conf: dict[str, Any], payload: bytes | l
     from moldau.aio import Producer
 
     async with Producer(conf) as producer:
-        start = time.monotonic()
+        txn_s = (args.transaction_duration_ms or 0) / 1000  # > 0: transactions (Kafka's --transaction-duration-ms)
+        if txn_s:
+            await producer.init_transactions()
+            producer.begin_transaction()
+        start = txn_start = time.monotonic()
         next_report = start + REPORT_INTERVAL_S
         try:
             for i in range(args.num_records):
@@ -141,6 +163,10 @@ async def run(args: argparse.Namespace, conf: dict[str, Any], payload: bytes | l
                 sent_at = time.monotonic()
                 future = await producer.send(args.topic, value)
                 future.add_done_callback(functools.partial(_acked, stats, sent_at, len(value)))
+                if txn_s and sent_at - txn_start >= txn_s:
+                    await producer.commit_transaction()
+                    producer.begin_transaction()
+                    txn_start = time.monotonic()
                 if args.throughput > 0:
                     ahead = start + (i + 1) / args.throughput - time.monotonic()
                     if ahead > 0:
@@ -149,7 +175,7 @@ async def run(args: argparse.Namespace, conf: dict[str, Any], payload: bytes | l
                 if now >= next_report:
                     print(stats.window_line(now), file=out, flush=True)
                     next_report = now + REPORT_INTERVAL_S
-            await producer.flush()
+            await (producer.commit_transaction() if txn_s else producer.flush())
         except asyncio.CancelledError:
             pass
     return stats

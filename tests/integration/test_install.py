@@ -21,6 +21,7 @@ TOOLS = ["moldau-server", "moldau-console-producer", "moldau-console-consumer", 
 TOOLS.append("moldau-configs")  # topic and broker configs (docs/admin.md)
 TOOLS += ["moldau-leader-election", "moldau-delete-records", "moldau-log-dirs", "moldau-reassign-partitions"]
 TOOLS += ["moldau-scram", "moldau-acls"]  # security (docs/security.md)
+TOOLS.append("moldau-transactions")  # docs/transactions.md
 
 
 def run(cmd: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:

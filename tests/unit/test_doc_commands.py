@@ -30,6 +30,7 @@ from moldau.tools import (
     producer_perf_test,
     reassign_partitions,
     topics,
+    transactions,
 )
 from moldau.tools.common import ToolError, UsageError
 
@@ -64,6 +65,7 @@ PARSERS: dict[str, Callable[[Sequence[str]], Any]] = {
     "moldau-log-dirs": log_dirs.parse_args,
     "moldau-reassign-partitions": reassign_partitions.parse_args,
     "moldau-acls": acls.parse_args,
+    "moldau-transactions": transactions.parse_args,
     "moldau-verify": _verify,
     "moldau-consumer-groups": consumer_groups.main,  # body stubbed: consumer_groups._run
     "moldau-scram": scram_tool.main,  # body stubbed: scram_tool._run

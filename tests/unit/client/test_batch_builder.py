@@ -29,3 +29,12 @@ def test_compressed_batches_decode_to_the_records(codec: int) -> None:
     assert header.compression == codec and header.records_count == 500
     decoded = [(r.key, r.value, [(k, v) for k, v in r.headers], r.timestamp) for r in iter_records(data)]
     assert decoded == [(k, v, list(h), ts) for k, v, h, ts in recs]
+
+
+def test_transactional_batches_carry_attribute_bit_4_like_build_batch() -> None:
+    recs = _records(10)
+    fast = encode_batch(recs, producer_id=5, producer_epoch=3, base_sequence=0, transactional=True)
+    assert fast == build_batch(recs, producer_id=5, producer_epoch=3, base_sequence=0, is_transactional=True)
+    header = read_header(fast)
+    assert header.is_transactional and not header.is_control
+    assert read_header(encode_batch(recs, compression=3, transactional=True)).compression == 3

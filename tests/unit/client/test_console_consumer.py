@@ -21,6 +21,12 @@ def test_defaults_and_from_beginning() -> None:
     assert parse_args(BS + ["--topic", "t", "--from-beginning"]).offset == "earliest"
 
 
+def test_isolation_level_sets_the_consumer_setting() -> None:
+    assert "isolation.level" not in parse_args(BS + ["--topic", "t"]).consumer
+    opts = parse_args(BS + ["--topic", "t", "--isolation-level", "read_committed"])
+    assert opts.consumer["isolation.level"] == "read_committed"
+
+
 def test_partition_offset_group_and_limits() -> None:
     opts = parse_args(BS + ["--topic", "t", "--partition", "2", "--offset", "17", "--max-messages", "5",
                             "--timeout-ms", "1000"])
@@ -55,6 +61,7 @@ def test_properties_and_consumer_properties() -> None:
     (BS + ["--topic", "t", "--consumer-property", "no.such.key=1"], "no.such.key"),
     (BS + ["--include", "(", "--group", "g"], "--include"),
     (BS + ["--topic", "t", "--bogus"], "--bogus"),
+    (BS + ["--topic", "t", "--isolation-level", "committed"], "--isolation-level"),
 ])
 def test_bad_input_names_the_flag(args: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises((UsageError, SystemExit)) as err:  # argparse's own errors exit 2 at once

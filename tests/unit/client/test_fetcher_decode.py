@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from moldau.fetcher import ConsumerRecord, decode_partition
+from moldau.protocol.control_records import build_marker_batch
 from moldau.protocol.records import RecordBatchError, build_batch
 
 
@@ -59,3 +60,33 @@ def test_corrupt_record_is_a_clear_error() -> None:
     data[61] = 0x7E  # first record's length varint now claims more bytes than the batch holds
     with pytest.raises(RecordBatchError):
         decode_partition("t", 0, bytes(data), 0, check_crcs=False)
+
+
+def _txn(values: list[bytes], base_offset: int, producer_id: int) -> bytes:
+    return build_batch([(None, v, None, 1) for v in values], base_offset=base_offset, producer_id=producer_id,
+                       producer_epoch=0, base_sequence=0, is_transactional=True)
+
+
+def test_read_committed_skips_aborted_batches_per_producer_until_their_abort_marker() -> None:
+    # offsets: 0-1 p7 (aborted), 2-3 p8 (committed), 4 p7 ABORT, 5 p8 COMMIT, 6-7 p7 again (a new transaction,
+    # committed later: not in the aborted list), 8 p9 plain non-transactional.
+    data = (_txn([b"a0", b"a1"], 0, 7) + _txn([b"c2", b"c3"], 2, 8)
+            + build_marker_batch(7, 0, committed=False, coordinator_epoch=0, timestamp_ms=1, base_offset=4)
+            + build_marker_batch(8, 0, committed=True, coordinator_epoch=0, timestamp_ms=1, base_offset=5)
+            + _txn([b"n6", b"n7"], 6, 7) + build_batch([(None, b"p8", None, 1)], base_offset=8))
+    aborted = [{"producer_id": 7, "first_offset": 0}]
+    committed = decode_partition("t", 0, data, 0, check_crcs=True, aborted_transactions=aborted)
+    assert [(r.offset, r.value) for r in committed] == [(2, b"c2"), (3, b"c3"), (6, b"n6"), (7, b"n7"),
+                                                        (8, b"p8")]
+    # read_uncommitted (no list): every data record, never the markers
+    assert [r.offset for r in decode_partition("t", 0, data, 0, check_crcs=True)] == [0, 1, 2, 3, 6, 7, 8]
+    # starting inside the aborted transaction's span still skips it
+    assert [r.offset for r in decode_partition("t", 0, data, 1, check_crcs=True,
+                                               aborted_transactions=aborted)] == [2, 3, 6, 7, 8]
+
+
+def test_an_aborted_transaction_starting_after_the_fetch_offset_is_skipped_from_its_first_offset() -> None:
+    data = _txn([b"c0"], 0, 5) + _txn([b"x1", b"x2"], 1, 6) + _txn([b"c3"], 3, 5)
+    got = decode_partition("t", 0, data, 0, check_crcs=True, aborted_transactions=[
+        {"producer_id": 6, "first_offset": 1}])
+    assert [r.value for r in got] == [b"c0", b"c3"]

@@ -29,6 +29,7 @@ from moldau.tools import (
     producer_perf_test,
     reassign_partitions,
     topics,
+    transactions,
 )
 from moldau.tools.common import tool_version
 
@@ -53,6 +54,7 @@ TOOLS: dict[str, Main] = {
     "moldau-reassign-partitions": reassign_partitions.main,
     "moldau-scram": scram_tool.main,
     "moldau-acls": acls.main,
+    "moldau-transactions": transactions.main,
 }
 
 
@@ -77,6 +79,7 @@ def unreachable_args(tmp: Path) -> dict[str, list[str]]:
         "moldau-log-dirs": ["--bootstrap-server", B, "--describe"],
         "moldau-reassign-partitions": ["--bootstrap-server", B, "--verify", "--reassignment-json-file", str(plan)],
         "moldau-acls": ["--bootstrap-server", B, "--list"],
+        "moldau-transactions": ["--bootstrap-server", B, "list"],
     }
 
 

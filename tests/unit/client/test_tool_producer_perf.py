@@ -19,6 +19,23 @@ def test_flags() -> None:
     assert isinstance(payload, bytes) and len(payload) == 7
 
 
+BASE = ["--topic", "t", "--num-records", "1", "--record-size", "1", "--throughput", "-1", "--producer-props",
+        "bootstrap.servers=h:1"]
+
+
+def test_transaction_flags_follow_kafka() -> None:
+    args, conf, _ = perf.parse_args(BASE)
+    assert args.transaction_duration_ms is None and "transactional.id" not in conf
+    args, conf, _ = perf.parse_args([*BASE, "--transaction-duration-ms", "500"])
+    assert (args.transaction_duration_ms, conf["transactional.id"]) == (500, perf.DEFAULT_TRANSACTIONAL_ID)
+    args, conf, _ = perf.parse_args([*BASE, "transactional.id=from-props"])  # a transactional id alone: 3000 ms
+    assert (args.transaction_duration_ms, conf["transactional.id"]) == (3000, "from-props")
+    args, conf, _ = perf.parse_args([*BASE, "transactional.id=from-props", "--transactional-id", "flag"])
+    assert conf["transactional.id"] == "flag"
+    with pytest.raises(ToolError, match="--transaction-duration-ms"):
+        perf.parse_args([*BASE, "--transaction-duration-ms", "0"])
+
+
 @pytest.mark.parametrize(("argv", "text"), [
     (["--num-records", "1", "--record-size", "1", "--throughput", "-1"], "topic"),
     (["--topic", "t", "--num-records", "1", "--record-size", "1", "--throughput", "-1"], "bootstrap.servers"),
