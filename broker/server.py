@@ -258,10 +258,14 @@ class BrokerServer:
         assert rm is not None and producer_ids is not None
         store = TxnStateStore(rm, self.clock, int(cfg.get("transaction.state.log.num.partitions")),
                               load_buffer_size=int(cfg.get("transaction.state.log.load.buffer.size")))
-        security = (self.zk_mode.inter_broker_security if self.zk_mode is not None
-                    else inter_broker_security(cfg))
-        self.txn_markers = InterBrokerMarkerChannel(metadata, self._endpoint_of, self.broker_id, security=security,
-                                                    request_timeout_ms=int(cfg.get("request.timeout.ms")))
+        if self.zk_mode is not None:
+            self.txn_markers = InterBrokerMarkerChannel(
+                metadata, self._endpoint_of, self.broker_id, security=self.zk_mode.inter_broker_security,
+                request_timeout_ms=int(cfg.get("request.timeout.ms")))
+        else:  # standalone: its own listener; the login is read when the first marker goes out
+            self.txn_markers = InterBrokerMarkerChannel(
+                metadata, self._endpoint_of, self.broker_id, security_from_config=lambda: inter_broker_security(cfg),
+                request_timeout_ms=int(cfg.get("request.timeout.ms")))
         self.txn_coordinator = coordinator = TransactionCoordinator(
             store, producer_ids.next_id, self.txn_markers, LoopTimer(asyncio.get_running_loop()), self.clock,
             TxnConfig.from_broker_config(cfg), self.broker_id)

@@ -23,11 +23,16 @@ log = logging.getLogger("moldau.coordinator.txn_markers")
 
 class InterBrokerMarkerChannel:
     def __init__(self, metadata: MetadataStore, endpoint_of: Callable[[int], tuple[str, int] | None],
-                 broker_id: int, *, security: ClientSecurity | None = None, request_timeout_ms: int = 30000) -> None:
+                 broker_id: int, *, security: ClientSecurity | None = None, request_timeout_ms: int = 30000,
+                 security_from_config: Callable[[], ClientSecurity | None] | None = None) -> None:
         self.metadata = metadata
         self.endpoint_of = endpoint_of
         self.broker_id = broker_id
         self.security = security
+        # A standalone broker reads its inter-broker login only when a marker is first sent: a SASL-only broker
+        # that never sees a transaction starts without one, as before transactions existed (a bad or missing
+        # login then fails each marker attempt, logged, retried by the coordinator).
+        self._security_from_config = security_from_config
         self.request_timeout_ms = request_timeout_ms
         self._conns: dict[int, BrokerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -48,6 +53,9 @@ class InterBrokerMarkerChannel:
             endpoint = self.endpoint_of(broker_id)
             if endpoint is None:
                 raise ConnectionError(f"no address known for broker {broker_id}")
+            if self._security_from_config is not None:
+                self.security = self._security_from_config()
+                self._security_from_config = None
             conn = BrokerConnection(endpoint[0], endpoint[1], client_id=f"broker-{self.broker_id}-txn-markers",
                                     request_timeout_ms=self.request_timeout_ms, security=self.security)
             await conn.connect()
