@@ -89,6 +89,7 @@ class Throttler(Protocol):
 
     def throttle(self, request: Request, local_seconds: float) -> int: ...
     def connection_delay(self, ip: str) -> tuple[float, bool]: ...
+    def pipelining_allowed(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +256,11 @@ class Connection:
                 await asyncio.sleep(delay)
         t0 = time.perf_counter()
         auth = self.auth
+        # Under a produce or request quota, Produce goes one at a time as before, so the mute after a throttled
+        # answer (KIP-219) holds the client's next request back: pipelined, dozens would already be appended.
         pipelined = (self.tls is None and len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
-                     and (auth is None or not auth.wants(PRODUCE_KEY)))
+                     and (auth is None or not auth.wants(PRODUCE_KEY))
+                     and (self.throttler is None or self.throttler.pipelining_allowed()))
         if self._pipeline and not pipelined:
             await self._wait_pipeline(0)  # muting as before: every earlier answer is written first
         if auth is not None:

@@ -282,6 +282,11 @@ class BrokerQuotas:
             return None
         return self.fetch.max_value_in_window(user_of(request.principal), request.header.client_id or "")
 
+    def pipelining_allowed(self) -> bool:
+        """False while any producer_byte_rate or request_percentage quota exists (the network layer then answers
+        Produce requests one at a time, so a throttled client's mute holds back its next request)."""
+        return not (self.produce.enabled or self.request.enabled)
+
     def throttle(self, request: Request, local_seconds: float) -> int:
         """Record a request about to be answered; its throttle time in ms, also set in the response."""
         key = request.api_key
