@@ -123,7 +123,7 @@ def test_zookeeper_dies_with_a_killed_test_process(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, seen)
     try:
         wait_until(seen.exists, RUN_TIMEOUT_S, "the inner test to start its cluster")
-        zk_port, zk_pid, broker_port = json.loads(seen.read_text())
+        _zk_port, zk_pid, broker_port = json.loads(seen.read_text())
         assert _pid_alive(zk_pid) and port_accepts(broker_port)
     finally:
         if proc.poll() is None:
@@ -132,7 +132,8 @@ def test_zookeeper_dies_with_a_killed_test_process(tmp_path: Path) -> None:
     # ZooKeeper runs in a session of its own (Ctrl-C in a terminal goes to pytest, which stops it in order): only
     # the parent-death signal ends it here.
     wait_until(lambda: not _pid_alive(zk_pid), 30, f"ZooKeeper (pid {zk_pid}) to die with the test process")
-    assert not port_accepts(zk_port) and not port_accepts(broker_port)
+    # The brokers lived in the killed process itself. No check that their ports refuse now: they came from bind(0),
+    # and on a busy machine another process may listen on a just-freed ephemeral port (CI saw it once).
 
 
 @pytest.mark.moldau_broker(overrides={"num.partitions": "3"})
