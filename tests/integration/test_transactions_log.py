@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import struct
 import subprocess
 import time
 from typing import Any
@@ -15,14 +14,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from moldau.broker.apis import ADVERTISED
 from moldau.connection import BrokerConnection, api_for
-from moldau.protocol.api import REGISTRY, TRANSACTION_APIS, ApiKey
+from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import build_batch
 
 from .clients import ck_consume, kp_consume
-from .harness import BrokerProcess, RawConnection, wait_until
+from .harness import BrokerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -144,16 +142,3 @@ def test_open_and_aborted_transactions_survive_kill_9(fresh_broker: BrokerProces
     assert latest(broker, topic, 1) == 5
     got = ck_consume(broker.bootstrap, topic, 2, start_offset=0, **{"isolation.level": "read_committed"})
     assert [m.value() for m in got] == [b"b0", b"p0"]
-
-
-def test_declared_but_unrouted_transaction_apis_are_unsupported(broker: BrokerProcess) -> None:
-    """The transaction APIs are declared ahead of their handlers; until routed, one is answered like an unknown
-    API (correlation id + UNSUPPORTED_VERSION) and the connection stays usable."""
-    unrouted = sorted(TRANSACTION_APIS - ADVERTISED)
-    if not unrouted:
-        pytest.skip("every transaction API has a handler")
-    with RawConnection(broker.port) as conn:
-        for i, key in enumerate(unrouted):
-            body = REGISTRY[key].encode_request(0, {})
-            conn.request(key, 0, 100 + i, bytes(body))
-            assert conn.recv_frame() == struct.pack(">ih", 100 + i, ErrorCode.UNSUPPORTED_VERSION)
