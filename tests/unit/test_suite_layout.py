@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,6 +11,8 @@ import pytest
 
 from tests import conftest as suite
 from tests.integration import harness
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_module_is_one_work_unit_and_the_spark_modules_share_one() -> None:
@@ -27,8 +30,10 @@ def test_a_module_is_one_work_unit_and_the_spark_modules_share_one() -> None:
 def test_cluster_lane_units_go_to_the_first_worker_only() -> None:
     assert [suite.lane_of(s) for s in ("tests/integration/test_replication.py", "spark", "wheel",
                                        "tests/ops/test_ops_files.py", "tests/unit/test_x.py",
-                                       "examples/order_service/tests/test_order_service.py")] == \
-        ["cluster", "cluster", "side", "side", "side", "cluster"]
+                                       "examples/order_service/tests/test_order_service.py",
+                                       "tests/integration/test_hostile_input.py")] == \
+        ["cluster", "cluster", "side", "side", "side", "cluster", "side"]
+    assert all(m.startswith("tests/integration/") and (REPO / m).is_file() for m in suite.SIDE_INTEGRATION)
     pending = ["tests/integration/test_a.py", "wheel", "tests/unit/test_b.py"]
     assert suite.pick_scope("gw0", pending) == "tests/integration/test_a.py"
     assert suite.pick_scope("gw1", pending) == "wheel"
