@@ -23,6 +23,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,38 @@ from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Cluster:
+    single: BrokerProcess
+    brokers: list[BrokerProcess]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+
+@contextmanager
+def clusters() -> Iterator[Cluster]:
+    root = Path(tempfile.mkdtemp(prefix="moldau-bench-"))
+    zk = ZooKeeperProcess(root / "zk")
+    single = BrokerProcess(root / "single")
+    brokers: list[BrokerProcess] = []
+    try:
+        single.start()
+        zk.start()
+        for i in (1, 2, 3):
+            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
+                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
+                "auto.leader.rebalance.enable": "false"}).start())
+        time.sleep(2.0)
+        yield Cluster(single, brokers)
+    finally:
+        for b in [single, *brokers]:
+            b.kill()
+        zk.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def create_topic(bootstrap: str, name: str, rf: int) -> None:
@@ -118,19 +153,8 @@ def latency(bootstrap: str, topic: str, acks: int, rate: int, seconds: float,
 
 
 def run(records: int, latency_s: float, rate: int) -> str:
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-repl-"))
-    zk = ZooKeeperProcess(root / "zk")
-    single = BrokerProcess(root / "single")
-    brokers: list[BrokerProcess] = []
-    try:
-        single.start()
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false"}).start())
-        cluster = ",".join(b.bootstrap for b in brokers)
-        time.sleep(2.0)
+    with clusters() as c:
+        single, cluster = c.single, c.bootstrap
         create_topic(single.bootstrap, "base", 1)
         create_topic(cluster, "repl", 3)
         log(f"baseline: {records:,} x 100 B, one broker, acks=1 ...")
@@ -142,11 +166,6 @@ def run(records: int, latency_s: float, rate: int) -> str:
         create_topic(cluster, "repl-lat", 3)
         b50, b99, _ = latency(single.bootstrap, "base-lat", 1, rate, latency_s)
         r50, r99, _ = latency(cluster, "repl-lat", -1, rate, latency_s)
-    finally:
-        for b in [single, *brokers]:
-            b.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
     return "\n".join([
         f"{'setup':<44} {'produce rec/s':>13} {'ratio':>6} | {'e2e p50 ms':>10} {'e2e p99 ms':>10} @ {rate:,}/s",
         f"{'1 broker, RF 1, acks=1':<44} {base:>13,.0f} {1:>6.2f} | {b50:>10.1f} {b99:>10.1f}",

@@ -23,17 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import statistics
 import struct
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
@@ -41,12 +37,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.replicated import clusters  # noqa: E402  (one broker + a 3-broker ZooKeeper cluster)
 from moldau.protocol.api import REGISTRY, ApiKey  # noqa: E402
 from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version  # noqa: E402
 from moldau.protocol.records import build_batch  # noqa: E402
 from moldau.protocol.types import INT32  # noqa: E402
-from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
-from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
+from tests.integration.harness import wait_until  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -58,38 +54,6 @@ def log(msg: str) -> None:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-@dataclass
-class Cluster:
-    single: BrokerProcess
-    brokers: list[BrokerProcess]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers)
-
-
-@contextmanager
-def clusters() -> Iterator[Cluster]:
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-small-"))
-    zk = ZooKeeperProcess(root / "zk")
-    single = BrokerProcess(root / "single")
-    brokers: list[BrokerProcess] = []
-    try:
-        single.start()
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false"}).start())
-        time.sleep(2.0)
-        yield Cluster(single, brokers)
-    finally:
-        for b in [single, *brokers]:
-            b.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def create_topic(bootstrap: str, name: str, rf: int) -> int:
