@@ -207,14 +207,22 @@ class Controller:
         # death had been seen: a former controller's own death is only ever handled here.
         await self._initialize_new_partitions(ctx.all_partitions())
         await self._decide_and_write(ctx.all_partitions(), self._elect_or_shrink)
-        self._send_update_metadata(list(ctx.live), ctx.all_partitions())
-        for broker_id in ctx.live:
-            self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
+        self._announce_all()
         await self._on_topic_deletion()
         await self._on_isr_change()
         if self.settings.auto_leader_rebalance:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(),
                                                                           name="leader-rebalance-timer")
+
+    def _announce_all(self) -> None:
+        """A new controller's first word to every live broker: LeaderAndIsr for the partitions it hosts, then
+        UpdateMetadata. In that order, as in ``_propagate``: the states may already name leaders this controller
+        just elected, and a broker whose metadata named it leader before its LeaderAndIsr arrived would send
+        clients to itself only to answer them NOT_LEADER_OR_FOLLOWER."""
+        ctx = self.ctx
+        for broker_id in ctx.live:
+            self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
+        self._send_update_metadata(list(ctx.live), ctx.all_partitions())
 
     # ------------------------------------------------------------------ state helpers
     async def _load_topic(self, topic: str) -> bool:

@@ -50,3 +50,13 @@ def test_a_broker_in_controlled_shutdown_gets_metadata_but_no_leader_and_isr() -
     controller._propagate([("t", 0), ("t", 1)])
     assert channel.to(ApiKey.LEADER_AND_ISR) == [1, 2]
     assert channel.to(ApiKey.UPDATE_METADATA) == [1, 2, 3]
+
+
+def test_a_new_controller_sends_leader_and_isr_before_the_metadata_naming_the_leaders_it_elected() -> None:
+    # Metadata first would let a client (or a test) see a broker named leader and write to it before it
+    # knows: NOT_LEADER_OR_FOLLOWER from the very broker the metadata pointed at.
+    controller, channel = _controller(set())
+    controller._announce_all()
+    for broker in (1, 2, 3):
+        keys = [key for b, key, _ in channel.sent if b == broker]
+        assert keys == [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA], (broker, keys)
