@@ -153,6 +153,12 @@ class Membership:
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         unknown = member_id == ""
         group = self.store.get_group(group_id) if error is None else None
+        if error is None and group is not None and group.consumer is not None:
+            if group.consumer.members:
+                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a consumer group (KIP-848) with members
+            else:  # an empty consumer group becomes a classic one, as in Kafka
+                group.consumer = None
+                group.protocol_type = None
         if error is None and group is None:
             if unknown:
                 group = self.store.add_group(GroupMetadata(group_id, self.store.partition_for(group_id)))

@@ -362,7 +362,7 @@ class OffsetStore:
     def expired_offsets(self, group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Offsets of an empty group older than the retention (KIP-211): measured from when the group became
         empty, or from the commit for groups that never used group management."""
-        if not group.is_(GroupState.EMPTY):
+        if not group.is_empty():
             return []
         expired = []
         for tp, o in group.offsets.items():
