@@ -20,8 +20,9 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from moldau.broker.coordinator.config import GroupConfig
 from moldau.broker.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerMember,
@@ -30,10 +31,9 @@ from moldau.broker.coordinator.consumer_group import (
     subset,
 )
 from moldau.broker.coordinator.group import GroupMetadata, GroupState
+from moldau.broker.coordinator.offsets import OffsetStore
+from moldau.broker.purgatory import Timer
 from moldau.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from moldau.broker.coordinator.coordinator import GroupCoordinator
 
 log = logging.getLogger("moldau.coordinator.consumer")
 
@@ -76,17 +76,28 @@ class HeartbeatRequest:
 class ConsumerMembership:
     """ConsumerGroupHeartbeat for ``GroupCoordinator`` (see the module docstring)."""
 
+    # Provided by GroupCoordinator.
+    store: OffsetStore
+    config: GroupConfig
+    timer: Timer
+
+    def now(self) -> int:
+        raise NotImplementedError
+
+    def validate(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode | None:
+        raise NotImplementedError
+
     # Set by the server: the topics' partition counts, for subscriptions (name -> number of partitions).
     partition_counts: Callable[[], Mapping[str, int]] | None = None
 
-    def consumer_group_heartbeat(self: GroupCoordinator, req: HeartbeatRequest) -> HeartbeatResult:
+    def consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         interval = self.config.consumer_heartbeat_interval_ms
         try:
             return self._heartbeat(req, interval)
         except HeartbeatError as exc:
             return HeartbeatResult(exc.code, exc.message, None, 0, interval)
 
-    def _heartbeat(self: GroupCoordinator, req: HeartbeatRequest, interval: int) -> HeartbeatResult:
+    def _heartbeat(self, req: HeartbeatRequest, interval: int) -> HeartbeatResult:
         _check_request(req, self.config.consumer_assignors)
         error = self.validate(req.group_id)
         if error is not None:
@@ -116,7 +127,7 @@ class ConsumerMembership:
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch, interval, assignment)
 
     # ----------------------------------------------------------------------------------------- the group
-    def _consumer_group(self: GroupCoordinator, group_id: str, create: bool) -> GroupMetadata:
+    def _consumer_group(self, group_id: str, create: bool) -> GroupMetadata:
         group = self.store.get_group(group_id)
         if group is not None and group.consumer is None:
             if group.members or not group.is_(GroupState.EMPTY):
@@ -134,7 +145,7 @@ class ConsumerMembership:
             group.consumer = ConsumerGroup(group_id, self.config.consumer_assignors[0])
         return group
 
-    def _member_for(self: GroupCoordinator, group: GroupMetadata, cg: ConsumerGroup,
+    def _member_for(self, group: GroupMetadata, cg: ConsumerGroup,
                     req: HeartbeatRequest) -> tuple[ConsumerMember, bool]:
         """The member this heartbeat is from (created or reset on a join) and whether the group epoch must move."""
         member = cg.members.get(req.member_id) if req.member_id else None
@@ -165,7 +176,7 @@ class ConsumerMembership:
         member.client_id, member.client_host = req.client_id, req.client_host
         return member, changed
 
-    def _new_member(self: GroupCoordinator, cg: ConsumerGroup, req: HeartbeatRequest) -> ConsumerMember:
+    def _new_member(self, cg: ConsumerGroup, req: HeartbeatRequest) -> ConsumerMember:
         if req.instance_id is not None and req.instance_id in cg.static_members:
             raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {req.instance_id} of group "
                                                                     f"{cg.group_id} is still in use.")
@@ -179,18 +190,18 @@ class ConsumerMembership:
         log.info("member %s (%s) joins consumer group %s", member_id, req.client_id, cg.group_id)
         return member
 
-    def _regex_topics(self: GroupCoordinator, regex: str | None) -> set[str]:
+    def _regex_topics(self, regex: str | None) -> set[str]:
         if not regex:
             return set()
         pattern = re.compile(regex)  # checked by _check_request
         counts = self.partition_counts() if self.partition_counts is not None else {}
         return {t for t in counts if not t.startswith("__") and pattern.fullmatch(t)}
 
-    def _subscribed_counts(self: GroupCoordinator, cg: ConsumerGroup) -> dict[str, int]:
+    def _subscribed_counts(self, cg: ConsumerGroup) -> dict[str, int]:
         counts = self.partition_counts() if self.partition_counts is not None else {}
         return {t: counts[t] for t in cg.subscribed_topics() if counts.get(t, 0) > 0}
 
-    def _remove_consumer(self: GroupCoordinator, group: GroupMetadata, member: ConsumerMember, reason: str) -> None:
+    def _remove_consumer(self, group: GroupMetadata, member: ConsumerMember, reason: str) -> None:
         cg = group.consumer
         if cg is None or cg.members.get(member.member_id) is not member:
             return
@@ -209,13 +220,13 @@ class ConsumerMembership:
         group.current_state_timestamp = self.now()
 
     # ----------------------------------------------------------------------------------------- timers
-    def _schedule_session(self: GroupCoordinator, group: GroupMetadata, member: ConsumerMember) -> None:
+    def _schedule_session(self, group: GroupMetadata, member: ConsumerMember) -> None:
         if member.session is not None:
             member.session.cancel()
         member.session = self.timer.schedule(self.config.consumer_session_timeout_ms,
                                              lambda: self._expire(group, member, "session timeout"))
 
-    def _watch_revocation(self: GroupCoordinator, group: GroupMetadata, member: ConsumerMember) -> None:
+    def _watch_revocation(self, group: GroupMetadata, member: ConsumerMember) -> None:
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.revocation is None:
                 member.revocation = self.timer.schedule(
@@ -225,13 +236,13 @@ class ConsumerMembership:
             member.revocation.cancel()
             member.revocation = None
 
-    def _expire(self: GroupCoordinator, group: GroupMetadata, member: ConsumerMember, reason: str) -> None:
+    def _expire(self, group: GroupMetadata, member: ConsumerMember, reason: str) -> None:
         if self.store.get_group(group.group_id) is not group:
             return  # the group moved away or was deleted meanwhile
         log.info("fencing member %s of consumer group %s: %s", member.member_id, group.group_id, reason)
         self._remove_consumer(group, member, reason)
 
-    def drop_consumer_timers(self: GroupCoordinator, group: GroupMetadata) -> None:
+    def drop_consumer_timers(self, group: GroupMetadata) -> None:
         """The group leaves this coordinator: its members' timers stop (they rejoin at the new one)."""
         if group.consumer is None:
             return
@@ -242,7 +253,7 @@ class ConsumerMembership:
             member.session = member.revocation = None
 
     # ----------------------------------------------------------------------------------------- offsets
-    def consumer_commit_error(self: GroupCoordinator, group: GroupMetadata, member_id: str,
+    def consumer_commit_error(self, group: GroupMetadata, member_id: str,
                               member_epoch: int, api_version: int) -> ErrorCode | None:
         """Kafka's OffsetCommit rules for a consumer group: an admin commit (epoch < 0) only while it is empty;
         a member's commit needs its current epoch (newer: FENCED_MEMBER_EPOCH, older: STALE_MEMBER_EPOCH)."""
@@ -261,7 +272,7 @@ class ConsumerMembership:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
-    def consumer_fetch_error(self: GroupCoordinator, group_id: str, member_id: str | None,
+    def consumer_fetch_error(self, group_id: str, member_id: str | None,
                              member_epoch: int) -> ErrorCode | None:
         """OffsetFetch v9: a member of a consumer group must name its current epoch."""
         if member_id is None and member_epoch < 0:
@@ -278,7 +289,7 @@ class ConsumerMembership:
         return None
 
     # ----------------------------------------------------------------------------------------- describe
-    def describe_consumer_group(self: GroupCoordinator, group_id: str) -> tuple[ErrorCode, str | None, Any]:
+    def describe_consumer_group(self, group_id: str) -> tuple[ErrorCode, str | None, Any]:
         """(error, message, ConsumerGroup or None) for ConsumerGroupDescribe."""
         error = self.validate(group_id)
         if error is not None:
