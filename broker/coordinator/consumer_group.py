@@ -80,6 +80,8 @@ class ConsumerGroup:
     # The partition counts of the subscribed topics the target was computed with.
     partition_counts: dict[str, int] = field(default_factory=dict)
     assignor_name: str = ""
+    # What __consumer_offsets holds for this group, key -> value (consumer_records.py writes the differences).
+    persisted: dict[bytes, bytes] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------------------- queries
     def state(self) -> str:

@@ -8,9 +8,10 @@ one kind turns into the other when a member of the other kind arrives; a non-emp
 
 Timers: each member's session (``group.consumer.session.timeout.ms``, renewed by every heartbeat) and, while it
 holds partitions it was asked to revoke, its rebalance timeout; either running out removes the member (fencing
-it: its next heartbeat hears UNKNOWN_MEMBER_ID) and moves its partitions. The group's state is not written to
-``__consumer_offsets``: after a coordinator change its members hear UNKNOWN_MEMBER_ID and rejoin with epoch 0
-(their committed offsets are in the log as always).
+it: its next heartbeat hears UNKNOWN_MEMBER_ID) and moves its partitions. Each change is appended to
+``__consumer_offsets`` as Kafka's ConsumerGroup* records (consumer_records.py): a new coordinator loads the group
+and its members carry on with their epochs (the heartbeat is answered without waiting for the write's
+replication, unlike Kafka; a member whose last change was lost with a failing leader is fenced and rejoins).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from moldau.broker.coordinator.consumer_group import (
     TopicPartitions,
     subset,
 )
+from moldau.broker.coordinator.consumer_records import changes, group_records, load_consumer_group
 from moldau.broker.coordinator.group import GroupMetadata, GroupState
 from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.purgatory import Timer
@@ -87,8 +89,9 @@ class ConsumerMembership:
     def validate(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode | None:
         raise NotImplementedError
 
-    # Set by the server: the topics' partition counts, for subscriptions (name -> number of partitions).
+    # Set by the server: the topics' partition counts (name -> number of partitions) and ids (name -> topic id).
     partition_counts: Callable[[], Mapping[str, int]] | None = None
+    topic_ids: Callable[[], Mapping[str, bytes]] | None = None
 
     def consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         interval = self.config.consumer_heartbeat_interval_ms
@@ -113,14 +116,19 @@ class ConsumerMembership:
             self._remove_consumer(group, member, "member left")
             return HeartbeatResult(ErrorCode.NONE, None, req.member_id, req.member_epoch, interval)
         member, changed = self._member_for(group, cg, req)
+        before = (member.member_epoch, member.state)
         counts = self._subscribed_counts(cg)
         if changed or counts != cg.partition_counts:
+            changed = True
             cg.bump_and_assign(counts)
             log.info("consumer group %s: epoch %d, %d members, assignor %s", cg.group_id, cg.group_epoch,
                      len(cg.members), cg.assignor_name)
         self._schedule_session(group, member)
         assignment_changed = cg.reconcile(member, req.owned)
         self._watch_revocation(group, member)
+        if changed or assignment_changed or before != (member.member_epoch, member.state) or \
+                req.member_epoch == JOIN:
+            self._persist(group)
         full = req.member_epoch == JOIN or (req.rebalance_timeout_ms != -1 and
                                             req.subscribed_topic_names is not None and req.owned is not None)
         assignment = {t: set(ps) for t, ps in member.assigned.items()} if full or assignment_changed else None
@@ -218,6 +226,46 @@ class ConsumerMembership:
             cg.target = {}
             cg.assignment_epoch = cg.group_epoch
         group.current_state_timestamp = self.now()
+        self._persist(group)
+
+    # ----------------------------------------------------------------------------------------- records
+    def _ids(self) -> Mapping[str, bytes]:
+        return self.topic_ids() if self.topic_ids is not None else {}
+
+    def _persist(self, group: GroupMetadata) -> None:
+        """Append what changed in the group since the last write (consumer_records.py)."""
+        cg = group.consumer
+        if cg is None:
+            return
+        records = changes(cg, self._ids())
+        if not records:
+            return
+        error = self.store.append_records(group.partition, records)
+        if error != ErrorCode.NONE:
+            log.warning("consumer group %s: writing its records failed (%s)", cg.group_id, error.name)
+            return
+        for key, value in records:
+            if value is None:
+                cg.persisted.pop(key, None)
+            else:
+                cg.persisted[key] = value
+
+    def load_consumer(self, group_id: str, records: dict[tuple[int, str], dict[str, Any]]) -> ConsumerGroup:
+        """OffsetStore's loader: the group its records describe, with the current topic names and counts."""
+        ids = self._ids()
+        counts = self.partition_counts() if self.partition_counts is not None else {}
+        cg = load_consumer_group(group_id, records, self.config.consumer_assignors[0],
+                                 {topic_id: name for name, topic_id in ids.items()}, counts)
+        cg.persisted = group_records(cg, ids)
+        return cg
+
+    def resume_consumer_members(self, group: GroupMetadata) -> None:
+        """A loaded group's members get their session (and revocation) timers, as if they had just heartbeat."""
+        if group.consumer is None:
+            return
+        for member in group.consumer.members.values():
+            self._schedule_session(group, member)
+            self._watch_revocation(group, member)
 
     # ----------------------------------------------------------------------------------------- timers
     def _schedule_session(self, group: GroupMetadata, member: ConsumerMember) -> None:

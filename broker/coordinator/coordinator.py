@@ -50,6 +50,7 @@ class GroupCoordinator(Membership, ConsumerMembership):
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._cleanup_handle: TimerHandle | None = None
         self.topic_lock = asyncio.Lock()  # serialises creation of __consumer_offsets
+        store.consumer_loader = self.load_consumer  # KIP-848 groups from their records
 
     # ----------------------------------------------------------------------------------------- life cycle
     def startup(self) -> None:
@@ -110,6 +111,7 @@ class GroupCoordinator(Membership, ConsumerMembership):
         for group in groups or []:
             for member in group.members.values():
                 self.complete_and_schedule_heartbeat(group, member)
+            self.resume_consumer_members(group)
 
     def on_resign(self, partition: int) -> None:
         """Stop coordinating the partition's groups: parked requests hear NOT_COORDINATOR."""
@@ -372,7 +374,7 @@ class GroupCoordinator(Membership, ConsumerMembership):
                 log.info("expired %d offsets of group %s", len(expired),
                          group.group_id)
             if group.is_empty() and not group.has_offsets():
-                with_metadata = group.generation_id > 0
+                with_metadata = group.generation_id > 0 or group.consumer is not None
                 if not with_metadata or self.store.delete_offsets(group, [], with_group=True) == ErrorCode.NONE:
                     self._remove_dead_group(group)
         return removed

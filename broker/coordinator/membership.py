@@ -157,6 +157,9 @@ class Membership:
             if group.consumer.members:
                 error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a consumer group (KIP-848) with members
             else:  # an empty consumer group becomes a classic one, as in Kafka
+                gone = [(key, None) for key in group.consumer.persisted]  # its KIP-848 records: tombstones
+                if self.store.append_records(group.partition, gone) != ErrorCode.NONE:
+                    log.warning("group %s: could not delete its consumer group records", group_id)
                 group.consumer = None
                 group.protocol_type = None
         if error is None and group is None:

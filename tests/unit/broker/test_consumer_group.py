@@ -14,6 +14,8 @@ from moldau.broker.coordinator.consumer_membership import HeartbeatRequest, Hear
 from moldau.broker.coordinator.group import OffsetAndMetadata
 from moldau.protocol.errors import ErrorCode as E
 
+from moldau.protocol import consumer_offsets as fmt
+
 from .test_group_coordinator import Harness
 
 SESSION = 45_000
@@ -119,6 +121,7 @@ class Consumers:
         self.h = h
         self.counts = counts_
         h.c.partition_counts = lambda: self.counts
+        h.c.topic_ids = lambda: {t: bytes([i + 1]) * 16 for i, t in enumerate(sorted(self.counts))}
 
     def beat(self, member: str, epoch: int, topics: Any = "default", owned: dict[str, set[int]] | None = None,
              group: str = "g", **kw: Any) -> HeartbeatResult:
@@ -214,3 +217,31 @@ def test_offset_commits_carry_the_member_epoch(consumers: Consumers) -> None:
     assert c.fetch_offsets("g", [("t", 0)], "a", 1)[0] == E.NONE
     assert c.fetch_offsets("g", [("t", 0)], "a", 0)[0] == E.STALE_MEMBER_EPOCH
     assert c.fetch_offsets("g", [("t", 0)])[1][("t", 0)].offset == 5  # admin fetch without a member
+
+
+def test_a_new_coordinator_resumes_the_group_from_its_records(consumers: Consumers) -> None:
+    consumers.beat("a", 0)
+    consumers.beat("b", 0)
+    consumers.beat("a", 1, owned={"t": {0, 1, 2, 3}})
+    kept = consumers.h.c.store.get_group("g").consumer.members["a"].assigned
+    a = consumers.beat("a", 1, owned=kept)  # revoked what it had to
+    b = consumers.beat("b", 2)
+    assert a.member_epoch == 2 and b.member_epoch == 2 and b.assignment
+    written = {fmt.read_key(r.key).type for r in consumers.h.rm.partitions[("__consumer_offsets", 0)].log.records()
+               if r.key is not None and isinstance(fmt.read_key(r.key), fmt.ConsumerKey)}
+    assert written == {3, 5, 6, 7, 8}  # Kafka's record types (4, topic metadata, is not written)
+    # Another coordinator over the same log (the partition's new leader) loads the group; members carry on.
+    other = Consumers(Harness(rm=consumers.h.rm), consumers.counts)
+    asyncio.run(other.h.lead(0))
+    loaded = other.h.c.store.get_group("g").consumer
+    before = consumers.h.c.store.get_group("g").consumer
+    assert loaded is not None and loaded.state() == "Stable" and loaded.group_epoch == before.group_epoch
+    assert {m: x.assigned for m, x in loaded.members.items()} == {m: x.assigned for m, x in before.members.items()}
+    again = other.beat("b", 2, owned=b.assignment)
+    assert again.error_code == E.NONE and again.member_epoch == 2
+    assert other.beat("a", 2, owned=a.assignment).error_code == E.NONE
+    # Its session timers run at the new coordinator: a member that stays silent is removed there.
+    for _ in range(SESSION // 5000):
+        other.h.timer.advance(5000)
+        assert other.beat("b", 2).error_code == E.NONE
+    assert set(loaded.members) == {"b"}
