@@ -42,7 +42,7 @@ FATAL = frozenset({ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.UNSUPPORTED_A
                    ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.GROUP_MAX_SIZE_REACHED, ErrorCode.INVALID_REQUEST,
                    ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION,
                    ErrorCode.INVALID_REGULAR_EXPRESSION})
-LEAVE_EPOCH = -1
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
 
 
 def new_member_id() -> str:
@@ -211,7 +211,9 @@ class ConsumerMembershipManager:
             return
         try:
             await self._send(CONSUMER_GROUP_HEARTBEAT, {
-                "group_id": self.group_id, "member_id": self.member_id, "member_epoch": LEAVE_EPOCH,
+                "group_id": self.group_id, "member_id": self.member_id,
+                # A static member leaves for now (-2): its partitions wait for its next incarnation.
+                "member_epoch": LEAVE_EPOCH if self.instance_id is None else STATIC_LEAVE_EPOCH,
                 "instance_id": self.instance_id})
         except Exception as exc:  # leaving is best effort: the session timeout removes us otherwise
             log.debug("leaving group %s failed: %s", self.group_id, exc)

@@ -128,6 +128,23 @@ class ConsumerGroup:
         self.target.pop(member_id, None)
         return member
 
+    def replace_static(self, old: ConsumerMember, new_id: str) -> ConsumerMember:
+        """A static member that left with epoch -2 comes back under a new member id: the new id takes its place,
+        subscription, epoch and partitions as they are, without a new group epoch (no rebalance)."""
+        self.members.pop(old.member_id)
+        target = self.target.pop(old.member_id, {})
+        old.member_id = new_id
+        old.member_epoch = old.previous_member_epoch
+        self.members[new_id] = old
+        self.target[new_id] = target
+        if old.instance_id is not None:
+            self.static_members[old.instance_id] = new_id
+        for key, holder in self.owners.items():
+            if holder != new_id and (key[1] in old.assigned.get(key[0], ()) or
+                                     key[1] in old.pending_revocation.get(key[0], ())):
+                self.owners[key] = new_id
+        return old
+
     def _release(self, member: ConsumerMember, tps: TopicPartitions) -> None:
         for t, ps in tps.items():
             for p in ps:

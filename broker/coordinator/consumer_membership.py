@@ -113,7 +113,16 @@ class ConsumerMembership:
             if member is None:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
                                                                    f"group {req.group_id}.")
-            self._remove_consumer(group, member, "member left")
+            if req.member_epoch == LEAVE_STATIC and member.instance_id is not None:
+                # A static member's temporary leave: it keeps its partitions until its session runs out, and a
+                # new incarnation with the same instance id takes them over (KIP-848, as Kafka).
+                if member.member_epoch != LEAVE_STATIC:
+                    member.previous_member_epoch, member.member_epoch = member.member_epoch, LEAVE_STATIC
+                    self._persist(group)
+                log.info("static member %s (%s) of consumer group %s leaves for now", member.member_id,
+                         member.instance_id, cg.group_id)
+            else:
+                self._remove_consumer(group, member, "member left")
             return HeartbeatResult(ErrorCode.NONE, None, req.member_id, req.member_epoch, interval)
         member, changed = self._member_for(group, cg, req)
         before = (member.member_epoch, member.state)
@@ -159,7 +168,12 @@ class ConsumerMembership:
         member = cg.members.get(req.member_id) if req.member_id else None
         changed = False
         if req.member_epoch == JOIN:
-            if member is None:
+            static = cg.members.get(cg.static_members.get(req.instance_id or "", ""))
+            if member is None and static is not None and static.member_epoch == LEAVE_STATIC:
+                member = cg.replace_static(static, req.member_id or uuid.uuid4().hex)
+                log.info("static member %s of consumer group %s is back as %s", req.instance_id, cg.group_id,
+                         member.member_id)
+            elif member is None:
                 member = self._new_member(cg, req)
                 changed = True
             else:

@@ -245,3 +245,18 @@ def test_a_new_coordinator_resumes_the_group_from_its_records(consumers: Consume
         other.h.timer.advance(5000)
         assert other.beat("b", 2).error_code == E.NONE
     assert set(loaded.members) == {"b"}
+
+
+def test_a_static_member_comes_back_to_its_partitions(consumers: Consumers) -> None:
+    consumers.beat("a", 0, instance_id="i-a")
+    consumers.beat("b", 0, instance_id="i-b")
+    consumers.beat("a", 1, owned={"t": {0, 1, 2, 3}})
+    kept = dict(consumers.h.c.store.get_group("g").consumer.members["a"].assigned)
+    a = consumers.beat("a", 1, owned=kept)
+    assert a.member_epoch == 2
+    assert consumers.beat("a", -2, instance_id="i-a").member_epoch == -2  # restarts
+    assert consumers.beat("a2", 0, instance_id="i-b").error_code == E.UNRELEASED_INSTANCE_ID  # b is still here
+    back = consumers.beat("a2", 0, instance_id="i-a")
+    assert (back.error_code, back.member_epoch, back.assignment) == (E.NONE, 2, kept)  # no rebalance
+    cg = consumers.h.c.store.get_group("g").consumer
+    assert cg.group_epoch == 2 and set(cg.members) == {"a2", "b"}
