@@ -12,9 +12,8 @@ from moldau.broker.coordinator.assignors import MemberSubscription, assignor_nam
 from moldau.broker.coordinator.consumer_group import ConsumerGroup, ConsumerMember, MemberState
 from moldau.broker.coordinator.consumer_membership import HeartbeatRequest, HeartbeatResult
 from moldau.broker.coordinator.group import OffsetAndMetadata
-from moldau.protocol.errors import ErrorCode as E
-
 from moldau.protocol import consumer_offsets as fmt
+from moldau.protocol.errors import ErrorCode as E
 
 from .test_group_coordinator import Harness
 
