@@ -102,7 +102,7 @@ def handle_consumer_group_describe(ctx: GroupDeps, request: Request, body: Consu
         members: list[ConsumerGroupDescribeResponseGroupsMembers] = [
             {"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
              "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
-             "subscribed_topic_names": list(m.subscribed_topic_names), "subscribed_topic_regex": None,
+             "subscribed_topic_names": list(m.topic_names), "subscribed_topic_regex": m.topic_regex,
              "assignment": _described(ctx, m.assigned),
              "target_assignment": _described(ctx, cg.target.get(m.member_id, {}))}
             for m in cg.members.values()]

@@ -42,6 +42,9 @@ class ConsumerMember:
     instance_id: str | None = None
     rack_id: str | None = None
     server_assignor: str | None = None
+    # What the member asked for: topic names and/or a regex (subscribed_topic_names is their resolution).
+    topic_names: list[str] = field(default_factory=list)
+    topic_regex: str | None = None
     member_epoch: int = 0
     previous_member_epoch: int = -1
     state: MemberState = MemberState.STABLE

@@ -138,8 +138,9 @@ class ConsumerMembership:
         if changed or assignment_changed or before != (member.member_epoch, member.state) or \
                 req.member_epoch == JOIN:
             self._persist(group)
-        full = req.member_epoch == JOIN or (req.rebalance_timeout_ms != -1 and
-                                            req.subscribed_topic_names is not None and req.owned is not None)
+        subscription = req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None
+        full = req.member_epoch == JOIN or (req.rebalance_timeout_ms != -1 and subscription and
+                                            req.owned is not None)
         assignment = {t: set(ps) for t, ps in member.assigned.items()} if full or assignment_changed else None
         return HeartbeatResult(ErrorCode.NONE, None, member.member_id, member.member_epoch, interval, assignment)
 
@@ -183,11 +184,15 @@ class ConsumerMembership:
                                                                f"group {req.group_id}.")
         else:
             _check_epoch(member, req.member_epoch, req.owned)
-        if req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None:
-            topics = sorted(set(req.subscribed_topic_names or []) | self._regex_topics(req.subscribed_topic_regex))
-            if topics != member.subscribed_topic_names:
-                member.subscribed_topic_names = topics
-                changed = True
+        if req.subscribed_topic_names is not None:
+            member.topic_names = sorted(set(req.subscribed_topic_names))
+        if req.subscribed_topic_regex is not None:
+            member.topic_regex = req.subscribed_topic_regex or None  # "" clears it
+        # A regex is matched again at every heartbeat, so topics created later join the subscription.
+        topics = sorted(set(member.topic_names) | self._regex_topics(member.topic_regex))
+        if topics != member.subscribed_topic_names:
+            member.subscribed_topic_names = topics
+            changed = True
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor
             changed = True
@@ -215,7 +220,7 @@ class ConsumerMembership:
     def _regex_topics(self, regex: str | None) -> set[str]:
         if not regex:
             return set()
-        pattern = re.compile(regex)  # checked by _check_request
+        pattern = re.compile(regex)  # checked by _check_request; re caches compiled patterns
         counts = self.partition_counts() if self.partition_counts is not None else {}
         return {t for t in counts if not t.startswith("__") and pattern.fullmatch(t)}
 
@@ -269,7 +274,7 @@ class ConsumerMembership:
         ids = self._ids()
         counts = self.partition_counts() if self.partition_counts is not None else {}
         cg = load_consumer_group(group_id, records, self.config.consumer_assignors[0],
-                                 {topic_id: name for name, topic_id in ids.items()}, counts)
+                                 {topic_id: name for name, topic_id in ids.items()}, counts, self._regex_topics)
         cg.persisted = group_records(cg, ids)
         return cg
 

@@ -10,7 +10,7 @@ metadata instead.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from moldau.broker.coordinator.consumer_group import (
@@ -46,8 +46,8 @@ def group_records(cg: ConsumerGroup, topic_ids: Mapping[str, bytes]) -> dict[byt
         out[fmt.consumer_key(fmt.CONSUMER_MEMBER_METADATA, g, mid)] = fmt.consumer_value(
             fmt.CONSUMER_MEMBER_METADATA,
             {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
-             "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
-             "subscribed_topic_regex": None, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+             "client_host": m.client_host, "subscribed_topic_names": list(m.topic_names),
+             "subscribed_topic_regex": m.topic_regex, "rebalance_timeout_ms": m.rebalance_timeout_ms,
              "server_assignor": m.server_assignor})
         out[fmt.consumer_key(fmt.CONSUMER_TARGET_MEMBER, g, mid)] = fmt.consumer_value(
             fmt.CONSUMER_TARGET_MEMBER, {"topic_partitions": _by_id(cg.target.get(mid, {}), topic_ids)})
@@ -73,8 +73,10 @@ def tombstones(cg: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
 
 
 def load_consumer_group(group_id: str, records: Mapping[tuple[int, str], dict[str, Any]], default_assignor: str,
-                        topic_names: Mapping[bytes, str], partition_counts: Mapping[str, int]) -> ConsumerGroup:
-    """The group that the replayed records (latest value per (type, member) key) describe."""
+                        topic_names: Mapping[bytes, str], partition_counts: Mapping[str, int],
+                        regex_topics: Callable[[str | None], set[str]]) -> ConsumerGroup:
+    """The group that the replayed records (latest value per (type, member) key) describe; a member's regex is
+    matched against today's topics."""
     cg = ConsumerGroup(group_id, default_assignor)
     cg.group_epoch = records[(fmt.CONSUMER_GROUP_METADATA, "")]["epoch"]
     target_meta = records.get((fmt.CONSUMER_TARGET_METADATA, ""))
@@ -82,9 +84,10 @@ def load_consumer_group(group_id: str, records: Mapping[tuple[int, str], dict[st
     for (record_type, mid), v in sorted(records.items()):
         if record_type != fmt.CONSUMER_MEMBER_METADATA:
             continue
+        names, regex = sorted(v["subscribed_topic_names"]), v["subscribed_topic_regex"]
         member = ConsumerMember(mid, v["client_id"], v["client_host"], v["rebalance_timeout_ms"],
-                                sorted(v["subscribed_topic_names"]), v["instance_id"], v["rack_id"],
-                                v["server_assignor"])
+                                sorted(set(names) | regex_topics(regex)), v["instance_id"], v["rack_id"],
+                                v["server_assignor"], names, regex)
         current = records.get((fmt.CONSUMER_CURRENT_ASSIGNMENT, mid))
         if current is not None:
             member.member_epoch = current["member_epoch"]

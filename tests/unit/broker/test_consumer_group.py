@@ -259,3 +259,13 @@ def test_a_static_member_comes_back_to_its_partitions(consumers: Consumers) -> N
     assert (back.error_code, back.member_epoch, back.assignment) == (E.NONE, 2, kept)  # no rebalance
     cg = consumers.h.c.store.get_group("g").consumer
     assert cg.group_epoch == 2 and set(cg.members) == {"a2", "b"}
+
+
+def test_a_regex_subscription_follows_new_topics(consumers: Consumers) -> None:
+    consumers.counts = {"rx-a": 2, "other": 1, "__consumer_offsets": 1}
+    r = consumers.beat("a", 0, topics=None, subscribed_topic_regex="rx-.*")
+    assert r.assignment == {"rx-a": {0, 1}}
+    assert consumers.beat("b", 0, topics=None, subscribed_topic_regex="(").error_code == E.INVALID_REGULAR_EXPRESSION
+    consumers.counts = dict(consumers.counts, **{"rx-b": 1})  # created later: matched at the next heartbeat
+    r = consumers.beat("a", 1)
+    assert r.member_epoch == 2 and r.assignment == {"rx-a": {0, 1}, "rx-b": {0}}
