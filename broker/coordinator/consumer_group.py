@@ -85,6 +85,8 @@ class ConsumerGroup:
     assignor_name: str = ""
     # What __consumer_offsets holds for this group, key -> value (consumer_records.py writes the differences).
     persisted: dict[bytes, bytes] = field(default_factory=dict)
+    changed_targets: set[str] = field(default_factory=set)  # members whose target is not written yet
+    _subscribed: frozenset[str] | None = None
 
     # ----------------------------------------------------------------------------------------- queries
     def state(self) -> str:
@@ -97,8 +99,14 @@ class ConsumerGroup:
             return "Reconciling"
         return "Stable"
 
-    def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topic_names}
+    def subscribed_topics(self) -> frozenset[str]:
+        """Every member's topics (cached: a heartbeat asks for them; membership and subscription changes drop it)."""
+        if self._subscribed is None:
+            self._subscribed = frozenset(t for m in self.members.values() for t in m.subscribed_topic_names)
+        return self._subscribed
+
+    def subscriptions_changed(self) -> None:
+        self._subscribed = None
 
     def chosen_assignor(self) -> str:
         """The assignor most members ask for (ties: the default), as Kafka picks it."""
@@ -114,6 +122,7 @@ class ConsumerGroup:
 
     # ----------------------------------------------------------------------------------------- membership
     def add(self, member: ConsumerMember) -> None:
+        self._subscribed = None
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -123,6 +132,7 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self._subscribed = None
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         self._release(member, member.assigned)
@@ -170,8 +180,10 @@ class ConsumerGroup:
         name = self.chosen_assignor()
         self.assignor_name = name
         subscriptions = {mid: m.subscription() for mid, m in self.members.items()}
+        before = self.target
         self.target = ASSIGNORS[name](subscriptions, partition_counts, self.target)
         self.assignment_epoch = self.group_epoch
+        self.changed_targets |= {mid for mid, tps in self.target.items() if before.get(mid) != tps}
 
     # ----------------------------------------------------------------------------------------- reconciliation
     def reconcile(self, member: ConsumerMember, owned: TopicPartitions | None) -> bool:

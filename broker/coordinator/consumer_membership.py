@@ -118,7 +118,7 @@ class ConsumerMembership:
                 # new incarnation with the same instance id takes them over (KIP-848, as Kafka).
                 if member.member_epoch != LEAVE_STATIC:
                     member.previous_member_epoch, member.member_epoch = member.member_epoch, LEAVE_STATIC
-                    self._persist(group)
+                    self._persist(group, [member.member_id])
                 log.info("static member %s (%s) of consumer group %s leaves for now", member.member_id,
                          member.instance_id, cg.group_id)
             else:
@@ -137,7 +137,7 @@ class ConsumerMembership:
         self._watch_revocation(group, member)
         if changed or assignment_changed or before != (member.member_epoch, member.state) or \
                 req.member_epoch == JOIN:
-            self._persist(group)
+            self._persist(group, [member.member_id])
         subscription = req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None
         full = req.member_epoch == JOIN or (req.rebalance_timeout_ms != -1 and subscription and
                                             req.owned is not None)
@@ -192,6 +192,7 @@ class ConsumerMembership:
         topics = sorted(set(member.topic_names) | self._regex_topics(member.topic_regex))
         if topics != member.subscribed_topic_names:
             member.subscribed_topic_names = topics
+            cg.subscriptions_changed()
             changed = True
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor
@@ -221,11 +222,11 @@ class ConsumerMembership:
         if not regex:
             return set()
         pattern = re.compile(regex)  # checked by _check_request; re caches compiled patterns
-        counts = self.partition_counts() if self.partition_counts is not None else {}
+        counts = self._counts()
         return {t for t in counts if not t.startswith("__") and pattern.fullmatch(t)}
 
     def _subscribed_counts(self, cg: ConsumerGroup) -> dict[str, int]:
-        counts = self.partition_counts() if self.partition_counts is not None else {}
+        counts = self._counts()
         return {t: counts[t] for t in cg.subscribed_topics() if counts.get(t, 0) > 0}
 
     def _remove_consumer(self, group: GroupMetadata, member: ConsumerMember, reason: str) -> None:
@@ -245,24 +246,42 @@ class ConsumerMembership:
             cg.target = {}
             cg.assignment_epoch = cg.group_epoch
         group.current_state_timestamp = self.now()
-        self._persist(group)
+        self._persist(group, [], removed=[member.member_id])
 
     # ----------------------------------------------------------------------------------------- records
-    def _ids(self) -> Mapping[str, bytes]:
-        return self.topic_ids() if self.topic_ids is not None else {}
+    # The topic views are rebuilt only after a topic changed (invalidate_topics, a metadata listener): a steady
+    # heartbeat must not walk every topic of the cluster.
+    _topic_cache: tuple[Mapping[str, int], Mapping[str, bytes]] | None = None
 
-    def _persist(self, group: GroupMetadata) -> None:
-        """Append what changed in the group since the last write (consumer_records.py)."""
+    def invalidate_topics(self) -> None:
+        self._topic_cache = None
+
+    def _topic_views(self) -> tuple[Mapping[str, int], Mapping[str, bytes]]:
+        if self._topic_cache is None:
+            self._topic_cache = (self.partition_counts() if self.partition_counts is not None else {},
+                                 self.topic_ids() if self.topic_ids is not None else {})
+        return self._topic_cache
+
+    def _counts(self) -> Mapping[str, int]:
+        return self._topic_views()[0]
+
+    def _ids(self) -> Mapping[str, bytes]:
+        return self._topic_views()[1]
+
+    def _persist(self, group: GroupMetadata, members: list[str], removed: list[str] | None = None) -> None:
+        """Append what changed in the group since the last write: the group's records, those of ``members``,
+        the targets the last assignments changed, tombstones for ``removed`` (consumer_records.py)."""
         cg = group.consumer
         if cg is None:
             return
-        records = changes(cg, self._ids())
+        records = changes(cg, self._ids(), members, cg.changed_targets, removed or [])
         if not records:
             return
         error = self.store.append_records(group.partition, records)
         if error != ErrorCode.NONE:
             log.warning("consumer group %s: writing its records failed (%s)", cg.group_id, error.name)
             return
+        cg.changed_targets = set()
         for key, value in records:
             if value is None:
                 cg.persisted.pop(key, None)
@@ -272,10 +291,10 @@ class ConsumerMembership:
     def load_consumer(self, group_id: str, records: dict[tuple[int, str], dict[str, Any]]) -> ConsumerGroup:
         """OffsetStore's loader: the group its records describe, with the current topic names and counts."""
         ids = self._ids()
-        counts = self.partition_counts() if self.partition_counts is not None else {}
+        counts = self._counts()
         cg = load_consumer_group(group_id, records, self.config.consumer_assignors[0],
                                  {topic_id: name for name, topic_id in ids.items()}, counts, self._regex_topics)
-        cg.persisted = group_records(cg, ids)
+        cg.persisted = group_records(cg, ids, None, cg.members)
         return cg
 
     def resume_consumer_members(self, group: GroupMetadata) -> None:

@@ -10,7 +10,7 @@ metadata instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from moldau.broker.coordinator.consumer_group import (
@@ -35,14 +35,23 @@ def _by_name(parts: list[dict[str, Any]], topic_names: Mapping[bytes, str]) -> T
             if p["topic_id"] in topic_names and p["partitions"]}
 
 
-def group_records(cg: ConsumerGroup, topic_ids: Mapping[str, bytes]) -> dict[bytes, bytes]:
-    """Every record that describes the group now, key -> value."""
+def group_records(cg: ConsumerGroup, topic_ids: Mapping[str, bytes], members: Iterable[str] | None = None,
+                  targets: Iterable[str] = ()) -> dict[bytes, bytes]:
+    """The records that describe the group now, key -> value: the group's own, every record of ``members`` (None:
+    all of them) and the target assignment of ``targets``."""
     g = cg.group_id
     out = {fmt.consumer_key(fmt.CONSUMER_GROUP_METADATA, g):
            fmt.consumer_value(fmt.CONSUMER_GROUP_METADATA, {"epoch": cg.group_epoch}),
            fmt.consumer_key(fmt.CONSUMER_TARGET_METADATA, g):
            fmt.consumer_value(fmt.CONSUMER_TARGET_METADATA, {"assignment_epoch": cg.assignment_epoch})}
-    for mid, m in cg.members.items():
+    for mid in targets:
+        if mid in cg.members:
+            out[fmt.consumer_key(fmt.CONSUMER_TARGET_MEMBER, g, mid)] = fmt.consumer_value(
+                fmt.CONSUMER_TARGET_MEMBER, {"topic_partitions": _by_id(cg.target.get(mid, {}), topic_ids)})
+    for mid in cg.members if members is None else members:
+        m = cg.members.get(mid)
+        if m is None:
+            continue
         out[fmt.consumer_key(fmt.CONSUMER_MEMBER_METADATA, g, mid)] = fmt.consumer_value(
             fmt.CONSUMER_MEMBER_METADATA,
             {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
@@ -59,10 +68,15 @@ def group_records(cg: ConsumerGroup, topic_ids: Mapping[str, bytes]) -> dict[byt
     return out
 
 
-def changes(cg: ConsumerGroup, topic_ids: Mapping[str, bytes]) -> list[tuple[bytes, bytes | None]]:
-    """What to append so the log says what the group is now: changed values and tombstones for gone keys."""
-    now = group_records(cg, topic_ids)
-    out: list[tuple[bytes, bytes | None]] = [(k, None) for k in cg.persisted if k not in now]
+def changes(cg: ConsumerGroup, topic_ids: Mapping[str, bytes], members: Iterable[str] | None = None,
+            targets: Iterable[str] = (), removed: Iterable[str] = ()) -> list[tuple[bytes, bytes | None]]:
+    """What to append so the log says what the group is now: the changed values among the records of ``members``
+    (None: all) and ``targets``, and tombstones for the records of ``removed`` members. Only the members a change
+    touched are encoded: a steady group of many members costs one member's records per heartbeat."""
+    now = group_records(cg, topic_ids, members, targets)
+    gone = [fmt.consumer_key(t, cg.group_id, mid) for mid in removed
+            for t in (fmt.CONSUMER_MEMBER_METADATA, fmt.CONSUMER_TARGET_MEMBER, fmt.CONSUMER_CURRENT_ASSIGNMENT)]
+    out: list[tuple[bytes, bytes | None]] = [(k, None) for k in gone if k in cg.persisted]
     out += [(k, v) for k, v in now.items() if cg.persisted.get(k) != v]
     return out
 

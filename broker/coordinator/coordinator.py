@@ -77,7 +77,9 @@ class GroupCoordinator(Membership, ConsumerMembership):
 
     # ----------------------------------------------------------------------------------------- leadership
     def on_topic_change(self, name: str, topic: Any) -> None:
-        """MetadataStore listener: follow the leadership of the __consumer_offsets partitions."""
+        """MetadataStore listener: follow the leadership of the __consumer_offsets partitions (and let consumer
+        groups see topic changes)."""
+        self.invalidate_topics()
         if name != OFFSETS_TOPIC:
             return
         led: set[int] = set()
@@ -279,7 +281,7 @@ class GroupCoordinator(Membership, ConsumerMembership):
         if group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         if group.consumer is not None:
-            subscribed: set[str] = group.consumer.subscribed_topics()
+            subscribed: set[str] = set(group.consumer.subscribed_topics())
         elif group.is_(S.EMPTY):
             subscribed = set()
         else:

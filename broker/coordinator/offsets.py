@@ -17,6 +17,7 @@ happens with the markers in the log, and transactions still open at its end stay
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ def kafka_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
+@functools.lru_cache(maxsize=4096)  # every group request asks; the hash walks the id in Python
 def partition_for(group_id: str, num_partitions: int) -> int:
     return kafka_abs(java_string_hashcode(group_id)) % num_partitions
 

@@ -118,9 +118,18 @@ def test_a_removed_member_releases_its_partitions_at_once() -> None:
 class Consumers:
     def __init__(self, h: Harness, counts_: dict[str, int]) -> None:
         self.h = h
-        self.counts = counts_
+        self._counts = counts_
         h.c.partition_counts = lambda: self.counts
         h.c.topic_ids = lambda: {t: bytes([i + 1]) * 16 for i, t in enumerate(sorted(self.counts))}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self._counts
+
+    @counts.setter
+    def counts(self, value: dict[str, int]) -> None:
+        self._counts = value
+        self.h.c.on_topic_change("any", None)  # as the metadata store's listener call
 
     def beat(self, member: str, epoch: int, topics: Any = "default", owned: dict[str, set[int]] | None = None,
              group: str = "g", **kw: Any) -> HeartbeatResult:
