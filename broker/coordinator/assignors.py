@@ -69,12 +69,15 @@ def uniform(members: Mapping[str, MemberSubscription], partition_counts: Mapping
 
 def _balance(result: Assignment, count: dict[str, int], owner: dict[tuple[str, int], str],
              subscribers: dict[str, list[str]]) -> None:
-    """Move one partition at a time from a member to an eligible member holding at least two fewer."""
+    """Move partitions from members to eligible members holding at least two fewer, most loaded owners first;
+    passes repeat (with live counts) until one moves nothing."""
     moved = True
     budget = 4 * (len(owner) + 1) * (len(count) + 1)  # each move lowers the sum of squares: this never binds
     while moved and budget > 0:
         moved = False
         for (t, p), m in sorted(owner.items(), key=lambda item: (-count[item[1]], item[0])):
+            if count[m] <= min(count.values()) + 1:
+                continue  # this owner holds at most one more than anybody: nothing of it can move
             target = min(subscribers[t], key=lambda x: (count[x], x))
             if count[target] + 1 < count[m]:
                 result[m][t].discard(p)
@@ -86,7 +89,6 @@ def _balance(result: Assignment, count: dict[str, int], owner: dict[tuple[str, i
                 count[target] += 1
                 moved = True
                 budget -= 1
-                break
 
 
 def range_(members: Mapping[str, MemberSubscription], partition_counts: Mapping[str, int],
