@@ -474,6 +474,28 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _s("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
     _s("group.max.size", "int", INT_MAX, "Most members in one consumer group.", AT_LEAST_1),
+    # --- the consumer group protocol (KIP-848), Kafka 4.0's names and defaults
+    _s("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"], "Group protocols the coordinator "
+       "serves: classic (JoinGroup/SyncGroup) and consumer (KIP-848's ConsumerGroupHeartbeat).",
+       OneOf(("classic", "consumer"))),
+    _s("group.consumer.assignors", "list", ["org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                                            "org.apache.kafka.coordinator.group.assignor.RangeAssignor"],
+       "Server-side assignors of consumer groups (class or short names uniform, range); the first is the "
+       "default.", OneOf(("uniform", "range", "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+                          "org.apache.kafka.coordinator.group.assignor.RangeAssignor"))),
+    _s("group.consumer.session.timeout.ms", "int", 45000, "A consumer group member without a heartbeat for this "
+       "long is removed and its partitions move.", AT_LEAST_1),
+    _s("group.consumer.min.session.timeout.ms", "int", 45000, "Smallest allowed "
+       "group.consumer.session.timeout.ms.", AT_LEAST_1),
+    _s("group.consumer.max.session.timeout.ms", "int", 60000, "Largest allowed "
+       "group.consumer.session.timeout.ms.", AT_LEAST_1),
+    _s("group.consumer.heartbeat.interval.ms", "int", 5000, "How often consumer group members heartbeat.",
+       AT_LEAST_1),
+    _s("group.consumer.min.heartbeat.interval.ms", "int", 5000, "Smallest allowed "
+       "group.consumer.heartbeat.interval.ms.", AT_LEAST_1),
+    _s("group.consumer.max.heartbeat.interval.ms", "int", 15000, "Largest allowed "
+       "group.consumer.heartbeat.interval.ms.", AT_LEAST_1),
+    _s("group.consumer.max.size", "int", INT_MAX, "Most members in one consumer group.", AT_LEAST_1),
     _s("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets (fixed once created).",
        AT_LEAST_1, H),
     _s("offsets.topic.replication.factor", "int", 3, "Replication factor of __consumer_offsets, capped at the "
@@ -956,6 +978,15 @@ class BrokerConfig:
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms", "must not exceed group.max.session.timeout.ms",
                               v["group.min.session.timeout.ms"])
+        for name, low, high in (("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms",
+                                 "group.consumer.max.session.timeout.ms"),
+                                ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms",
+                                 "group.consumer.max.heartbeat.interval.ms")):
+            if not v[low] <= v[name] <= v[high]:
+                raise ConfigError(name, f"must be between {low} ({v[low]}) and {high} ({v[high]})", v[name])
+        if v["group.consumer.heartbeat.interval.ms"] >= v["group.consumer.session.timeout.ms"]:
+            raise ConfigError("group.consumer.heartbeat.interval.ms", "must be less than "
+                              "group.consumer.session.timeout.ms", v["group.consumer.heartbeat.interval.ms"])
         seen: dict[str, Path] = {}
         for d in self.log_dirs:
             norm = os.path.normpath(os.path.abspath(d))

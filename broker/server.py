@@ -214,6 +214,8 @@ class BrokerServer:
                         max_metadata_size=int(cfg.get("offset.metadata.max.bytes")), broker_id=self.broker_id),
             LoopTimer(asyncio.get_running_loop()), self.clock, GroupConfig.from_broker_config(cfg), self.broker_id)
         self.group_coordinator.startup()
+        self.group_coordinator.partition_counts = lambda: {n: len(t.partitions) for n, t in metadata.topics().items()}
+        self.group_coordinator.topic_ids = lambda: {n: t.topic_id for n, t in metadata.topics().items()}
         metadata.listeners.append(self.group_coordinator.on_topic_change)
         self.replica_manager.txn_marker_listeners.append(self.group_coordinator)  # TxnOffsetCommit's offsets
         self.group_coordinator.on_topic_change("__consumer_offsets", metadata.topic("__consumer_offsets"))

@@ -82,6 +82,10 @@ PRODUCER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
 CONSUMER_KEYS: dict[str, ConfigKey] = {**COMMON_KEYS, **dict([
     _k("group.id", str, None, nullable=True),
     _k("group.instance.id", str, None, nullable=True),
+    # KIP-848: "consumer" lets the broker assign (ConsumerGroupHeartbeat); "classic" is JoinGroup/SyncGroup.
+    _k("group.protocol", str, "classic", choices=("classic", "consumer")),
+    _k("group.remote.assignor", str, None, nullable=True),
+    _k("client.rack", str, None, nullable=True),
     _k("enable.auto.commit", bool, True),
     _k("auto.commit.interval.ms", int, 5000, minimum=0),
     _k("auto.offset.reset", str, "latest", choices=("earliest", "latest", "none")),

@@ -35,6 +35,7 @@ from moldau.fetcher import (
     TopicPartition,
 )
 from moldau.group import ConsumerGroupMetadata, GroupMember, OffsetAndMetadata
+from moldau.membership_manager import ConsumerMembershipManager
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.metadata import METADATA
 
@@ -81,7 +82,7 @@ class Consumer:
         self._pattern: re.Pattern[str] | None = None
         self._listener: ConsumerRebalanceListener | None = None
         self._manual = False
-        self._group: GroupMember | None = None
+        self._group: GroupMember | ConsumerMembershipManager | None = None
         self._auto_commit: asyncio.Task[None] | None = None
         self._committed_positions: dict[TopicPartition, int] = {}
         # When the pattern was last matched against the cluster's topics; None: never (match on the next poll).
@@ -95,7 +96,8 @@ class Consumer:
     async def start(self) -> None:
         await self._cluster.start()
         if self.config.get("group.id") is not None:
-            self._group = GroupMember(self._cluster, self.config, lambda: list(self._topics), self._revoke)
+            member = ConsumerMembershipManager if self.config["group.protocol"] == "consumer" else GroupMember
+            self._group = member(self._cluster, self.config, lambda: list(self._topics), self._revoke)
             if self.config["enable.auto.commit"]:
                 self._auto_commit = asyncio.get_running_loop().create_task(self._auto_commit_loop())
         self._started = True
@@ -423,7 +425,7 @@ class Consumer:
                     yield record
 
     # ------------------------------------------------------------------ commits
-    def _require_group(self) -> GroupMember:
+    def _require_group(self) -> GroupMember | ConsumerMembershipManager:
         if self._group is None:
             raise ConfigError("group.id", "committing or reading committed offsets needs a group.id")
         return self._group

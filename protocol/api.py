@@ -7,6 +7,7 @@ from enum import IntEnum
 from moldau.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from moldau.protocol.messages.consumer_group import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
 from moldau.protocol.messages.create_topics import CREATE_TOPICS
 from moldau.protocol.messages.delete_topics import DELETE_TOPICS
 from moldau.protocol.messages.fetch import FETCH
@@ -111,6 +112,8 @@ class ApiKey(IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 REGISTRY: dict[int, Api] = {
@@ -136,6 +139,8 @@ TRANSACTION_APIS: frozenset[int] = frozenset(
 REGISTRY.update({api.key: api for api in (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS,
                                           TXN_OFFSET_COMMIT, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS,
                                           LIST_TRANSACTIONS)})
+# The consumer group protocol of KIP-848 (issue 22; protocol/messages/consumer_group.py).
+REGISTRY.update({api.key: api for api in (CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE)})
 # Client quotas (issue 23).
 REGISTRY.update({api.key: api for api in (DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS)})
 

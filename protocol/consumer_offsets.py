@@ -1,7 +1,10 @@
 """Keys and values of the records in ``__consumer_offsets``, in Kafka's binary formats.
 
 Every key and value starts with an int16 version. Keys: version 0/1 = an offset commit (group, topic,
-partition), version 2 = a group's metadata (group). We write offset commit values as version 3 (offset, leader
+partition), version 2 = a group's metadata (group), versions 3-8 = the records of a KIP-848 consumer group
+(``ConsumerKey``: 3 the group epoch, 4 its subscribed topics' metadata, 5 a member's metadata, 6 the target
+assignment's epoch, 7 a member's target assignment, 8 a member's current assignment); their values are flexible
+version-0 structs (compact strings, tagged fields) as in Kafka. We write offset commit values as version 3 (offset, leader
 epoch, metadata, commit timestamp) and group metadata values as version 3 (with static member instance ids); we
 read the older versions too. A null value (tombstone) deletes the key; compaction keeps the latest per key.
 """
@@ -56,6 +59,35 @@ _GROUP_VALUE_DECODERS = {v: compile_decoder(_GROUP_VALUE, v, False) for v in ran
 _GROUP_VALUE_ENCODER = compile_encoder(_GROUP_VALUE, GROUP_METADATA_VALUE_VERSION, False)
 
 
+# KIP-848 consumer group records: key version (Kafka's record type) -> the value's fields (value version 0).
+_TOPIC_PARTITIONS = [F("topic_id", "uuid"), F("partitions", "[]int32")]
+CONSUMER_GROUP_METADATA, CONSUMER_PARTITION_METADATA, CONSUMER_MEMBER_METADATA = 3, 4, 5
+CONSUMER_TARGET_METADATA, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT_ASSIGNMENT = 6, 7, 8
+_CONSUMER_VALUES: dict[int, list[F]] = {
+    CONSUMER_GROUP_METADATA: [F("epoch", "int32")],
+    CONSUMER_PARTITION_METADATA: [F("topics", [F("topic_id", "uuid"), F("topic_name", "string"),
+                                               F("num_partitions", "int32")])],
+    CONSUMER_MEMBER_METADATA: [
+        F("instance_id", "string", nullable="0+"), F("rack_id", "string", nullable="0+"), F("client_id", "string"),
+        F("client_host", "string"), F("subscribed_topic_names", "[]string"),
+        F("subscribed_topic_regex", "string", nullable="0+"), F("rebalance_timeout_ms", "int32", default=-1),
+        F("server_assignor", "string", nullable="0+")],
+    CONSUMER_TARGET_METADATA: [F("assignment_epoch", "int32")],
+    CONSUMER_TARGET_MEMBER: [F("topic_partitions", list(_TOPIC_PARTITIONS))],
+    CONSUMER_CURRENT_ASSIGNMENT: [
+        F("member_epoch", "int32"), F("previous_member_epoch", "int32"), F("state", "int8"),
+        F("assigned_partitions", list(_TOPIC_PARTITIONS)),
+        F("partitions_pending_revocation", list(_TOPIC_PARTITIONS))],
+}
+_WITH_MEMBER = frozenset({CONSUMER_MEMBER_METADATA, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT_ASSIGNMENT})
+_CONSUMER_KEYS = {v: [F("group_id", "string")] + ([F("member_id", "string")] if v in _WITH_MEMBER else [])
+                  for v in _CONSUMER_VALUES}
+_CONSUMER_KEY_CODECS = {v: (compile_encoder(f, 0, False), compile_decoder(f, 0, False))
+                        for v, f in _CONSUMER_KEYS.items()}
+_CONSUMER_VALUE_CODECS = {v: (compile_encoder(f, 0, True), compile_decoder(f, 0, True))
+                          for v, f in _CONSUMER_VALUES.items()}
+
+
 class FormatError(ValueError):
     """A key or value this broker cannot read."""
 
@@ -76,6 +108,31 @@ def _encode(version: int, encoder: Any, body: dict[str, Any]) -> bytes:
     buf = bytearray(_VERSION.pack(version))
     encoder(buf, [], body)
     return bytes(buf)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerKey:
+    """A KIP-848 consumer group record's key: its type (3-8), the group, and the member (types 5, 7, 8)."""
+
+    type: int
+    group: str
+    member: str = ""
+
+
+def consumer_key(record_type: int, group: str, member: str = "") -> bytes:
+    body = {"group_id": group, "member_id": member} if record_type in _WITH_MEMBER else {"group_id": group}
+    return _encode(record_type, _CONSUMER_KEY_CODECS[record_type][0], body)
+
+
+def consumer_value(record_type: int, body: dict[str, Any]) -> bytes:
+    """A consumer group record's value (version 0, flexible; see _CONSUMER_VALUES for the fields)."""
+    return _encode(0, _CONSUMER_VALUE_CODECS[record_type][0], body)
+
+
+def read_consumer_value(record_type: int, buf: bytes) -> dict[str, Any]:
+    if _version(buf) != 0:
+        raise FormatError(f"unknown consumer group record value version {_version(buf)}")
+    return _decode(_CONSUMER_VALUE_CODECS[record_type][1], buf)
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:
@@ -113,13 +170,16 @@ def _decode(decoder: Any, buf: bytes) -> dict[str, Any]:
     return result
 
 
-def read_key(buf: bytes) -> OffsetKey | GroupKey:
+def read_key(buf: bytes) -> OffsetKey | GroupKey | ConsumerKey:
     version = _version(buf)
     if version in (0, 1):
         body = _decode(_OFFSET_KEY_CODEC[1], buf)
         return OffsetKey(body["group"], body["topic"], body["partition"])
     if version == 2:
         return GroupKey(_decode(_GROUP_KEY_CODEC[1], buf)["group"])
+    if version in _CONSUMER_KEY_CODECS:
+        body = _decode(_CONSUMER_KEY_CODECS[version][1], buf)
+        return ConsumerKey(version, body["group_id"], body.get("member_id", ""))
     raise FormatError(f"unknown key version {version}")
 
 

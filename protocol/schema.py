@@ -198,6 +198,9 @@ class _Gen:
         kind = f.kind()
         if kind == "struct":
             sub = self.decoder(f.subfields())
+            if self._nullable(f):  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+                return ["marker, = struct.unpack_from('b', buf, pos)", "pos += 1", "if marker < 0:",
+                        f"    {target} = None", "else:", f"    {target}, pos = {sub}(buf, pos)"]
             return [f"{target}, pos = {sub}(buf, pos)"]
         if kind == "primitive" and f.type in FIXED:
             sname = self._fixed_struct(str(f.type))
@@ -306,6 +309,9 @@ class _Gen:
         sub_path = f"{path}.{f.name}" if path else f.name
         if kind == "struct":
             sub = self.encoder(f.subfields(), sub_path)
+            if self._nullable(f):
+                return ["if v is None:", f"    {out}.append(0xff)", "else:", f"    {out}.append(1)",
+                        f"    {sub}({out}, w, v)"]
             return [f"{sub}({out}, w, v)"]
         if kind == "primitive" and f.type in FIXED:
             return [f"{out} += {self._fixed_struct(str(f.type))}.pack(v)"]

@@ -547,7 +547,7 @@ class OffsetCommitRequestTopics(TypedDict):
 
 
 class OffsetCommitRequest(TypedDict):
-    """OffsetCommit request (key 8), v2-v8."""
+    """OffsetCommit request (key 8), v2-v9."""
 
     group_id: str
     generation_id_or_member_epoch: NotRequired[int]
@@ -572,7 +572,7 @@ class OffsetCommitResponseTopics(TypedDict):
 
 
 class OffsetCommitResponse(TypedDict):
-    """OffsetCommit response (key 8), v2-v8."""
+    """OffsetCommit response (key 8), v2-v9."""
 
     throttle_time_ms: NotRequired[int]
     topics: list[OffsetCommitResponseTopics]
@@ -596,11 +596,13 @@ class OffsetFetchRequestGroups(TypedDict):
     """One ``groups`` entry."""
 
     group_id: str
+    member_id: NotRequired[str | None]
+    member_epoch: NotRequired[int]
     topics: list[OffsetFetchRequestGroupsTopics] | None
 
 
 class OffsetFetchRequest(TypedDict):
-    """OffsetFetch request (key 9), v1-v8."""
+    """OffsetFetch request (key 9), v1-v9."""
 
     group_id: NotRequired[str]
     topics: NotRequired[list[OffsetFetchRequestTopics] | None]
@@ -651,7 +653,7 @@ class OffsetFetchResponseGroups(TypedDict):
 
 
 class OffsetFetchResponse(TypedDict):
-    """OffsetFetch response (key 9), v1-v8."""
+    """OffsetFetch response (key 9), v1-v9."""
 
     throttle_time_ms: NotRequired[int]
     topics: NotRequired[list[OffsetFetchResponseTopics]]
@@ -2143,3 +2145,121 @@ class ListTransactionsResponse(TypedDict):
     error_code: int
     unknown_state_filters: list[str]
     transaction_states: list[ListTransactionsResponseTransactionStates]
+
+
+class ConsumerGroupHeartbeatRequestTopicPartitions(TypedDict):
+    """One ``topic_partitions`` entry."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatRequest(TypedDict):
+    """ConsumerGroupHeartbeat request (key 68), v0-v1."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: NotRequired[str | None]
+    rack_id: NotRequired[str | None]
+    rebalance_timeout_ms: NotRequired[int]
+    subscribed_topic_names: NotRequired[list[str] | None]
+    subscribed_topic_regex: NotRequired[str | None]
+    server_assignor: NotRequired[str | None]
+    topic_partitions: NotRequired[list[ConsumerGroupHeartbeatRequestTopicPartitions] | None]
+
+
+class ConsumerGroupHeartbeatResponseAssignmentTopicPartitions(TypedDict):
+    """One ``topic_partitions`` entry."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatResponseAssignment(TypedDict):
+    """The ``assignment`` struct."""
+
+    topic_partitions: list[ConsumerGroupHeartbeatResponseAssignmentTopicPartitions]
+
+
+class ConsumerGroupHeartbeatResponse(TypedDict):
+    """ConsumerGroupHeartbeat response (key 68), v0-v1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: NotRequired[str | None]
+    member_id: NotRequired[str | None]
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: NotRequired[ConsumerGroupHeartbeatResponseAssignment | None]
+
+
+class ConsumerGroupDescribeRequest(TypedDict):
+    """ConsumerGroupDescribe request (key 69), v0-v0."""
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+
+
+class ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(TypedDict):
+    """One ``topic_partitions`` entry."""
+
+    topic_id: bytes
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerGroupDescribeResponseGroupsMembersAssignment(TypedDict):
+    """The ``assignment`` struct."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions]
+
+
+class ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(TypedDict):
+    """One ``topic_partitions`` entry."""
+
+    topic_id: bytes
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerGroupDescribeResponseGroupsMembersTargetAssignment(TypedDict):
+    """The ``target_assignment`` struct."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions]
+
+
+class ConsumerGroupDescribeResponseGroupsMembers(TypedDict):
+    """One ``members`` entry."""
+
+    member_id: str
+    instance_id: NotRequired[str | None]
+    rack_id: NotRequired[str | None]
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: NotRequired[str | None]
+    assignment: ConsumerGroupDescribeResponseGroupsMembersAssignment
+    target_assignment: ConsumerGroupDescribeResponseGroupsMembersTargetAssignment
+
+
+class ConsumerGroupDescribeResponseGroups(TypedDict):
+    """One ``groups`` entry."""
+
+    error_code: int
+    error_message: NotRequired[str | None]
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[ConsumerGroupDescribeResponseGroupsMembers]
+    authorized_operations: NotRequired[int]
+
+
+class ConsumerGroupDescribeResponse(TypedDict):
+    """ConsumerGroupDescribe response (key 69), v0-v0."""
+
+    throttle_time_ms: int
+    groups: list[ConsumerGroupDescribeResponseGroups]

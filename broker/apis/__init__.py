@@ -12,6 +12,7 @@ from moldau.broker.apis.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from moldau.broker.apis.consumer_group import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from moldau.broker.apis.context import (
     AclDeps,
     BrokerContext,
@@ -217,6 +218,11 @@ ROUTES.update({
 ROUTES.update({
     ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
     ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
+})
+# The consumer group protocol of KIP-848 (issue 22, broker/apis/consumer_group.py).
+ROUTES.update({
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: route(_groups, handle_consumer_group_heartbeat),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: route(_groups, handle_consumer_group_describe),
 })
 # Client quotas (issue 23, broker/apis/quotas.py).
 ROUTES.update({

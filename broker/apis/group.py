@@ -260,15 +260,15 @@ def handle_list_groups(ctx: GroupDeps, request: Request, body: ListGroupsRequest
     types = {t.lower() for t in body["types_filter"]}
     states = {s.lower() for s in body["states_filter"]} or None
     error, groups = coordinator.list_groups(states)
-    if types and "classic" not in types:
-        groups = []
+    if types:
+        groups = [g for g in groups if g.group_type() in types]
     if not ctx.topics.auth.cluster(request, Operation.DESCRIBE):
         visible = ctx.topics.auth.allowed_names(request, Operation.DESCRIBE, ResourceType.GROUP,
                                                 (g.group_id for g in groups))
         groups = [g for g in groups if g.group_id in visible]
     return {"throttle_time_ms": 0, "error_code": error,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                        "group_state": g.state.value, "group_type": "classic"} for g in groups]}
+                        "group_state": g.state_name(), "group_type": g.group_type()} for g in groups]}
 
 
 def handle_describe_groups(ctx: GroupDeps, request: Request, body: DescribeGroupsRequest

@@ -74,7 +74,7 @@ async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCom
                                                 "" if metadata is None else metadata, now)
     if coordinator is not None and offsets:
         committed = coordinator.commit_offsets(body["group_id"], body["member_id"], body["group_instance_id"],
-                                               body["generation_id_or_member_epoch"], offsets)
+                                               body["generation_id_or_member_epoch"], offsets, request.version)
         if any(e == ErrorCode.NONE for e in committed.values()):
             # Answered once replicated (acks=all), as Kafka's coordinator does.
             store = coordinator.store
@@ -91,7 +91,7 @@ async def handle_offset_commit(ctx: GroupDeps, request: Request, body: OffsetCom
 
 
 def _fetch_group(ctx: GroupDeps, request: Request, group_id: str, topics: list[OffsetFetchRequestTopics] | None,
-                 errors_in_partitions: bool, require_stable: bool = False
+                 errors_in_partitions: bool, require_stable: bool = False, member: tuple[str | None, int] = (None, -1)
                  ) -> tuple[ErrorCode, list[OffsetFetchResponseTopics]]:
     """One group's answer: (group-level error, topics with partitions). ``require_stable`` (v7+, KIP-447): a
     partition with a transactional commit still pending answers UNSTABLE_OFFSET_COMMIT (the client retries)."""
@@ -103,7 +103,7 @@ def _fetch_group(ctx: GroupDeps, request: Request, group_id: str, topics: list[O
     elif coordinator is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
-        error, found = coordinator.fetch_offsets(group_id, wanted)
+        error, found = coordinator.fetch_offsets(group_id, wanted, *member)
     unstable = coordinator.pending_txn_partitions(group_id) if coordinator is not None and require_stable \
         else set()
     if error != ErrorCode.NONE and (wanted is None or not errors_in_partitions):
@@ -133,7 +133,8 @@ def handle_offset_fetch(ctx: GroupDeps, request: Request, body: OffsetFetchReque
     if version >= 8:
         groups: list[OffsetFetchResponseGroups] = []
         for g in body["groups"]:
-            error, topics = _fetch_group(ctx, request, g["group_id"], g["topics"], False, body["require_stable"])
+            error, topics = _fetch_group(ctx, request, g["group_id"], g["topics"], False, body["require_stable"],
+                                         (g["member_id"], g["member_epoch"]))
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     # v1 has no group-level error: it is reported in every partition.

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moldau.broker.coordinator.config import GroupConfig
+from moldau.broker.coordinator.consumer_membership import ConsumerMembership
 from moldau.broker.coordinator.group import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata
 from moldau.broker.coordinator.membership import Membership
 from moldau.broker.coordinator.offsets import OFFSETS_TOPIC, OffsetStore
@@ -33,7 +34,7 @@ log = logging.getLogger("moldau.coordinator")
 S = GroupState
 
 
-class GroupCoordinator(Membership):
+class GroupCoordinator(Membership, ConsumerMembership):
     """Groups of the ``__consumer_offsets`` partitions led by this broker (see the module docstring)."""
 
     def __init__(self, store: OffsetStore, timer: Timer, clock: Clock, config: GroupConfig,
@@ -49,6 +50,7 @@ class GroupCoordinator(Membership):
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
         self._cleanup_handle: TimerHandle | None = None
         self.topic_lock = asyncio.Lock()  # serialises creation of __consumer_offsets
+        store.consumer_loader = self.load_consumer  # KIP-848 groups from their records
 
     # ----------------------------------------------------------------------------------------- life cycle
     def startup(self) -> None:
@@ -75,7 +77,9 @@ class GroupCoordinator(Membership):
 
     # ----------------------------------------------------------------------------------------- leadership
     def on_topic_change(self, name: str, topic: Any) -> None:
-        """MetadataStore listener: follow the leadership of the __consumer_offsets partitions."""
+        """MetadataStore listener: follow the leadership of the __consumer_offsets partitions (and let consumer
+        groups see topic changes)."""
+        self.invalidate_topics()
         if name != OFFSETS_TOPIC:
             return
         led: set[int] = set()
@@ -109,6 +113,7 @@ class GroupCoordinator(Membership):
         for group in groups or []:
             for member in group.members.values():
                 self.complete_and_schedule_heartbeat(group, member)
+            self.resume_consumer_members(group)
 
     def on_resign(self, partition: int) -> None:
         """Stop coordinating the partition's groups: parked requests hear NOT_COORDINATOR."""
@@ -120,6 +125,7 @@ class GroupCoordinator(Membership):
 
     def _kill_group(self, group: GroupMetadata, error: ErrorCode) -> None:
         members = list(group.members.values())
+        self.drop_consumer_timers(group)
         group.state = S.DEAD
         for member in members:
             group.invoke_join_callback(member, self.join_error(member.member_id, error))
@@ -143,8 +149,10 @@ class GroupCoordinator(Membership):
 
     # ----------------------------------------------------------------------------------------- offsets
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[TopicPartition, OffsetAndMetadata]) -> dict[TopicPartition, ErrorCode]:
-        error = self._commit_error(group_id, member_id, group_instance_id, generation_id)
+                       offsets: dict[TopicPartition, OffsetAndMetadata], api_version: int = 8
+                       ) -> dict[TopicPartition, ErrorCode]:
+        """OffsetCommit; ``generation_id`` is the member epoch for a consumer group (KIP-848, v9)."""
+        error = self._commit_error(group_id, member_id, group_instance_id, generation_id, api_version)
         if error is not None:
             return {tp: error for tp in offsets}
         group = self.store.get_group(group_id)
@@ -174,6 +182,9 @@ class GroupCoordinator(Membership):
         if group is not None:
             if group.is_(S.DEAD):
                 error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif group.consumer is not None:
+                if member_id or generation_id >= 0:
+                    error = self.consumer_commit_error(group, member_id, generation_id, 9)
             elif group.is_static_member_fenced(member_id, group_instance_id):
                 error = ErrorCode.FENCED_INSTANCE_ID
             elif member_id and not group.has(member_id):
@@ -216,14 +227,17 @@ class GroupCoordinator(Membership):
                       producer_id, topic, partition)
 
     def _commit_error(self, group_id: str, member_id: str, group_instance_id: str | None,
-                      generation_id: int) -> ErrorCode | None:
+                      generation_id: int, api_version: int = 8) -> ErrorCode | None:
         error = self.validate(group_id, allow_empty=True)
         if error is not None:
             return error
         group = self.store.get_group(group_id)
+        if group is not None and group.consumer is not None and not group.is_(S.DEAD):
+            return self.consumer_commit_error(group, member_id, generation_id, api_version)
         if group is None:
             if generation_id >= 0:
-                return ErrorCode.ILLEGAL_GENERATION  # a member of a generation this coordinator does not know
+                # A member of a generation this coordinator does not know (v9: the group does not exist).
+                return ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
             # Offsets only, no group management: the group exists from now on, empty.
             self.store.add_group(GroupMetadata(group_id, self.store.partition_for(group_id)))
             return None
@@ -243,10 +257,13 @@ class GroupCoordinator(Membership):
         self.complete_and_schedule_heartbeat(group, group.get(member_id))
         return None
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> \
-            tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
-        """Committed offsets (None = nothing committed); partitions None = every committed partition."""
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, member_id: str | None = None,
+                      member_epoch: int = -1) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets (None = nothing committed); partitions None = every committed partition. A member of
+        a consumer group names itself and its epoch (OffsetFetch v9)."""
         error = self.validate(group_id, allow_empty=True)
+        if error is None:
+            error = self.consumer_fetch_error(group_id, member_id, member_epoch)
         if error is not None:
             return error, {}
         group = self.store.get_group(group_id)
@@ -263,8 +280,10 @@ class GroupCoordinator(Membership):
         group = self.store.get_group(group_id)
         if group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        if group.is_(S.EMPTY):
-            subscribed: set[str] = set()
+        if group.consumer is not None:
+            subscribed: set[str] = set(group.consumer.subscribed_topics())
+        elif group.is_(S.EMPTY):
+            subscribed = set()
         else:
             topics = group.subscribed_topics()
             if topics is None:
@@ -284,7 +303,7 @@ class GroupCoordinator(Membership):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.store.loading else ErrorCode.NONE
         groups = [g for g in self.store.groups.values()
-                  if states is None or g.state.value.lower() in states]
+                  if states is None or g.state_name().lower() in states]
         return error, sorted(groups, key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, dict[str, Any]]:
@@ -294,7 +313,8 @@ class GroupCoordinator(Membership):
         if error is not None:
             return error, dead
         group = self.store.get_group(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
+            # DescribeGroups v0-5 shows a consumer group (KIP-848) as Kafka does: Dead, without an error.
             return ErrorCode.NONE, dead
         stable = group.is_(S.STABLE)
         members = []
@@ -316,7 +336,7 @@ class GroupCoordinator(Membership):
                 group = self.store.get_group(group_id)
                 if group is None or group.is_(S.DEAD):
                     error = ErrorCode.GROUP_ID_NOT_FOUND
-                elif not group.is_(S.EMPTY):
+                elif not group.is_empty():
                     error = ErrorCode.NON_EMPTY_GROUP
                 else:
                     error = self.store.delete_offsets(group, list(group.offsets), with_group=True)
@@ -355,8 +375,8 @@ class GroupCoordinator(Membership):
                 removed += len(expired)
                 log.info("expired %d offsets of group %s", len(expired),
                          group.group_id)
-            if group.is_(S.EMPTY) and not group.has_offsets():
-                with_metadata = group.generation_id > 0
+            if group.is_empty() and not group.has_offsets():
+                with_metadata = group.generation_id > 0 or group.consumer is not None
                 if not with_metadata or self.store.delete_offsets(group, [], with_group=True) == ErrorCode.NONE:
                     self._remove_dead_group(group)
         return removed

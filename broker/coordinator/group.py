@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from moldau.broker.coordinator.consumer_group import ConsumerGroup
 from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.coordinator.group")
@@ -133,6 +134,9 @@ class GroupMetadata:
     current_state_timestamp: int | None = None
     new_member_added: bool = False
     num_awaiting_join: int = 0
+    # A consumer group of KIP-848's protocol (consumer_group.py); None for a classic group. Its classic state
+    # stays Empty: the members, epochs and assignments live in this object.
+    consumer: ConsumerGroup | None = None
 
     # ----------------------------------------------------------------------------------------- state
     def is_(self, state: GroupState) -> bool:
@@ -311,6 +315,17 @@ class GroupMetadata:
 
     def has_offsets(self) -> bool:
         return bool(self.offsets)
+
+    def is_empty(self) -> bool:
+        """No members of either protocol (offsets may be deleted, the group expired)."""
+        return self.state is GroupState.EMPTY and not (self.consumer is not None and self.consumer.members)
+
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
+
+    def state_name(self) -> str:
+        """The state ListGroups shows: the consumer group's own for KIP-848 groups."""
+        return self.state.value if self.consumer is None or self.is_(GroupState.DEAD) else self.consumer.state()
 
 
 def parse_subscription_topics(metadata: bytes) -> set[str]:

@@ -153,6 +153,15 @@ class Membership:
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         unknown = member_id == ""
         group = self.store.get_group(group_id) if error is None else None
+        if error is None and group is not None and group.consumer is not None:
+            if group.consumer.members:
+                error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # a consumer group (KIP-848) with members
+            else:  # an empty consumer group becomes a classic one, as in Kafka
+                gone = [(key, None) for key in group.consumer.persisted]  # its KIP-848 records: tombstones
+                if self.store.append_records(group.partition, gone) != ErrorCode.NONE:
+                    log.warning("group %s: could not delete its consumer group records", group_id)
+                group.consumer = None
+                group.protocol_type = None
         if error is None and group is None:
             if unknown:
                 group = self.store.add_group(GroupMetadata(group_id, self.store.partition_for(group_id)))

@@ -17,8 +17,9 @@ happens with the markers in the log, and transactions still open at its end stay
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ def kafka_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
+@functools.lru_cache(maxsize=4096)  # every group request asks; the hash walks the id in Python
 def partition_for(group_id: str, num_partitions: int) -> int:
     return kafka_abs(java_string_hashcode(group_id)) % num_partitions
 
@@ -79,6 +81,8 @@ class _LoadedGroup:
     value: dict[str, Any] | None = None
     offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     pending: dict[int, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    # A KIP-848 consumer group's records: (record type, member id) -> latest value.
+    consumer: dict[tuple[int, str], dict[str, Any]] = field(default_factory=dict)
 
 
 class OffsetStore:
@@ -102,6 +106,8 @@ class OffsetStore:
         self.written_end: dict[int, int] = {}
         # Transaction markers replicated while a partition loads: applied once the load is done.
         self.markers_during_load: dict[int, list[tuple[int, bool]]] = {}
+        # Builds a consumer group (KIP-848) from its replayed records; set by the coordinator.
+        self.consumer_loader: Callable[[str, dict[tuple[int, str], dict[str, Any]]], Any] | None = None
 
     # ------------------------------------------------------------------------------------------ ownership
     def partition_for(self, group_id: str) -> int:
@@ -152,7 +158,7 @@ class OffsetStore:
         if self._epochs.get(partition) != epoch:
             return None
         groups = [self._build_group(group_id, partition, lg) for group_id, lg in loaded.items()
-                  if lg.value is not None or lg.offsets or lg.pending]
+                  if lg.value is not None or lg.offsets or lg.pending or lg.consumer]
         for group in groups:
             self.groups[group.group_id] = group
         self.loading.discard(partition)
@@ -220,11 +226,20 @@ class OffsetStore:
                 v = fmt.read_offset_value(value)
                 entry.offsets[tp] = OffsetAndMetadata(v["offset"], v["leader_epoch"], v["metadata"],
                                                       v["commit_timestamp"])
+        elif isinstance(key, fmt.ConsumerKey):
+            if value is None:
+                entry.consumer.pop((key.type, key.member), None)
+            elif key.type != fmt.CONSUMER_PARTITION_METADATA:  # not needed: counts come from the metadata
+                entry.consumer[(key.type, key.member)] = fmt.read_consumer_value(key.type, value)
         else:
             entry.value = None if value is None else fmt.read_group_value(value)
 
     def _build_group(self, group_id: str, partition: int, lg: _LoadedGroup) -> GroupMetadata:
         group = GroupMetadata(group_id, partition, offsets=dict(lg.offsets), pending_txn_offsets=dict(lg.pending))
+        if (fmt.CONSUMER_GROUP_METADATA, "") in lg.consumer and self.consumer_loader is not None:
+            group.consumer = self.consumer_loader(group_id, lg.consumer)
+            group.protocol_type = "consumer"
+            return group
         v = lg.value
         if v is None:
             return group  # offsets only: a group that commits without group management
@@ -245,7 +260,7 @@ class OffsetStore:
         return group
 
     # ------------------------------------------------------------------------------------------ writes
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+    def _append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                 producer: tuple[int, int] | None = None) -> ErrorCode:
         now = self.clock.time_ms()
         if producer is None:
@@ -283,6 +298,10 @@ class OffsetStore:
         return fmt.group_value({"protocol_type": group.protocol_type or "", "generation": group.generation_id,
                                 "protocol": group.protocol_name, "leader": group.leader_id,
                                 "current_state_timestamp": -1 if ts is None else ts, "members": members})
+
+    def append_records(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]) -> ErrorCode:
+        """Append coordinator records (a consumer group's changes) to the partition; acks=-1, not awaited."""
+        return self._append(partition, records) if records else ErrorCode.NONE
 
     def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
         return self._append(group.partition, [(fmt.group_key(group.group_id),
@@ -350,19 +369,23 @@ class OffsetStore:
                                                       for t, p in partitions]
         if with_group:
             records.append((fmt.group_key(group.group_id), None))
+            if group.consumer is not None:
+                records += [(k, None) for k in group.consumer.persisted]
         if not records:
             return ErrorCode.NONE
         error = self._append(group.partition, records)
         if error == ErrorCode.NONE:
             for tp in partitions:
                 group.offsets.pop(tp, None)
+            if with_group and group.consumer is not None:
+                group.consumer.persisted.clear()
         return error
 
     # ------------------------------------------------------------------------------------------ expiry
     def expired_offsets(self, group: GroupMetadata, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         """Offsets of an empty group older than the retention (KIP-211): measured from when the group became
         empty, or from the commit for groups that never used group management."""
-        if not group.is_(GroupState.EMPTY):
+        if not group.is_empty():
             return []
         expired = []
         for tp, o in group.offsets.items():

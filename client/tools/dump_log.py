@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from moldau.protocol.compression import Codec
-from moldau.protocol.consumer_offsets import GroupKey, read_group_value, read_key, read_offset_value
+from moldau.protocol.consumer_offsets import (
+    ConsumerKey,
+    GroupKey,
+    read_consumer_value,
+    read_group_value,
+    read_key,
+    read_offset_value,
+)
 from moldau.protocol.control_records import ABORT, COMMIT, control_type, decode_marker
 from moldau.protocol.records import BatchHeader, RecordBatchError, iter_headers, iter_records, valid_crc
 from moldau.tools.common import ToolError, ToolParser, UsageError, run_tool
@@ -105,6 +112,10 @@ def decode_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, 
     if isinstance(k, GroupKey):
         key_text = json.dumps({"type": str(version), "data": {"group": k.group}}, separators=(",", ":"))
         payload = "<DELETE>" if value is None else _json_value(value, read_group_value)
+    elif isinstance(k, ConsumerKey):  # a KIP-848 consumer group record (types 3-8)
+        data = {"groupId": k.group, **({"memberId": k.member} if k.member else {})}
+        key_text = json.dumps({"type": str(version), "data": data}, separators=(",", ":"))
+        payload = "<DELETE>" if value is None else _json_value(value, lambda v: read_consumer_value(k.type, v))
     else:
         key_text = json.dumps({"type": str(version), "data": {"group": k.group, "topic": k.topic,
                                                                "partition": k.partition}}, separators=(",", ":"))

@@ -1,14 +1,15 @@
 """Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete.
 
 OffsetCommit v2-v8 and OffsetFetch v1-v8: the v0/v1 commit and v0 fetch forms were ZooKeeper-backed in Kafka (and
-are gone from Kafka 4.0); no client we serve needs them. v9 of both belongs to the KIP-848 consumer protocol
-(member epochs), which Moldau does not implement. OffsetFetch v8 batches several groups in one request.
+are gone from Kafka 4.0); no client we serve needs them. v9 of both belongs to the KIP-848 consumer protocol:
+OffsetCommit v9 is v8 whose generation field carries the member epoch (STALE_MEMBER_EPOCH, GROUP_ID_NOT_FOUND);
+OffsetFetch v9 adds the member id and epoch. OffsetFetch v8 batches several groups in one request.
 """
 
 from moldau.protocol.schema import Api, F
 
 OFFSET_COMMIT = Api(
-    8, "OffsetCommit", versions=(2, 8), flexible=8,
+    8, "OffsetCommit", versions=(2, 9), flexible=8,
     request=[
         F("group_id", "string"),
         F("generation_id_or_member_epoch", "int32", "1+", default=-1),
@@ -38,7 +39,7 @@ OFFSET_COMMIT = Api(
 )
 
 OFFSET_FETCH = Api(
-    9, "OffsetFetch", versions=(1, 8), flexible=6,
+    9, "OffsetFetch", versions=(1, 9), flexible=6,
     request=[
         F("group_id", "string", "0-7"),
         F("topics", [
@@ -47,6 +48,8 @@ OFFSET_FETCH = Api(
         ], "0-7", nullable="2-7"),
         F("groups", [
             F("group_id", "string", "8+"),
+            F("member_id", "string", "9+", nullable="9+", default=None),
+            F("member_epoch", "int32", "9+", default=-1),
             F("topics", [
                 F("name", "string", "8+"),
                 F("partition_indexes", "[]int32", "8+"),

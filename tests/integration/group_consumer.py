@@ -2,15 +2,19 @@
 
     python group_consumer.py CLIENT BOOTSTRAP TOPIC GROUP OUT_FILE
 
-CLIENT is kafka-python, aiokafka or confluent. It subscribes to TOPIC in GROUP (session.timeout.ms 6000,
-heartbeats every second, earliest reset, no auto-commit) and writes JSON lines to OUT_FILE:
+CLIENT is kafka-python, aiokafka or confluent (classic protocol), or confluent-consumer / moldau-consumer
+(``group.protocol=consumer``, KIP-848: the broker's group.consumer.* settings time the session). It subscribes to
+TOPIC in GROUP (session.timeout.ms 6000, heartbeats every second, earliest reset, no auto-commit) and writes JSON
+lines to OUT_FILE:
 
-    {"ev": "assigned", "partitions": [..]}     after every rebalance (eager: revoked first)
+    {"ev": "assigned", "partitions": [..]}     after every rebalance (eager: revoked first; incremental: the
+                                                 whole assignment after each change)
     {"ev": "records", "items": [[partition, offset, value], ...]}   only after their commit succeeded
     {"ev": "closed"}                            after a clean close (SIGTERM)
 
 Writing records only once their offsets are committed makes "every record exactly once across the group" a
-property the test can check even when members come and go. Stand-alone: imports nothing from the repository.
+property the test can check even when members come and go. Stand-alone: imports nothing from the repository
+(moldau-consumer imports the installed moldau package).
 """
 
 from __future__ import annotations
@@ -104,15 +108,33 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, out: Out, stop: l
     out.emit("closed")
 
 
-def run_confluent(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool]) -> None:
+def run_confluent(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool],
+                  protocol: str = "classic") -> None:
     from confluent_kafka import Consumer, KafkaException
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
-                         "heartbeat.interval.ms": HEARTBEAT_MS, "max.poll.interval.ms": 20000})
-    consumer.subscribe([topic],
-                       on_assign=lambda c, ps: out.emit("assigned", partitions=sorted(p.partition for p in ps)),
-                       on_revoke=lambda c, ps: out.emit("assigned", partitions=[]))
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                              "enable.auto.commit": False, "max.poll.interval.ms": 20000}
+    if protocol == "consumer":  # librdkafka refuses the classic session settings under KIP-848
+        config["group.protocol"] = "consumer"
+    else:
+        config.update({"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS})
+    consumer = Consumer(config)
+    if protocol == "consumer":  # incremental: the callbacks get only what changed
+        owned: set[int] = set()
+
+        def assigned(c: Any, ps: Any) -> None:
+            owned.update(p.partition for p in ps)
+            out.emit("assigned", partitions=sorted(owned))
+
+        def revoked(c: Any, ps: Any) -> None:
+            owned.difference_update(p.partition for p in ps)
+            out.emit("assigned", partitions=sorted(owned))
+
+        consumer.subscribe([topic], on_assign=assigned, on_revoke=revoked, on_lost=revoked)
+    else:
+        consumer.subscribe([topic],
+                           on_assign=lambda c, ps: out.emit("assigned", partitions=sorted(p.partition for p in ps)),
+                           on_revoke=lambda c, ps: out.emit("assigned", partitions=[]))
     while not stop[0]:
         msgs = [m for m in consumer.consume(num_messages=500, timeout=0.2) if m.error() is None]
         if not msgs:
@@ -123,6 +145,39 @@ def run_confluent(bootstrap: str, topic: str, group: str, out: Out, stop: list[b
             continue
         out.emit("records", items=[[m.partition(), m.offset(), (m.value() or b"").decode()] for m in msgs])
     consumer.close()
+    out.emit("closed")
+
+
+async def run_moldau(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool]) -> None:
+    from moldau.aio import Consumer, ConsumerRebalanceListener
+    from moldau.errors import KafkaError
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            out.emit("assigned", partitions=sorted(tp.partition for tp in consumer.assignment() - set(revoked)))
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            self.on_partitions_revoked(lost)
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            out.emit("assigned", partitions=sorted(tp.partition for tp in consumer.assignment()))
+
+    await consumer.start()
+    consumer.subscribe([topic], listener=Listener())
+    while not stop[0]:
+        batch = await consumer.getmany(timeout_ms=200)
+        items = [[r.partition, r.offset, r.value.decode()] for recs in batch.values() for r in recs]
+        if not items:
+            continue
+        try:
+            await consumer.commit()
+        except KafkaError:
+            continue
+        out.emit("records", items=items)
+    await consumer.close()
     out.emit("closed")
 
 
@@ -137,6 +192,10 @@ def main() -> int:
         asyncio.run(run_aiokafka(bootstrap, topic, group, out, stop))
     elif client == "confluent":
         run_confluent(bootstrap, topic, group, out, stop)
+    elif client == "confluent-consumer":
+        run_confluent(bootstrap, topic, group, out, stop, protocol="consumer")
+    elif client == "moldau-consumer":
+        asyncio.run(run_moldau(bootstrap, topic, group, out, stop))
     else:
         raise SystemExit(f"unknown client {client}")
     return 0

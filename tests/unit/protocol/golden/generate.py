@@ -39,6 +39,7 @@ from kafka.protocol import admin, consumer, metadata, producer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import acl_cases  # noqa: E402
 import config_cases  # noqa: E402
+import consumer_group_cases  # noqa: E402
 import group_cases  # noqa: E402
 import inter_broker_cases  # noqa: E402
 import partition_admin_cases  # noqa: E402
@@ -453,6 +454,13 @@ def main() -> int:
             raise AssertionError(f"{make.__name__} disagrees with kafka-python:\n{data.hex()}\n{library.hex()}")
         write_case(next_name(api_name, kind, version), api, kind, version,
                    [f"hand-built: {make.__module__}.py {make.__name__}"] + sources, data, value)
+        count += 1
+    for api_name, key, kind, version, make in consumer_group_cases.CASES:  # hand-built only (no library has them)
+        value, data = make()
+        case = {"name": next_name(api_name, kind, version), "api_key": key, "api_version": version, "kind": kind,
+                "sources": [f"hand-built: consumer_group_cases.py {make.__name__}"], "hex": data.hex(),
+                "body": to_json(value)}
+        (HERE / f"{case['name']}.json").write_text(json.dumps(case, indent=1) + "\n")
         count += 1
     print(f"wrote {count} cases to {HERE}")
     return 0

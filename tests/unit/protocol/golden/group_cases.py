@@ -21,10 +21,10 @@ ASSIGNMENT = bytes.fromhex("00010000000100066f72646572730000000200000000" "00000
 
 API_SPECS: dict[str, tuple[int, range, tuple[Any, Any], tuple[str, str, str] | None,
                            tuple[str, str, str] | None]] = {
-    "offset_commit": (8, range(2, 9), (consumer_group.OffsetCommitRequest, consumer_group.OffsetCommitResponse),
+    "offset_commit": (8, range(2, 10), (consumer_group.OffsetCommitRequest, consumer_group.OffsetCommitResponse),
                       ("commit", "OffsetCommitRequest", "OffsetCommitResponse"),
                       ("commit", "OffsetCommitRequest", "OffsetCommitResponse")),
-    "offset_fetch": (9, range(1, 9), (consumer_group.OffsetFetchRequest, consumer_group.OffsetFetchResponse),
+    "offset_fetch": (9, range(1, 10), (consumer_group.OffsetFetchRequest, consumer_group.OffsetFetchResponse),
                      ("commit", "OffsetFetchRequest", "OffsetFetchResponse"),
                      ("commit", "OffsetFetchRequest", "OffsetFetchResponse")),
     "find_coordinator": (10, range(0, 5),
@@ -122,8 +122,9 @@ SAMPLES: dict[tuple[str, str], Value] = {
     },
     ("offset_fetch", "request"): {
         "group_id": "orders-app", "topics": [{"name": "orders", "partition_indexes": [0, 1]}],
-        "groups": [{"group_id": "orders-app", "topics": [{"name": "orders", "partition_indexes": [0, 1]}]},
-                   {"group_id": "billing", "topics": None}],
+        "groups": [{"group_id": "orders-app", "member_id": "m-1", "member_epoch": 4,
+                    "topics": [{"name": "orders", "partition_indexes": [0, 1]}]},
+                   {"group_id": "billing", "member_id": None, "member_epoch": -1, "topics": None}],
         "require_stable": True,
     },
     ("offset_fetch", "response"): {
