@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.admin_acls import AclsAdmin
 from moldau.admin_configs import ConfigsAdmin
@@ -40,6 +40,9 @@ from moldau.protocol.messages.delete_topics import DELETE_TOPICS
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.messages.metadata import METADATA
 from moldau.protocol.schema import Api
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ListOffsetsRequestTopicsPartitions
 
 EARLIEST = -2  # ListOffsets' special timestamps
 LATEST = -1
@@ -176,7 +179,7 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdm
         """``{(topic, partition): "earliest" | "latest" | timestamp_ms}`` -> offsets, asked of each leader."""
         topics = sorted({t for t, _ in requests})
         await self._metadata_for(topics)
-        per_leader: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        per_leader: dict[int, dict[str, list[ListOffsetsRequestTopicsPartitions]]] = {}
         results: dict[tuple[str, int], OffsetResult | KafkaError] = {}
         for (topic, partition), spec in requests.items():
             ts = EARLIEST if spec == "earliest" else LATEST if spec == "latest" else int(spec)

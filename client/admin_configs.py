@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.cluster import Cluster
 from moldau.connection import BrokerConnection
 from moldau.errors import KafkaError
 from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import DescribeConfigsResponseResultsConfigs
 
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -66,7 +69,7 @@ class AlterConfigOp:
                              f"{sorted(OPERATIONS)}")
 
 
-def _entry(c: dict[str, Any], version: int) -> ConfigEntry:
+def _entry(c: DescribeConfigsResponseResultsConfigs, version: int) -> ConfigEntry:
     source = SOURCES.get(c["config_source"], "UNKNOWN") if version >= 1 else (
         "DEFAULT_CONFIG" if c["is_default"] else "UNKNOWN")
     return ConfigEntry(c["name"], c["value"], source, bool(c["is_sensitive"]), bool(c["read_only"]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig
@@ -27,6 +27,9 @@ from moldau.protocol.messages.partition_admin import (
 )
 from moldau.protocol.schema import Api
 from moldau.protocol.types import TopicPartition
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import DeleteRecordsRequestTopicsPartitions, DescribeLogDirsRequest
 
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 _RETRIES = 5
@@ -97,7 +100,7 @@ class PartitionAdmin:
         delay = self.config["retry.backoff.ms"] / 1000
         for attempt in range(_RETRIES):
             await self._metadata_for(sorted({t for t, _ in pending}))
-            per_leader: dict[int, dict[str, list[dict[str, Any]]]] = {}
+            per_leader: dict[int, dict[str, list[DeleteRecordsRequestTopicsPartitions]]] = {}
             for (topic, partition), offset in pending.items():
                 leader = self._cluster.leader_for(topic, partition)
                 known = self._cluster.partitions_for(topic)
@@ -182,8 +185,8 @@ class PartitionAdmin:
         unknown = [n for n in nodes if n not in self._cluster.brokers]
         if unknown:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"unknown broker id(s) {unknown}")
-        body = {"topics": None if topics is None else
-                [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()]}
+        body: DescribeLogDirsRequest = {"topics": None if topics is None else
+                                        [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()]}
         responses = await asyncio.gather(*(self._cluster.send(n, DESCRIBE_LOG_DIRS, body) for n in nodes))
         out: dict[int, list[LogDirDescription]] = {}
         for node, response in zip(nodes, responses):

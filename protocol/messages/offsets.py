@@ -5,9 +5,23 @@ are gone from Kafka 4.0); no client we serve needs them. v9 of both belongs to t
 (member epochs), which Moldau does not implement. OffsetFetch v8 batches several groups in one request.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-OFFSET_COMMIT = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+
+OFFSET_COMMIT: Api[OffsetCommitRequest, OffsetCommitResponse] = Api(
     8, "OffsetCommit", versions=(2, 8), flexible=8,
     request=[
         F("group_id", "string"),
@@ -37,7 +51,7 @@ OFFSET_COMMIT = Api(
     ],
 )
 
-OFFSET_FETCH = Api(
+OFFSET_FETCH: Api[OffsetFetchRequest, OffsetFetchResponse] = Api(
     9, "OffsetFetch", versions=(1, 8), flexible=6,
     request=[
         F("group_id", "string", "0-7"),
@@ -84,7 +98,7 @@ OFFSET_FETCH = Api(
     ],
 )
 
-OFFSET_DELETE = Api(
+OFFSET_DELETE: Api[OffsetDeleteRequest, OffsetDeleteResponse] = Api(
     47, "OffsetDelete", versions=(0, 0), flexible=None,
     request=[
         F("group_id", "string"),
