@@ -17,7 +17,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -70,7 +70,7 @@ class TopicInfo:
     error_code: int
     is_internal: bool
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
-    topic_id: Any = None
+    topic_id: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -379,11 +379,10 @@ class Cluster:
         ordered = [errors[n] for n in candidates if n in errors]
         raise NoBrokersAvailableError("no broker reachable: " + "; ".join(ordered))
 
-    def send(self, node_id: int, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs
-             ) -> Coroutine[Any, Any, Resp]:
+    def send(self, node_id: int, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[Resp]:
         """``send(node_id, api, body, version=None)``: one request to broker ``node_id``; a connection failure
         drops the connection (next call reconnects). Typed by ``api`` as :meth:`BrokerConnection.send` is."""
-        return cast("Coroutine[Any, Any, Resp]", self._send(node_id, cast("Api[Any, Any]", api), *args, **kwargs))
+        return cast("Awaitable[Resp]", self._send(node_id, cast("Api[Any, Any]", api), *args, **kwargs))
 
     async def _send(self, node_id: int, api: Api[Any, Any], body: Any, version: Any = None) -> dict[str, Any]:
         conn = await self.connection(node_id)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -270,7 +270,7 @@ class BrokerConnection:
         return hi
 
     # ------------------------------------------------------------------ requests
-    def send(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, Resp]:
+    def send(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[Resp]:
         """``send(api, body, version=None)``: sends one request; awaiting it gives the decoded response body (a
         dict keyed by snake_case field names).
 
@@ -284,7 +284,7 @@ class BrokerConnection:
         or :class:`UnsupportedVersionError`.
         """
         # The decoder fills every declared field, which is what the response TypedDict describes.
-        return cast("Coroutine[Any, Any, Resp]", self._send(cast("Api[Any, Any]", api), *args, **kwargs))
+        return cast("Awaitable[Resp]", self._send(cast("Api[Any, Any]", api), *args, **kwargs))
 
     # body and version are typed by send()'s ParamSpec; here they only pass through to the encoder.
     async def _send(self, api: Api[Any, Any], body: Any, version: Any = None) -> _Body:
@@ -294,7 +294,7 @@ class BrokerConnection:
         await self._honour_throttle()
         return await self._request(api, body, version, timeout_ms=self.request_timeout_ms)
 
-    def send_no_response(self, api: Sendable[P, Any], *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, None]:
+    def send_no_response(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[None]:
         """``send_no_response(api, body, version=None)``: sends a request the peer will not answer (Produce with
         acks=0); awaiting it returns once the bytes are queued. Typed by ``api`` as :meth:`send` is."""
         return self._send_no_response(cast("Api[Any, Any]", api), *args, **kwargs)
