@@ -486,8 +486,10 @@ class Producer(TransactionalApi):
             topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
             lookup[(b.topic, b.partition)] = b
             b.attempts += 1
-        body: ProduceRequest = {"transactional_id": self._txn.transactional_id if self._txn else None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": p} for t, p in topic_data.items()]}
+        body: ProduceRequest = {
+            "transactional_id": self._txn.transactional_id if self._txn else None, "acks": self._acks,
+            "timeout_ms": self._request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": p} for t, p in topic_data.items()]}
         try:
             conn = await self._cluster.connection(node)
             version = conn.version_for(PRODUCE)
