@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moldau.cluster import Cluster
 from moldau.errors import KafkaError
@@ -54,7 +54,7 @@ class ScramAdmin:
         response = await conn.send(DESCRIBE_USER_SCRAM_CREDENTIALS, {"users": wanted})
         if response["error_code"]:
             raise KafkaError(response["error_code"], response["error_message"])
-        out: dict[str, Any] = {}
+        out: dict[str, list[tuple[str, int]] | KafkaError] = {}
         for r in response["results"]:
             out[r["user"]] = (KafkaError(r["error_code"], r["error_message"]) if r["error_code"] else
                               [(_NAMES.get(c["mechanism"], str(c["mechanism"])), c["iterations"])

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from moldau.errors import (
     ConnectFailedError,
@@ -47,9 +47,12 @@ from moldau.protocol.header import (
 )
 from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.messages.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from moldau.protocol.schema import Api, P, Resp, Sendable
+from moldau.protocol.schema import Api, P, Req, Resp, Sendable
 from moldau.protocol.types import INT16, INT32, DecodeError
 from moldau.security import ClientSecurity
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 
 log = logging.getLogger("moldau.client.connection")
 
@@ -198,7 +201,8 @@ class BrokerConnection:
 
     async def _handshake(self) -> None:
         version = API_VERSIONS.versions[1]
-        body = {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION}
+        body: ApiVersionsRequest = {"client_software_name": CLIENT_SOFTWARE_NAME,
+                                    "client_software_version": CLIENT_SOFTWARE_VERSION}
         response = await self._request(API_VERSIONS, body, version, timeout_ms=None)
         if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
             # The peer answered in the v0 layout; retry with the highest version it says it knows (else v0).
@@ -211,14 +215,16 @@ class BrokerConnection:
 
     async def _sasl_login(self, sec: ClientSecurity) -> None:
         """SaslHandshake v1 and SaslAuthenticate (v1+ answer errors in-band), before any other request."""
-        hs = await self._request(SASL_HANDSHAKE, {"mechanism": sec.mechanism}, 1, timeout_ms=None)
+        handshake: SaslHandshakeRequest = {"mechanism": str(sec.mechanism)}  # set whenever SASL is (config)
+        hs = await self._request(SASL_HANDSHAKE, handshake, 1, timeout_ms=None)
         if hs["error_code"] != ErrorCode.NONE:
             raise KafkaError(hs["error_code"], f"SASL mechanism {sec.mechanism} refused; the broker offers "
                              f"{', '.join(hs['mechanisms'])}")
         version = self.version_for(SASL_AUTHENTICATE)
 
         async def exchange(token: bytes) -> bytes:
-            r = await self._request(SASL_AUTHENTICATE, {"auth_bytes": token}, version, timeout_ms=None)
+            auth: SaslAuthenticateRequest = {"auth_bytes": token}
+            r = await self._request(SASL_AUTHENTICATE, auth, version, timeout_ms=None)
             if r["error_code"] != ErrorCode.NONE:
                 raise KafkaError(r["error_code"], r["error_message"])
             return bytes(r["auth_bytes"])
@@ -254,7 +260,7 @@ class BrokerConnection:
             self._transport.abort()  # pending requests are failed anyway; do not linger on unsent data
 
     # ------------------------------------------------------------------ versions
-    def version_for(self, api: Api[Any, Any], max_version: int | None = None) -> int:
+    def version_for(self, api: Api[Req, Resp], max_version: int | None = None) -> int:
         """The highest version of ``api`` that both sides support (capped at ``max_version``)."""
         theirs = self._api_versions.get(api.key)
         if theirs is None:
@@ -321,10 +327,10 @@ class BrokerConnection:
         if not self._handshake_done:
             raise NotConnectedError(f"{self.host}:{self.port}: not connected; call connect() first")
 
-    async def _request(self, api: Api[Any, Any], body: Mapping[str, Any], version: int,
-                       timeout_ms: int | None) -> _Body:
-        future: asyncio.Future[_Body] = asyncio.get_running_loop().create_future()
-        correlation_id = self._write_request(api, body, version, future)
+    async def _request(self, api: Api[Req, Resp], body: Req, version: int, timeout_ms: int | None) -> Resp:
+        # The future holds the decoded dict: every declared field, which is what the response TypedDict describes.
+        future: asyncio.Future[Resp] = asyncio.get_running_loop().create_future()
+        correlation_id = self._write_request(api, body, version, cast("asyncio.Future[_Body]", future))
         if timeout_ms is None:
             await self._drain()
             return await future
@@ -339,7 +345,7 @@ class BrokerConnection:
                 f"{api.name} v{version} (correlation id {correlation_id}) to {self.host}:{self.port} "
                 f"got no response within {timeout_ms} ms") from None
 
-    def _write_request(self, api: Api[Any, Any], body: Mapping[str, Any], version: int,
+    def _write_request(self, api: Api[Req, Resp], body: Req, version: int,
                        future: asyncio.Future[_Body] | None) -> int:
         """Encodes and writes one framed request; registers ``future`` (if any) under its correlation id."""
         if not api.supports(version):
@@ -454,7 +460,7 @@ def _parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:
     return parts
 
 
-def _decode_response(api: Api[Any, Any], version: int, frame: memoryview) -> _Body:
+def _decode_response(api: Api[Req, Resp], version: int, frame: memoryview) -> _Body:
     _, pos = decode_response_header(frame, response_header_version(api.key, api.is_flexible(version)))
     if api.key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= pos + 2 and \
             INT16.unpack_from(frame, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
