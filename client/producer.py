@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from moldau.batch_builder import encode_batch
+from moldau.batch_builder import Record, encode_batch
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig, producer_config
 from moldau.errors import ClientError, ConfigError, KafkaError, RequestTimeoutError
@@ -310,7 +310,7 @@ class Producer(TransactionalApi):
         self._parts_cache[topic] = (self._cluster.metadata_version, parts)
         return parts
 
-    def _append(self, topic: str, partition: int, record: tuple[Any, Any, Any, int], size: int,
+    def _append(self, topic: str, partition: int, record: Record, size: int,
                 future: asyncio.Future[RecordMetadata] | None, keyless: bool) -> _Batch:
         tp = (topic, partition)
         queue = self._queues.get(tp)
