@@ -301,6 +301,12 @@ class Cluster:
         state.connecting = fut
         try:
             conn = await self._connect(node_id, state)
+        except asyncio.CancelledError:
+            # Only this caller was cancelled (e.g. a staggered bootstrap attempt another one beat): the others
+            # waiting on the same connect get a connection error they retry, never a CancelledError of their own.
+            fut.set_exception(NotConnectedError(f"connect to broker {node_id} was abandoned; retry"))
+            fut.exception()
+            raise
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
