@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from moldau.broker.controller import requests as R
@@ -82,7 +82,7 @@ class MetadataCache(MetadataStore):
         return broker_id in self._live
 
     # ------------------------------------------------------------------ UpdateMetadata
-    def update(self, body: dict[str, Any]) -> None:
+    def update(self, body: Mapping[str, Any]) -> None:
         """Applies an UpdateMetadata body (already checked for stale epochs)."""
         self._controller_id = int(body["controller_id"])
         if body.get("live_brokers") is not None:

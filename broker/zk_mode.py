@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,7 @@ class ZkCluster:
     async def topic_configs(self, topic: str) -> dict[str, str]:
         return await self.zk.topic_config(topic)
 
-    def apply_update_metadata(self, body: dict[str, Any]) -> None:
+    def apply_update_metadata(self, body: Mapping[str, Any]) -> None:
         self.cache.update(body)
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:

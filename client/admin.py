@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.admin_acls import AclsAdmin
 from moldau.admin_configs import ConfigsAdmin
@@ -25,6 +25,7 @@ from moldau.admin_scram import ScramAdmin
 from moldau.admin_txn import TransactionsAdmin
 from moldau.cluster import BrokerInfo, Cluster, PartitionInfo
 from moldau.config import admin_config
+from moldau.connection import BrokerConnection
 from moldau.errors import KafkaError
 from moldau.fetcher import TopicPartition
 from moldau.group import OffsetAndMetadata
@@ -39,7 +40,15 @@ from moldau.protocol.messages.create_topics import CREATE_TOPICS
 from moldau.protocol.messages.delete_topics import DELETE_TOPICS
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.messages.metadata import METADATA
-from moldau.protocol.schema import Api
+from moldau.protocol.schema import P, Resp, Sendable
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        CreateTopicsRequestTopics,
+        CreateTopicsRequestTopicsAssignments,
+        DeleteTopicsRequest,
+        ListOffsetsRequestTopicsPartitions,
+    )
 
 EARLIEST = -2  # ListOffsets' special timestamps
 LATEST = -1
@@ -110,9 +119,8 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdm
                             timeout_ms: int = 60000, raise_errors: bool = True) -> dict[str, KafkaError | None]:
         """Creates topics (or only validates the request); a dict name -> error (None: created)."""
         wanted = list(topics)
-        body = {"topics": [_new_topic_body(t) for t in wanted], "timeout_ms": timeout_ms,
-                "validate_only": validate_only}
-        response = await self._to_controller(CREATE_TOPICS, body, "topics")
+        response = await self._to_controller("topics", CREATE_TOPICS, {
+            "topics": [_new_topic_body(t) for t in wanted], "timeout_ms": timeout_ms, "validate_only": validate_only})
         results = {t["name"]: _error(t["error_code"], t.get("error_message")) for t in response["topics"]}
         if not validate_only:
             await self._cluster.refresh_metadata([t.name for t in wanted if results.get(t.name) is None])
@@ -123,13 +131,14 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdm
         names = list(names)
         conn = await self._controller_conn()
         version = conn.version_for(DELETE_TOPICS)
-        body: dict[str, Any] = {"timeout_ms": timeout_ms}
+        body: DeleteTopicsRequest = {"timeout_ms": timeout_ms}
         if version >= 6:
-            body["topics"] = [{"name": n} for n in names]
+            body["topics"] = [{"name": n, "topic_id": bytes(16)} for n in names]  # by name: the zero id
         else:
             body["topic_names"] = names
-        response = await self._to_controller(DELETE_TOPICS, body, "responses")
-        results = {r["name"]: _error(r["error_code"], r.get("error_message")) for r in response["responses"]}
+        response = await self._to_controller("responses", DELETE_TOPICS, body)
+        results = {r["name"]: _error(r["error_code"], r.get("error_message")) for r in response["responses"]
+                   if r["name"] is not None}  # None only for topics deleted by id, which we never ask
         return _maybe_raise(results, raise_errors)
 
     async def list_topics(self, *, include_internal: bool = False) -> list[str]:
@@ -176,7 +185,7 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdm
         """``{(topic, partition): "earliest" | "latest" | timestamp_ms}`` -> offsets, asked of each leader."""
         topics = sorted({t for t, _ in requests})
         await self._metadata_for(topics)
-        per_leader: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        per_leader: dict[int, dict[str, list[ListOffsetsRequestTopicsPartitions]]] = {}
         results: dict[tuple[str, int], OffsetResult | KafkaError] = {}
         for (topic, partition), spec in requests.items():
             ts = EARLIEST if spec == "earliest" else LATEST if spec == "latest" else int(spec)
@@ -235,19 +244,21 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdm
         return await self._groups.delete_consumer_group_offsets(group_id, partitions, raise_errors=raise_errors)
 
     # ------------------------------------------------------------------ controller routing
-    async def _controller_conn(self) -> Any:
+    async def _controller_conn(self) -> BrokerConnection:
         if self._cluster.controller_id < 0 or self._cluster.controller_id not in self._cluster.brokers:
             await self._cluster.refresh_metadata(None, allow_auto_create=False)
         node = self._cluster.controller_id
         return await (self._cluster.connection(node) if node >= 0 else self._cluster.any_connection())
 
-    async def _to_controller(self, api: Api, body: dict[str, Any], items: str) -> dict[str, Any]:
-        """Sends to the controller; on NOT_CONTROLLER refreshes metadata and resends (bounded)."""
+    async def _to_controller(self, items: str, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Resp:
+        """``_to_controller(items, api, body)``: sends to the controller; when an entry of the response's
+        ``items`` list says NOT_CONTROLLER, refreshes metadata and resends (bounded). Typed by ``api``."""
         delay = self.config["retry.backoff.ms"] / 1000
         for attempt in range(_CONTROLLER_RETRIES):
             conn = await self._controller_conn()
-            response = await conn.send(api, body)
-            if not any(r["error_code"] == ErrorCode.NOT_CONTROLLER for r in response[items]) or \
+            response = await conn.send(api, *args, **kwargs)
+            entries: list[Mapping[str, object]] = response[items]
+            if not any(r["error_code"] == ErrorCode.NOT_CONTROLLER for r in entries) or \
                     attempt == _CONTROLLER_RETRIES - 1:
                 return response
             self._cluster.controller_id = -1
@@ -256,8 +267,8 @@ class AdminClient(PartitionAdmin, ConfigsAdmin, ScramAdmin, AclsAdmin, QuotasAdm
         raise AssertionError("unreachable")
 
 
-def _new_topic_body(t: NewTopic) -> dict[str, Any]:
-    assignments = [{"partition_index": p, "broker_ids": list(b)} for p, b in sorted((t.replica_assignment or {}).items())]
+def _new_topic_body(t: NewTopic) -> CreateTopicsRequestTopics:
+    assignments: list[CreateTopicsRequestTopicsAssignments] = [{"partition_index": p, "broker_ids": list(b)} for p, b in sorted((t.replica_assignment or {}).items())]
     return {"name": t.name, "num_partitions": -1 if assignments else t.num_partitions,
             "replication_factor": -1 if assignments else t.replication_factor, "assignments": assignments,
             "configs": [{"name": k, "value": str(v)} for k, v in t.config.items()]}

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.cluster import Cluster
 from moldau.errors import KafkaError
 from moldau.protocol.acl import CLUSTER_NAME, Operation, PatternType, Permission, ResourceType
 from moldau.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        CreateAclsRequestCreations,
+        DeleteAclsRequestFilters,
+        DeleteAclsResponseFilterResultsMatchingAcls,
+        DescribeAclsResponseResourcesAcls,
+    )
 
 __all__ = ["AclBinding", "AclBindingFilter", "AclsAdmin", "CLUSTER_NAME", "Operation", "PatternType", "Permission",
            "ResourceType"]
@@ -42,13 +50,15 @@ class AclBindingFilter:
     permission_type: Permission = Permission.ANY
 
 
-def _filter_body(f: AclBindingFilter) -> dict[str, Any]:
+def _filter_body(f: AclBindingFilter) -> DeleteAclsRequestFilters:
+    """The filter's wire form (DescribeAcls' request has the same fields at its top level)."""
     return {"resource_type_filter": f.resource_type, "resource_name_filter": f.name,
             "pattern_type_filter": f.pattern_type, "principal_filter": f.principal, "host_filter": f.host,
             "operation": f.operation, "permission_type": f.permission_type}
 
 
-def _binding(rtype: int, name: str, pattern: int, acl: dict[str, Any]) -> AclBinding:
+def _binding(rtype: int, name: str, pattern: int,
+             acl: DescribeAclsResponseResourcesAcls | DeleteAclsResponseFilterResultsMatchingAcls) -> AclBinding:
     return AclBinding(ResourceType(rtype), name, PatternType(pattern), acl["principal"], acl["host"],
                       Operation(acl["operation"]), Permission(acl["permission_type"]))
 
@@ -60,7 +70,7 @@ class AclsAdmin:
 
     async def create_acls(self, acls: Sequence[AclBinding]) -> dict[AclBinding, KafkaError | None]:
         """Per ACL its error (None: created; creating an existing ACL is not an error)."""
-        creations = [{"resource_type": a.resource_type, "resource_name": a.name,
+        creations: list[CreateAclsRequestCreations] = [{"resource_type": a.resource_type, "resource_name": a.name,
                       "resource_pattern_type": a.pattern_type, "principal": a.principal, "host": a.host,
                       "operation": a.operation, "permission_type": a.permission_type} for a in acls]
         conn = await self._cluster.any_connection()

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.cluster import Cluster
 from moldau.connection import BrokerConnection
 from moldau.errors import KafkaError
 from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from moldau.protocol.schema import P, Sendable
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        DescribeConfigsResponseResultsConfigs,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 RESOURCE_TYPES = {"topic": 2, "broker": 4, "broker_logger": 8}
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -66,7 +76,7 @@ class AlterConfigOp:
                              f"{sorted(OPERATIONS)}")
 
 
-def _entry(c: dict[str, Any], version: int) -> ConfigEntry:
+def _entry(c: DescribeConfigsResponseResultsConfigs, version: int) -> ConfigEntry:
     source = SOURCES.get(c["config_source"], "UNKNOWN") if version >= 1 else (
         "DEFAULT_CONFIG" if c["is_default"] else "UNKNOWN")
     return ConfigEntry(c["name"], c["value"], source, bool(c["is_sensitive"]), bool(c["read_only"]),
@@ -114,10 +124,11 @@ class ConfigsAdmin:
         """Replace each resource's whole set of dynamic overrides (AlterConfigs)."""
         out: dict[ConfigResource, KafkaError | None] = {}
         for resource, values in configs.items():
-            body = {"resources": [{"resource_type": RESOURCE_TYPES[resource.type], "resource_name": resource.name,
-                                   "configs": [{"name": k, "value": str(v)} for k, v in values.items()]}],
-                    "validate_only": validate_only}
-            out[resource] = await self._send_alter(ALTER_CONFIGS, resource, body, raise_errors)
+            body: AlterConfigsRequest = {
+                "resources": [{"resource_type": RESOURCE_TYPES[resource.type], "resource_name": resource.name,
+                               "configs": [{"name": k, "value": str(v)} for k, v in values.items()]}],
+                "validate_only": validate_only}
+            out[resource] = await self._send_alter(resource, raise_errors, ALTER_CONFIGS, body)
         return out
 
     async def incremental_alter_configs(self, ops: Mapping[ConfigResource, Iterable[AlterConfigOp]], *,
@@ -126,17 +137,20 @@ class ConfigsAdmin:
         """SET / DELETE / APPEND / SUBTRACT single keys of each resource (IncrementalAlterConfigs)."""
         out: dict[ConfigResource, KafkaError | None] = {}
         for resource, resource_ops in ops.items():
-            body = {"resources": [{"resource_type": RESOURCE_TYPES[resource.type], "resource_name": resource.name,
-                                   "configs": [{"name": o.name, "config_operation": OPERATIONS[o.op],
-                                                "value": o.value} for o in resource_ops]}],
-                    "validate_only": validate_only}
-            out[resource] = await self._send_alter(INCREMENTAL_ALTER_CONFIGS, resource, body, raise_errors)
+            incremental: IncrementalAlterConfigsRequest = {
+                "resources": [{"resource_type": RESOURCE_TYPES[resource.type], "resource_name": resource.name,
+                               "configs": [{"name": o.name, "config_operation": OPERATIONS[o.op], "value": o.value}
+                                           for o in resource_ops]}],
+                "validate_only": validate_only}
+            out[resource] = await self._send_alter(resource, raise_errors, INCREMENTAL_ALTER_CONFIGS, incremental)
         return out
 
-    async def _send_alter(self, api: Any, resource: ConfigResource, body: dict[str, Any],
-                          raise_errors: bool) -> KafkaError | None:
+    async def _send_alter(self, resource: ConfigResource, raise_errors: bool,
+                          api: Sendable[P, AlterConfigsResponse | IncrementalAlterConfigsResponse],
+                          *args: P.args, **kwargs: P.kwargs) -> KafkaError | None:
+        """AlterConfigs or IncrementalAlterConfigs (their responses have the same shape) for one resource."""
         conn = await self._config_conn(resource)
-        result = (await conn.send(api, body))["responses"][0]
+        result = (await conn.send(api, *args, **kwargs))["responses"][0]
         if not result["error_code"]:
             return None
         error = KafkaError(result["error_code"], result["error_message"])

@@ -9,6 +9,7 @@ type's default: ``{"user": "alice", "client-id": None}`` is alice's default clie
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from moldau.cluster import Cluster
 from moldau.errors import KafkaError
@@ -19,6 +20,9 @@ from moldau.protocol.messages.quotas import (  # noqa: F401  (re-exported for fi
     MATCH_EXACT,
     MATCH_SPECIFIED,
 )
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import AlterClientQuotasRequest
 
 QuotaEntity = dict[str, str | None]
 
@@ -47,7 +51,7 @@ class QuotasAdmin:
     async def alter_client_quotas(self, entries: Iterable[tuple[Mapping[str, str | None], Mapping[str, float | None]]],
                                   validate_only: bool = False, raise_errors: bool = True) -> list[KafkaError | None]:
         """Set (a value) or remove (None) quota keys of each entity; per entry its error (raised by default)."""
-        body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+        body: AlterClientQuotasRequest = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
                              "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
                                      for k, v in ops.items()]} for entity, ops in entries],
                 "validate_only": validate_only}

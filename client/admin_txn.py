@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from moldau.cluster import Cluster
 from moldau.errors import KafkaError
 from moldau.fetcher import TopicPartition
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.transactions import DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ListTransactionsRequest
 
 __all__ = ["ProducerState", "TransactionDescription", "TransactionListing", "TransactionsAdmin"]
 
@@ -61,7 +65,7 @@ class TransactionsAdmin:
         """The transactional ids of every broker's coordinator (only those in ``states`` / of ``producer_ids`` /
         open longer than ``duration_filter_ms`` when given)."""
         await self._cluster.refresh_metadata(None, allow_auto_create=False)
-        body = {"state_filters": list(states or ()), "producer_id_filters": list(producer_ids or ()),
+        body: ListTransactionsRequest = {"state_filters": list(states or ()), "producer_id_filters": list(producer_ids or ()),
                 "duration_filter": duration_filter_ms}
         nodes = sorted(self._cluster.brokers)
 

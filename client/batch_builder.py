@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import TypeAlias
 
 from moldau.protocol.compression import compress
 from moldau.protocol.records import (
@@ -22,6 +22,10 @@ from moldau.protocol.records import (
 
 # Kafka's v2 batch header: baseOffset, length, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount.
+# One record as the producer keeps it: (key, value, headers, timestamp_ms), already serialized to bytes.
+RecordHeaders: TypeAlias = list[tuple[str, bytes | None]]
+Record: TypeAlias = tuple[bytes | None, bytes | None, RecordHeaders | None, int]
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _TABLE_SIZE = 1 << 14
 _VARINT = [encode_varint(i) for i in range(_TABLE_SIZE)]  # zigzag varints of 0..16383
@@ -32,7 +36,7 @@ def _varint(value: int) -> bytes:
     return _VARINT[value] if 0 <= value < _TABLE_SIZE else encode_varint(value)
 
 
-def _headers_bytes(headers: Any) -> bytes:
+def _headers_bytes(headers: RecordHeaders) -> bytes:
     body = [_varint(len(headers))]
     for hkey, hvalue in headers:
         kb = hkey.encode("utf-8")
@@ -46,7 +50,7 @@ def _headers_bytes(headers: Any) -> bytes:
     return b"".join(body)
 
 
-def encode_batch(records: Sequence[tuple[Any, Any, Any, int]], *, compression: int = 0, producer_id: int = -1,
+def encode_batch(records: Sequence[Record], *, compression: int = 0, producer_id: int = -1,
                  producer_epoch: int = -1, base_sequence: int = -1, compression_level: int | None = None,
                  transactional: bool = False) -> bytes:
     """One v2 batch of ``(key, value, headers, timestamp_ms)`` records (CreateTime, offsets 0..n-1);

@@ -17,8 +17,9 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from moldau.config import ClientConfig
 from moldau.connection import BrokerConnection
@@ -32,7 +33,10 @@ from moldau.errors import (
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.group import FIND_COORDINATOR
 from moldau.protocol.messages.metadata import METADATA
-from moldau.protocol.schema import Api
+from moldau.protocol.schema import Api, P, Resp, Sendable
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import MetadataRequest, MetadataResponse
 
 log = logging.getLogger("moldau.client.cluster")
 
@@ -66,7 +70,7 @@ class TopicInfo:
     error_code: int
     is_internal: bool
     partitions: dict[int, PartitionInfo] = field(default_factory=dict)
-    topic_id: Any = None
+    topic_id: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -192,7 +196,7 @@ class Cluster:
 
     async def _do_refresh(self, topics: list[str] | None, allow_auto_create: bool | None) -> None:
         names = sorted(self._wanted_topics) if topics is not None or self._wanted_topics else None
-        body: dict[str, Any] = {
+        body: MetadataRequest = {
             "topics": None if names is None else [{"name": n} for n in names],
             "allow_auto_topic_creation": (self.config.get("allow.auto.create.topics", True)
                                           if allow_auto_create is None else allow_auto_create),
@@ -204,13 +208,15 @@ class Cluster:
         response = await conn.send(METADATA, body, version)
         self._apply_metadata(response, full=names is None)
 
-    def _apply_metadata(self, response: dict[str, Any], full: bool) -> None:
+    def _apply_metadata(self, response: MetadataResponse, full: bool) -> None:
         self.brokers = {b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b.get("rack"))
                         for b in response["brokers"]}
         self.cluster_id = response.get("cluster_id")
         self.controller_id = response.get("controller_id", -1)
         topics = {} if full else dict(self.topics)
         for t in response["topics"]:
+            if t["name"] is None:  # a topic asked for by id (v12+); we always ask by name
+                continue
             info = TopicInfo(t["name"], t["error_code"], t.get("is_internal", False), topic_id=t.get("topic_id"))
             for p in t["partitions"]:
                 info.partitions[p["partition_index"]] = PartitionInfo(
@@ -295,6 +301,12 @@ class Cluster:
         state.connecting = fut
         try:
             conn = await self._connect(node_id, state)
+        except asyncio.CancelledError:
+            # Only this caller was cancelled (e.g. a staggered bootstrap attempt another one beat): the others
+            # waiting on the same connect get a connection error they retry, never a CancelledError of their own.
+            fut.set_exception(NotConnectedError(f"connect to broker {node_id} was abandoned; retry"))
+            fut.exception()
+            raise
         except BaseException as exc:
             fut.set_exception(exc)
             fut.exception()
@@ -373,9 +385,12 @@ class Cluster:
         ordered = [errors[n] for n in candidates if n in errors]
         raise NoBrokersAvailableError("no broker reachable: " + "; ".join(ordered))
 
-    async def send(self, node_id: int, api: Api, body: dict[str, Any],
-                   version: int | None = None) -> dict[str, Any]:
-        """One request to broker ``node_id``; a connection failure drops the connection (next call reconnects)."""
+    def send(self, node_id: int, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[Resp]:
+        """``send(node_id, api, body, version=None)``: one request to broker ``node_id``; a connection failure
+        drops the connection (next call reconnects). Typed by ``api`` as :meth:`BrokerConnection.send` is."""
+        return cast("Awaitable[Resp]", self._send(node_id, cast("Api[Any, Any]", api), *args, **kwargs))
+
+    async def _send(self, node_id: int, api: Api[Any, Any], body: Any, version: Any = None) -> dict[str, Any]:
         conn = await self.connection(node_id)
         try:
             return await conn.send(api, body, version)
@@ -385,10 +400,11 @@ class Cluster:
             self.request_update()
             raise
 
-    async def send_any(self, api: Api, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
-        """One request to whichever broker is reachable (for cluster-wide requests such as ListGroups)."""
+    async def send_any(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Resp:
+        """``send_any(api, body, version=None)``: one request to whichever broker is reachable (for cluster-wide
+        requests such as ListGroups)."""
         conn = await self.any_connection()
-        return await conn.send(api, body, version)
+        return await conn.send(api, *args, **kwargs)
 
     def least_loaded_node(self) -> int | None:
         """The known broker with the fewest in-flight requests (connected ones first)."""
@@ -413,14 +429,16 @@ class Cluster:
         if version >= 4:
             response = await conn.send(FIND_COORDINATOR, {"key_type": key_type, "coordinator_keys": [group_id]},
                                        version)
-            entry = response["coordinators"][0]
-        else:
+            c = response["coordinators"][0]
+            error_code, error_message, node_id, host, port = (c["error_code"], c["error_message"], c["node_id"],
+                                                              c["host"], c["port"])
+        else:  # v0-v3 answer at the top level (the fields exist there in those versions)
             response = await conn.send(FIND_COORDINATOR, {"key": group_id, "key_type": key_type}, version)
-            entry = response
-        check_error(entry["error_code"], entry.get("error_message"))
-        node_id = entry["node_id"]
+            error_code, error_message = response["error_code"], response.get("error_message")
+            node_id, host, port = response["node_id"], response["host"], response["port"]
+        check_error(error_code, error_message)
         if node_id not in self.brokers:
-            self.brokers[node_id] = BrokerInfo(node_id, entry["host"], entry["port"])
+            self.brokers[node_id] = BrokerInfo(node_id, host, port)
         self._coordinators[cache_key] = node_id
         return node_id
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from moldau.errors import (
     ConnectFailedError,
@@ -46,9 +47,12 @@ from moldau.protocol.header import (
 )
 from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.messages.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from moldau.protocol.schema import Api
+from moldau.protocol.schema import Api, P, Req, Resp, Sendable
 from moldau.protocol.types import INT16, INT32, DecodeError
 from moldau.security import ClientSecurity
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 
 log = logging.getLogger("moldau.client.connection")
 
@@ -58,11 +62,15 @@ MAX_CORRELATION_ID = 0x7FFFFFFF
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
+# A decoded response before it is handed back as its API's response TypedDict.
+_Body = dict[str, Any]
+
+
 @dataclass(slots=True)
 class _Pending:
-    api: Api
+    api: Api[Any, Any]
     version: int
-    future: asyncio.Future[dict[str, Any]]
+    future: asyncio.Future[_Body]
 
 
 class _Protocol(asyncio.Protocol):
@@ -193,7 +201,8 @@ class BrokerConnection:
 
     async def _handshake(self) -> None:
         version = API_VERSIONS.versions[1]
-        body = {"client_software_name": CLIENT_SOFTWARE_NAME, "client_software_version": CLIENT_SOFTWARE_VERSION}
+        body: ApiVersionsRequest = {"client_software_name": CLIENT_SOFTWARE_NAME,
+                                    "client_software_version": CLIENT_SOFTWARE_VERSION}
         response = await self._request(API_VERSIONS, body, version, timeout_ms=None)
         if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
             # The peer answered in the v0 layout; retry with the highest version it says it knows (else v0).
@@ -206,14 +215,16 @@ class BrokerConnection:
 
     async def _sasl_login(self, sec: ClientSecurity) -> None:
         """SaslHandshake v1 and SaslAuthenticate (v1+ answer errors in-band), before any other request."""
-        hs = await self._request(SASL_HANDSHAKE, {"mechanism": sec.mechanism}, 1, timeout_ms=None)
+        handshake: SaslHandshakeRequest = {"mechanism": str(sec.mechanism)}  # set whenever SASL is (config)
+        hs = await self._request(SASL_HANDSHAKE, handshake, 1, timeout_ms=None)
         if hs["error_code"] != ErrorCode.NONE:
             raise KafkaError(hs["error_code"], f"SASL mechanism {sec.mechanism} refused; the broker offers "
                              f"{', '.join(hs['mechanisms'])}")
         version = self.version_for(SASL_AUTHENTICATE)
 
         async def exchange(token: bytes) -> bytes:
-            r = await self._request(SASL_AUTHENTICATE, {"auth_bytes": token}, version, timeout_ms=None)
+            auth: SaslAuthenticateRequest = {"auth_bytes": token}
+            r = await self._request(SASL_AUTHENTICATE, auth, version, timeout_ms=None)
             if r["error_code"] != ErrorCode.NONE:
                 raise KafkaError(r["error_code"], r["error_message"])
             return bytes(r["auth_bytes"])
@@ -249,7 +260,7 @@ class BrokerConnection:
             self._transport.abort()  # pending requests are failed anyway; do not linger on unsent data
 
     # ------------------------------------------------------------------ versions
-    def version_for(self, api: Api, max_version: int | None = None) -> int:
+    def version_for(self, api: Api[Req, Resp], max_version: int | None = None) -> int:
         """The highest version of ``api`` that both sides support (capped at ``max_version``)."""
         theirs = self._api_versions.get(api.key)
         if theirs is None:
@@ -265,22 +276,36 @@ class BrokerConnection:
         return hi
 
     # ------------------------------------------------------------------ requests
-    async def send(self, api: Api, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
-        """Sends one request and returns the decoded response body (a dict keyed by snake_case field names).
+    def send(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[Resp]:
+        """``send(api, body, version=None)``: sends one request; awaiting it gives the decoded response body (a
+        dict keyed by snake_case field names).
+
+        Typed by ``api`` (an ``Api[XRequest, XResponse]`` of protocol/messages): ``send(PRODUCE, body)`` takes a
+        ``ProduceRequest`` and gives a ``ProduceResponse`` (the TypedDicts of protocol/typed.py), so another
+        API's request, a misspelt or missing field, or reading a field the response lacks is a mypy error.
 
         ``version`` defaults to :meth:`version_for`; an explicit version must be one we support, and is sent
         even if the peer did not advertise it. Error codes inside the response are the caller's to check.
         Raises :class:`RequestTimeoutError`, a ``ConnectionError`` subclass, :class:`CorruptResponseError`
         or :class:`UnsupportedVersionError`.
         """
+        # The decoder fills every declared field, which is what the response TypedDict describes.
+        return cast("Awaitable[Resp]", self._send(cast("Api[Any, Any]", api), *args, **kwargs))
+
+    # body and version are typed by send()'s ParamSpec; here they only pass through to the encoder.
+    async def _send(self, api: Api[Any, Any], body: Any, version: Any = None) -> _Body:
         self._check_usable()
         if version is None:
             version = self.version_for(api)
         await self._honour_throttle()
         return await self._request(api, body, version, timeout_ms=self.request_timeout_ms)
 
-    async def send_no_response(self, api: Api, body: dict[str, Any], version: int | None = None) -> None:
-        """Sends a request the peer will not answer (Produce with acks=0); returns once the bytes are queued."""
+    def send_no_response(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[None]:
+        """``send_no_response(api, body, version=None)``: sends a request the peer will not answer (Produce with
+        acks=0); awaiting it returns once the bytes are queued. Typed by ``api`` as :meth:`send` is."""
+        return self._send_no_response(cast("Api[Any, Any]", api), *args, **kwargs)
+
+    async def _send_no_response(self, api: Api[Any, Any], body: Any, version: Any = None) -> None:
         self._check_usable()
         if version is None:
             version = self.version_for(api)
@@ -302,10 +327,10 @@ class BrokerConnection:
         if not self._handshake_done:
             raise NotConnectedError(f"{self.host}:{self.port}: not connected; call connect() first")
 
-    async def _request(self, api: Api, body: dict[str, Any], version: int,
-                       timeout_ms: int | None) -> dict[str, Any]:
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        correlation_id = self._write_request(api, body, version, future)
+    async def _request(self, api: Api[Req, Resp], body: Req, version: int, timeout_ms: int | None) -> Resp:
+        # The future holds the decoded dict: every declared field, which is what the response TypedDict describes.
+        future: asyncio.Future[Resp] = asyncio.get_running_loop().create_future()
+        correlation_id = self._write_request(api, body, version, cast("asyncio.Future[_Body]", future))
         if timeout_ms is None:
             await self._drain()
             return await future
@@ -320,8 +345,8 @@ class BrokerConnection:
                 f"{api.name} v{version} (correlation id {correlation_id}) to {self.host}:{self.port} "
                 f"got no response within {timeout_ms} ms") from None
 
-    def _write_request(self, api: Api, body: dict[str, Any], version: int,
-                       future: asyncio.Future[dict[str, Any]] | None) -> int:
+    def _write_request(self, api: Api[Req, Resp], body: Req, version: int,
+                       future: asyncio.Future[_Body] | None) -> int:
         """Encodes and writes one framed request; registers ``future`` (if any) under its correlation id."""
         if not api.supports(version):
             raise UnsupportedVersionError(f"{api.name} v{version} is not supported by this client "
@@ -435,7 +460,7 @@ def _parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:
     return parts
 
 
-def _decode_response(api: Api, version: int, frame: memoryview) -> dict[str, Any]:
+def _decode_response(api: Api[Req, Resp], version: int, frame: memoryview) -> _Body:
     _, pos = decode_response_header(frame, response_header_version(api.key, api.is_flexible(version)))
     if api.key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= pos + 2 and \
             INT16.unpack_from(frame, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
@@ -452,7 +477,6 @@ def _decode_response(api: Api, version: int, frame: memoryview) -> dict[str, Any
     return body
 
 
-
-def api_for(key: int) -> Api:
+def api_for(key: int) -> Api[Any, Any]:
     """The registered :class:`Api` for a key (``ApiKey`` members work too)."""
     return REGISTRY[int(key)]

@@ -201,8 +201,8 @@ class Consumer:
         # poll, not metadata.max.age.ms later.
         self._pattern_checked = now
         skip_internal = self.config["exclude.internal.topics"]
-        names = sorted(t["name"] for t in response["topics"]
-                       if pattern.fullmatch(t["name"]) and not (t.get("is_internal") and skip_internal))
+        names = sorted(n for t in response["topics"] if (n := t["name"]) is not None  # None: asked by id
+                       and pattern.fullmatch(n) and not (t.get("is_internal") and skip_internal))
         if names != self._topics:
             self._topics = names
             self._cluster.add_topics(names)

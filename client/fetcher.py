@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig
@@ -30,6 +30,14 @@ from moldau.protocol.records import (
     iter_headers,
     valid_crc,
 )
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        FetchRequest,
+        FetchRequestTopicsPartitions,
+        FetchResponseResponsesPartitionsAbortedTransactions,
+        ListOffsetsRequestTopicsPartitions,
+    )
 
 log = logging.getLogger("moldau.client.fetcher")
 
@@ -189,7 +197,8 @@ def _headers(data: bytes, p: int, headers: list[tuple[str, bytes | None]]) -> in
 
 def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *, check_crcs: bool,
                      key_deserializer: Any = None, value_deserializer: Any = None,
-                     aborted_transactions: list[dict[str, Any]] | None = None) -> list[ConsumerRecord]:
+                     aborted_transactions: list[FetchResponseResponsesPartitionsAbortedTransactions] | None = None
+                     ) -> list[ConsumerRecord]:
     """Records at or after ``fetch_offset`` in a fetched record set; control batches are skipped.
 
     With ``aborted_transactions`` (a read_committed fetch's list of ``{producer_id, first_offset}``), the batches
@@ -280,12 +289,14 @@ class Fetcher:
     async def _fetch_node(self, node: int, tps: list[TopicPartition], states: dict[TopicPartition, PartitionState],
                           ) -> tuple[Fetched, set[TopicPartition]]:
         started = {tp: (states[tp].fetch_offset, states[tp].epoch) for tp in tps}
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[FetchRequestTopicsPartitions]] = {}
         for tp in tps:
+            fetch_offset = started[tp][0]
+            assert fetch_offset is not None  # the caller skips partitions without a position
             topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "fetch_offset": started[tp][0], "log_start_offset": -1,
+                "partition": tp.partition, "fetch_offset": fetch_offset, "log_start_offset": -1,
                 "partition_max_bytes": self.config["max.partition.fetch.bytes"]})
-        body = {"replica_id": -1, "max_wait_ms": self.config["fetch.max.wait.ms"],
+        body: FetchRequest = {"replica_id": -1, "max_wait_ms": self.config["fetch.max.wait.ms"],
                 "min_bytes": self.config["fetch.min.bytes"], "max_bytes": self.config["fetch.max.bytes"],
                 "isolation_level": self.isolation_level, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
@@ -376,7 +387,7 @@ class Fetcher:
                 continue
             by_leader.setdefault(leader, []).append(tp)
         for node, group in by_leader.items():
-            topics: dict[str, list[dict[str, Any]]] = {}
+            topics: dict[str, list[ListOffsetsRequestTopicsPartitions]] = {}
             for tp in group:
                 ts = timestamp[tp] if isinstance(timestamp, dict) else timestamp
                 topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": ts})

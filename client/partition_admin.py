@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig
+from moldau.connection import BrokerConnection
 from moldau.errors import KafkaError
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.partition_admin import (
@@ -25,8 +26,19 @@ from moldau.protocol.messages.partition_admin import (
     ELECT_LEADERS,
     LIST_PARTITION_REASSIGNMENTS,
 )
-from moldau.protocol.schema import Api
+from moldau.protocol.schema import P, Resp, Sendable
 from moldau.protocol.types import TopicPartition
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AlterPartitionReassignmentsRequestTopicsPartitions,
+        CreatePartitionsRequestTopics,
+        DeleteRecordsRequestTopicsPartitions,
+        DescribeLogDirsRequest,
+        ElectLeadersRequest,
+        ElectLeadersRequestTopicPartitions,
+        ListPartitionReassignmentsRequestTopics,
+    )
 
 ELECTION_TYPES = {"preferred": 0, "unclean": 1}
 _RETRIES = 5
@@ -62,27 +74,27 @@ class PartitionAdmin:
     _cluster: Cluster
     config: ClientConfig
 
-    async def _to_controller(self, api: Api, body: dict[str, Any], items: str) -> dict[str, Any]:
+    async def _to_controller(self, items: str, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Resp:
         raise NotImplementedError
 
     async def _metadata_for(self, names: list[str]) -> None:
         raise NotImplementedError
 
-    async def _controller_conn(self) -> Any:
+    async def _controller_conn(self) -> BrokerConnection:
         raise NotImplementedError
 
     async def create_partitions(self, new_partitions: Mapping[str, int | NewPartitions], *,
                                 validate_only: bool = False, timeout_ms: int = 60000,
                                 raise_errors: bool = True) -> dict[str, KafkaError | None]:
         """Raises the partition count of each topic to its new total; a dict topic -> error (None: done)."""
-        topics = []
+        topics: list[CreatePartitionsRequestTopics] = []
         for name, spec in new_partitions.items():
             np = spec if isinstance(spec, NewPartitions) else NewPartitions(int(spec))
             topics.append({"name": name, "count": np.total_count,
                            "assignments": None if np.new_assignments is None else
                            [{"broker_ids": list(b)} for b in np.new_assignments]})
-        response = await self._to_controller(CREATE_PARTITIONS, {"topics": topics, "timeout_ms": timeout_ms,
-                                                                 "validate_only": validate_only}, "results")
+        response = await self._to_controller("results", CREATE_PARTITIONS, {
+            "topics": topics, "timeout_ms": timeout_ms, "validate_only": validate_only})
         results = {r["name"]: _error(r["error_code"], r.get("error_message")) for r in response["results"]}
         if not validate_only:
             await self._cluster.refresh_metadata([n for n, e in results.items() if e is None])
@@ -97,7 +109,7 @@ class PartitionAdmin:
         delay = self.config["retry.backoff.ms"] / 1000
         for attempt in range(_RETRIES):
             await self._metadata_for(sorted({t for t, _ in pending}))
-            per_leader: dict[int, dict[str, list[dict[str, Any]]]] = {}
+            per_leader: dict[int, dict[str, list[DeleteRecordsRequestTopicsPartitions]]] = {}
             for (topic, partition), offset in pending.items():
                 leader = self._cluster.leader_for(topic, partition)
                 known = self._cluster.partitions_for(topic)
@@ -143,13 +155,14 @@ class PartitionAdmin:
         kind = ELECTION_TYPES.get(election_type, -1) if isinstance(election_type, str) else int(election_type)
         if kind not in (0, 1):
             raise ValueError(f"election_type must be 'preferred' or 'unclean', got {election_type!r}")
-        topic_partitions = None
+        topic_partitions: list[ElectLeadersRequestTopicPartitions] | None = None
         if partitions is not None:
             grouped: dict[str, list[int]] = {}
             for topic, partition in partitions:
                 grouped.setdefault(topic, []).append(partition)
             topic_partitions = [{"topic": t, "partitions": ps} for t, ps in grouped.items()]
-        body = {"election_type": kind, "topic_partitions": topic_partitions, "timeout_ms": timeout_ms}
+        body: ElectLeadersRequest = {"election_type": kind, "topic_partitions": topic_partitions,
+                                     "timeout_ms": timeout_ms}
         delay = self.config["retry.backoff.ms"] / 1000
         for attempt in range(_RETRIES):
             conn = await self._controller_conn()
@@ -182,8 +195,8 @@ class PartitionAdmin:
         unknown = [n for n in nodes if n not in self._cluster.brokers]
         if unknown:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"unknown broker id(s) {unknown}")
-        body = {"topics": None if topics is None else
-                [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()]}
+        body: DescribeLogDirsRequest = {"topics": None if topics is None else
+                                        [{"topic": t, "partitions": list(ps)} for t, ps in topics.items()]}
         responses = await asyncio.gather(*(self._cluster.send(n, DESCRIBE_LOG_DIRS, body) for n in nodes))
         out: dict[int, list[LogDirDescription]] = {}
         for node, response in zip(nodes, responses):
@@ -207,7 +220,7 @@ class PartitionAdmin:
                                             raise_errors: bool = True) -> dict[TopicPartition, KafkaError | None]:
         """Moves each partition to the given replicas (None: cancels its reassignment in progress); the move
         itself runs on after the answer (``list_partition_reassignments`` shows it)."""
-        grouped: dict[str, list[dict[str, Any]]] = {}
+        grouped: dict[str, list[AlterPartitionReassignmentsRequestTopicsPartitions]] = {}
         for (topic, partition), replicas in reassignments.items():
             grouped.setdefault(topic, []).append({"partition_index": partition,
                                                   "replicas": None if replicas is None else list(replicas)})
@@ -224,7 +237,7 @@ class PartitionAdmin:
     async def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None, *,
                                            timeout_ms: int = 60000) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
         """Reassignments in progress: (topic, partition) -> (replicas, adding, removing)."""
-        topics = None
+        topics: list[ListPartitionReassignmentsRequestTopics] | None = None
         if partitions is not None:
             grouped: dict[str, list[int]] = {}
             for topic, partition in partitions:
@@ -236,13 +249,13 @@ class PartitionAdmin:
                                                     list(p["removing_replicas"]))
                 for t in response["topics"] for p in t["partitions"]}
 
-    async def _controller_request(self, api: Api, body: dict[str, Any]) -> dict[str, Any]:
-        """To the controller; a top-level NOT_CONTROLLER refreshes metadata and resends (bounded); another
-        top-level error is raised."""
+    async def _controller_request(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Resp:
+        """``_controller_request(api, body)``: to the controller; a top-level NOT_CONTROLLER refreshes metadata
+        and resends (bounded); another top-level error is raised. Typed by ``api``."""
         delay = self.config["retry.backoff.ms"] / 1000
         for attempt in range(_RETRIES):
             conn = await self._controller_conn()
-            response: dict[str, Any] = await conn.send(api, body)
+            response = await conn.send(api, *args, **kwargs)
             code = response.get("error_code", 0)
             if code == ErrorCode.NOT_CONTROLLER and attempt < _RETRIES - 1:
                 self._cluster.controller_id = -1

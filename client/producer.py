@@ -18,9 +18,9 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from moldau.batch_builder import encode_batch
+from moldau.batch_builder import Record, encode_batch
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig, producer_config
 from moldau.errors import ClientError, ConfigError, KafkaError, RequestTimeoutError
@@ -36,6 +36,14 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
 from moldau.protocol.messages.produce import PRODUCE
 from moldau.transaction_manager import TransactionManager
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        InitProducerIdRequest,
+        ProduceRequest,
+        ProduceRequestTopicDataPartitionData,
+        ProduceResponseResponsesPartitionResponses,
+    )
 
 __all__ = ["Producer", "RecordMetadata", "Headers"]
 
@@ -134,7 +142,7 @@ class Producer(TransactionalApi):
 
     async def _init_producer_id(self) -> None:
         conn = await self._cluster.any_connection()
-        body = {"transactional_id": None, "transaction_timeout_ms": 60000}
+        body: InitProducerIdRequest = {"transactional_id": None, "transaction_timeout_ms": 60000}
         response = await conn.send(INIT_PRODUCER_ID, body)
         if response["error_code"]:
             raise KafkaError(response["error_code"], "InitProducerId failed")
@@ -302,7 +310,7 @@ class Producer(TransactionalApi):
         self._parts_cache[topic] = (self._cluster.metadata_version, parts)
         return parts
 
-    def _append(self, topic: str, partition: int, record: tuple[Any, Any, Any, int], size: int,
+    def _append(self, topic: str, partition: int, record: Record, size: int,
                 future: asyncio.Future[RecordMetadata] | None, keyless: bool) -> _Batch:
         tp = (topic, partition)
         queue = self._queues.get(tp)
@@ -472,14 +480,16 @@ class Producer(TransactionalApi):
                                  transactional=self._txn is not None)
 
     async def _send_request(self, node: int, batches: list[_Batch]) -> None:
-        topic_data: dict[str, list[dict[str, Any]]] = {}
+        topic_data: dict[str, list[ProduceRequestTopicDataPartitionData]] = {}
         lookup: dict[tuple[str, int], _Batch] = {}
         for b in batches:
             topic_data.setdefault(b.topic, []).append({"index": b.partition, "records": b.data})
             lookup[(b.topic, b.partition)] = b
             b.attempts += 1
-        body = {"transactional_id": self._txn.transactional_id if self._txn else None, "acks": self._acks, "timeout_ms": self._request_timeout_ms,
-                "topic_data": [{"name": t, "partition_data": p} for t, p in topic_data.items()]}
+        body: ProduceRequest = {
+            "transactional_id": self._txn.transactional_id if self._txn else None, "acks": self._acks,
+            "timeout_ms": self._request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": p} for t, p in topic_data.items()]}
         try:
             conn = await self._cluster.connection(node)
             version = conn.version_for(PRODUCE)
@@ -514,7 +524,7 @@ class Producer(TransactionalApi):
         for b in lookup.values():
             self._retry_or_fail(b, KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "partition missing from response"))
 
-    def _handle_partition_response(self, batch: _Batch, part: dict[str, Any]) -> None:
+    def _handle_partition_response(self, batch: _Batch, part: ProduceResponseResponsesPartitionResponses) -> None:
         code = part["error_code"]
         if code == ErrorCode.NONE:
             self._retrying.discard((batch.topic, batch.partition))

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from moldau.batch_builder import Record
+
 Headers = Sequence[tuple[str, bytes | str | None]] | Mapping[str, bytes | str | None] | None
 RECORD_OVERHEAD = 22  # varints and attributes of one record, roughly (for batch.size / buffer.memory)
 
@@ -24,7 +26,7 @@ class Batch:
     topic: str
     partition: int
     created: float
-    records: list[tuple[Any, Any, Any, int]]
+    records: list[Record]
     futures: list[tuple[int, asyncio.Future[RecordMetadata]]]
     done: asyncio.Future[None]
     size: int = 0

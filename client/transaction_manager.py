@@ -20,7 +20,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from moldau.cluster import COORDINATOR_ERRORS, Cluster
 from moldau.config import ClientConfig
@@ -34,7 +34,17 @@ from moldau.protocol.messages.transactions import (
     END_TXN,
     TXN_OFFSET_COMMIT,
 )
-from moldau.protocol.schema import Api
+from moldau.protocol.schema import Api, Req, Resp
+
+if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.protocol.typed import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        EndTxnRequest,
+        InitProducerIdRequest,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestTopicsPartitions,
+    )
 
 log = logging.getLogger("moldau.client.transactions")
 
@@ -140,8 +150,9 @@ class TransactionManager:
         self.state = TxnState.READY
 
     async def _init_producer_id(self, producer_id: int, producer_epoch: int) -> None:
-        body = {"transactional_id": self.transactional_id, "transaction_timeout_ms": self.timeout_ms,
-                "producer_id": producer_id, "producer_epoch": producer_epoch}
+        body: InitProducerIdRequest = {"transactional_id": self.transactional_id,
+                                       "transaction_timeout_ms": self.timeout_ms, "producer_id": producer_id,
+                                       "producer_epoch": producer_epoch}
         response = await self._request(INIT_PRODUCER_ID, body, "InitProducerId")
         self.producer_id = response["producer_id"]
         self.producer_epoch = response["producer_epoch"]
@@ -171,8 +182,8 @@ class TransactionManager:
             raise self.error
         bump = not commit and self.error is not None
         if self._added or self._offsets_added:
-            body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                    "producer_epoch": self.producer_epoch, "committed": commit}
+            body: EndTxnRequest = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                                   "producer_epoch": self.producer_epoch, "committed": commit}
             try:
                 await self._request(END_TXN, body, "EndTxn")
             except TransactionError as exc:
@@ -211,10 +222,10 @@ class TransactionManager:
             topics: dict[str, list[int]] = {}
             for topic, partition in sorted(batch):
                 topics.setdefault(topic, []).append(partition)
-            body = {"v3_and_below_transactional_id": self.transactional_id,
-                    "v3_and_below_producer_id": self.producer_id,
-                    "v3_and_below_producer_epoch": self.producer_epoch,
-                    "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            body: AddPartitionsToTxnRequest = {
+                "v3_and_below_transactional_id": self.transactional_id, "v3_and_below_producer_id": self.producer_id,
+                "v3_and_below_producer_epoch": self.producer_epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
             try:
                 await self._request(ADD_PARTITIONS_TO_TXN, body, "AddPartitionsToTxn", ADD_PARTITIONS_MAX_VERSION)
             except Exception as exc:
@@ -235,29 +246,30 @@ class TransactionManager:
             self._raise_state("send_offsets_to_transaction")
         meta = ConsumerGroupMetadata(group) if isinstance(group, str) else group
         try:
-            await self._request(ADD_OFFSETS_TO_TXN, {
-                "transactional_id": self.transactional_id, "producer_id": self.producer_id,
-                "producer_epoch": self.producer_epoch, "group_id": meta.group_id}, "AddOffsetsToTxn")
+            add: AddOffsetsToTxnRequest = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                                           "producer_epoch": self.producer_epoch, "group_id": meta.group_id}
+            await self._request(ADD_OFFSETS_TO_TXN, add, "AddOffsetsToTxn")
             self._offsets_added = True
-            topics: dict[str, list[dict[str, Any]]] = {}
+            topics: dict[str, list[TxnOffsetCommitRequestTopicsPartitions]] = {}
             for (topic, partition), value in offsets.items():
                 om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
                 topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": om.offset,
                                                      "committed_leader_epoch": -1,
                                                      "committed_metadata": om.metadata})
-            body = {"transactional_id": self.transactional_id, "group_id": meta.group_id,
-                    "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
-                    "generation_id": meta.generation_id, "member_id": meta.member_id,
-                    "group_instance_id": meta.group_instance_id,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-            await self._request(TXN_OFFSET_COMMIT, body, "TxnOffsetCommit", group_id=meta.group_id)
+            commit: TxnOffsetCommitRequest = {
+                "transactional_id": self.transactional_id, "group_id": meta.group_id,
+                "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "generation_id": meta.generation_id, "member_id": meta.member_id,
+                "group_instance_id": meta.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            await self._request(TXN_OFFSET_COMMIT, commit, "TxnOffsetCommit", group_id=meta.group_id)
         except Exception as exc:
             self.set_error(exc)
             raise self.error or exc from None
 
     # ------------------------------------------------------------------ requests
-    async def _request(self, api: Api, body: dict[str, Any], what: str, max_version: int | None = None, *,
-                       group_id: str | None = None) -> dict[str, Any]:
+    async def _request(self, api: Api[Req, Resp], body: Req, what: str, max_version: int | None = None, *,
+                       group_id: str | None = None) -> Resp:
         """One request to the transaction (or, with ``group_id``, the group) coordinator, retried on retriable
         answers for up to max.block.ms; a non-retriable error is raised as a :class:`TransactionError`."""
         key, key_type = (group_id, 0) if group_id is not None else (self.transactional_id, TXN_COORDINATOR)
@@ -292,7 +304,7 @@ class TransactionManager:
             await asyncio.sleep(self._backoff_s)
 
 
-def _codes(response: dict[str, Any]) -> list[int]:
+def _codes(response: Mapping[str, Any]) -> list[int]:
     """Every error code in a transactional response (top level and per partition)."""
     codes = [response["error_code"]] if "error_code" in response else []
     for topic in response.get("results_by_topic_v3_and_below") or response.get("topics") or ():
@@ -301,7 +313,7 @@ def _codes(response: dict[str, Any]) -> list[int]:
     return codes
 
 
-def _check(response: dict[str, Any], what: str) -> None:
+def _check(response: Mapping[str, Any], what: str) -> None:
     codes = [c for c in _codes(response) if c]
     if not codes:
         return

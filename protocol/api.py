@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 from moldau.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from moldau.protocol.messages.api_versions import API_VERSIONS
@@ -116,7 +117,7 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
 
 
-REGISTRY: dict[int, Api] = {
+REGISTRY: dict[int, Api[Any, Any]] = {
     api.key: api
     for api in (PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS,
                 INIT_PRODUCER_ID, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP,

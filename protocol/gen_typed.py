@@ -21,11 +21,14 @@ leader epoch, ``None`` for an optional id) says "usually this", so those may be 
 from __future__ import annotations
 
 import argparse
+import importlib
+import pkgutil
 import sys
 from pathlib import Path
 
+from moldau.protocol import messages
 from moldau.protocol.api import REGISTRY
-from moldau.protocol.schema import _MISSING, FIXED, F, in_range
+from moldau.protocol.schema import _MISSING, FIXED, Api, F, in_range
 
 TARGET = Path(__file__).with_name("typed.py")
 
@@ -104,6 +107,26 @@ def render() -> str:
     return HEADER + "".join(f"\n\n{cls}\n" for cls in out.classes)
 
 
+def annotation_problems() -> list[str]:
+    """Every registered API's declaration must be annotated ``Api[<Name>Request, <Name>Response]`` (the shapes
+    this module generates): that annotation is what types the client's ``send`` and the broker's route table."""
+    found: dict[int, str] = {}
+    problems: list[str] = []
+    for info in pkgutil.iter_modules(messages.__path__):
+        module = importlib.import_module(f"{messages.__name__}.{info.name}")
+        notes = getattr(module, "__annotations__", {})
+        for const, value in vars(module).items():
+            if not isinstance(value, Api) or value.key not in REGISTRY or REGISTRY[value.key] is not value:
+                continue
+            found[value.key] = const
+            want = f"Api[{value.name}Request, {value.name}Response]"
+            if notes.get(const) != want:
+                problems.append(f"{module.__name__}.{const} must be annotated `{const}: {want} = Api(...)`")
+    problems += [f"{REGISTRY[k].name} (key {k}) is not declared in protocol/messages" for k in REGISTRY
+                 if k not in found]
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only check that the checked-in module is current")
@@ -114,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         if current != source:
             print(f"{TARGET} is stale: run python -m moldau.protocol.gen_typed", file=sys.stderr)
             return 1
-        return 0
+        problems = annotation_problems()
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
     TARGET.write_text(source, encoding="utf-8")
     print(f"wrote {TARGET}")
     return 0

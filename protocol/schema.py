@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from moldau.protocol import types as T
 from moldau.protocol.types import DecodeError
@@ -362,7 +362,8 @@ def compile_decoder(fields: list[F], version: int, flexible: bool) -> Decoder:
     return decode
 
 
-Encoder = Callable[[bytearray, list[tuple[int, Any]], dict[str, Any]], None]
+# Encoders read any mapping: a TypedDict of protocol/typed.py is a Mapping, not a dict, to mypy.
+Encoder = Callable[[bytearray, list[tuple[int, Any]], Mapping[str, Any]], None]
 
 
 class UnknownFieldError(ValueError):
@@ -398,9 +399,35 @@ def assemble(buf: bytearray, external: list[tuple[int, Any]]) -> list[Part]:
     return parts
 
 
+# The request and response shapes of one API (TypedDicts of protocol/typed.py, for mypy only).
+Req = TypeVar("Req", bound=Mapping[str, Any])
+Resp = TypeVar("Resp", bound=Mapping[str, Any])
+Resp_co = TypeVar("Resp_co", covariant=True)
+# The parameters of a request to one API: ``(body: XRequest, version: int | None = None)``.
+P = ParamSpec("P")
+
+
+class Sendable(Protocol[P, Resp_co]):
+    """What a sender's signature reads of an :class:`Api`: ``send(api, *args: P.args) -> Resp``.
+
+    Why not ``send(api: Api[Req, Resp], body: Req)``: mypy cannot check a literal dict body against a type
+    variable that another argument fixes (it reports "Cannot infer value of type parameter"). A ParamSpec taken
+    from the Api's ``signature`` makes the body's type known before the literal is checked, so a typo, a
+    missing field or another API's request is reported as such."""
+
+    def signature(self, *args: P.args, **kwargs: P.kwargs) -> Resp_co: ...
+
+
 @dataclass(slots=True)
-class Api:
-    """One Kafka API: its key, the versions we support, the first flexible version, and both message shapes."""
+class Api(Generic[Req, Resp]):
+    """One Kafka API: its key, the versions we support, the first flexible version, and both message shapes.
+
+    Generic in its request and response types: each declaration in protocol/messages is annotated
+    ``Api[XRequest, XResponse]`` with the TypedDicts of protocol/typed.py (imported under TYPE_CHECKING, so they
+    cost nothing at run time), and everything that sends or serves an API is typed through it: the client
+    connection's ``send(api, body: Req) -> Resp`` and the broker's route table (broker/apis ``route``), where a
+    handler registered under another API's key is a mypy error. The codec itself stays dict-based and untyped.
+    """
 
     key: int
     name: str
@@ -409,6 +436,10 @@ class Api:
     request: list[F]
     response: list[F]
     _cache: dict[tuple[str, int], Any] = field(default_factory=dict, repr=False)
+
+    if TYPE_CHECKING:
+        def signature(self, body: Req, version: int | None = None) -> Resp:
+            """For mypy only (see :class:`Sendable`): the parameters and result of a request to this API."""
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible is not None and version >= self.flexible
@@ -447,14 +478,14 @@ class Api:
         fn: Encoder = self._get("resp_enc", version)
         return fn
 
-    def encode_request(self, version: int, body: dict[str, Any]) -> bytes:
+    def encode_request(self, version: int, body: Req) -> bytes:
         return self._encode(self.request_encoder(version), body)
 
-    def encode_response(self, version: int, body: dict[str, Any]) -> bytes:
+    def encode_response(self, version: int, body: Resp) -> bytes:
         return self._encode(self.response_encoder(version), body)
 
     @staticmethod
-    def _encode(enc: Encoder, body: dict[str, Any]) -> bytes:
+    def _encode(enc: Encoder, body: Mapping[str, Any]) -> bytes:
         buf = bytearray()
         external: list[tuple[int, Any]] = []
         enc(buf, external, body)

@@ -1,8 +1,13 @@
-"""The route table: API key -> small handler function, given the typed dependencies of its family."""
+"""The route table: API key -> small handler function, given the typed dependencies of its family.
+
+Each entry is made by ``route(API, family, handler)``: the typed ``Api[Request, Response]`` declaration
+(protocol/messages) supplies the key and binds the handler's body and answer types, so mypy rejects a handler
+under the wrong API (tests/unit/broker/test_route_types.py proves it on a deliberately wrong table).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from moldau.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
@@ -77,25 +82,96 @@ from moldau.broker.apis.transactions import (
 )
 from moldau.broker.apis.txn_markers import TxnMarkerDeps, handle_write_txn_markers
 from moldau.broker.request_channel import Request
-from moldau.protocol.api import ApiKey
+from moldau.protocol.messages.acls import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
+from moldau.protocol.messages.api_versions import API_VERSIONS
+from moldau.protocol.messages.configs import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from moldau.protocol.messages.consumer_group import CONSUMER_GROUP_DESCRIBE, CONSUMER_GROUP_HEARTBEAT
+from moldau.protocol.messages.create_topics import CREATE_TOPICS
+from moldau.protocol.messages.delete_topics import DELETE_TOPICS
+from moldau.protocol.messages.fetch import FETCH
+from moldau.protocol.messages.group import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    SYNC_GROUP,
+)
+from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
+from moldau.protocol.messages.inter_broker import (
+    CONTROLLED_SHUTDOWN,
+    LEADER_AND_ISR,
+    OFFSET_FOR_LEADER_EPOCH,
+    STOP_REPLICA,
+    UPDATE_METADATA,
+)
+from moldau.protocol.messages.list_offsets import LIST_OFFSETS
+from moldau.protocol.messages.metadata import METADATA
+from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
+from moldau.protocol.messages.partition_admin import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    CREATE_PARTITIONS,
+    DELETE_RECORDS,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+    LIST_PARTITION_REASSIGNMENTS,
+)
+from moldau.protocol.messages.produce import PRODUCE
+from moldau.protocol.messages.quotas import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
+from moldau.protocol.messages.sasl import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
+from moldau.protocol.messages.transactions import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
+    END_TXN,
+    LIST_TRANSACTIONS,
+    TXN_OFFSET_COMMIT,
+    WRITE_TXN_MARKERS,
+)
+from moldau.protocol.schema import Api, Req, Resp
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import ApiVersionsResponseApiKeys
 
 D = TypeVar("D")
-B = TypeVar("B")  # the request body's type: a TypedDict of moldau.protocol.typed, or dict[str, Any]
-Route = Callable[[BrokerContext, Request, dict[str, Any]], Any]
+# What the handler pool calls: the decoded body in, the response (or an awaitable of it, or None) out. The types
+# are bound where the route is made (``route``); the pool itself only moves dicts.
+Route = Callable[[BrokerContext, Request, Any], Any]
 
 
-def route(family: Callable[[BrokerContext], D], handler: Callable[[D, Request, B], Any]) -> Route:
-    """A route hands its handler only its family's dependencies; mypy checks that the two match. The decoded
-    body is a plain dict with every declared field, which is what the handler's body TypedDict describes."""
+def route(api: Api[Req, Resp], family: Callable[[BrokerContext], D],
+          handler: Callable[[D, Request, Req], Resp | Awaitable[Resp] | None]) -> tuple[int, Route]:
+    """One entry of the route table: ``api``'s key and its handler, given only its family's dependencies.
+
+    mypy checks the three against each other: the handler takes ``api``'s request TypedDict and returns its
+    response (at once, as an awaitable, or None for no answer), and its first parameter is what ``family``
+    gives. So a handler registered under another API (``route(PRODUCE, _replicas, handle_fetch)``) is a type
+    error, and the key comes from the Api itself, never typed twice. The decoded body is a plain dict with every
+    declared field, which is what the request TypedDict describes."""
 
     def run(ctx: BrokerContext, request: Request, body: Any) -> Any:
         return handler(family(ctx), request, body)
 
     run.__name__ = run.__qualname__ = handler.__name__
-    return run
+    return api.key, run
+
+
+def routes(*entries: tuple[int, Route]) -> dict[int, Route]:
+    """The route table from ``route`` entries; an API routed twice is a programming error."""
+    table: dict[int, Route] = {}
+    for key, run in entries:
+        if key in table:
+            raise ValueError(f"API key {key} routed twice")
+        table[key] = run
+    return table
 
 
 def _replicas(c: BrokerContext) -> ReplicaDeps:
@@ -154,81 +230,81 @@ def _api_versions(c: BrokerContext) -> list[ApiVersionsResponseApiKeys]:
     return c.api_versions
 
 
-ROUTES: dict[int, Route] = {
-    ApiKey.PRODUCE: route(_replicas, handle_produce),
-    ApiKey.FETCH: route(_replicas, handle_fetch),
-    ApiKey.LIST_OFFSETS: route(_replicas, handle_list_offsets),
-    ApiKey.METADATA: route(_topics, handle_metadata),
-    ApiKey.API_VERSIONS: route(_api_versions, handle_api_versions),
-    ApiKey.CREATE_TOPICS: route(_topics, handle_create_topics),
-    ApiKey.DELETE_TOPICS: route(_topics, handle_delete_topics),
-    ApiKey.INIT_PRODUCER_ID: route(_producer_ids, handle_init_producer_id),
-    ApiKey.OFFSET_COMMIT: route(_groups, handle_offset_commit),
-    ApiKey.OFFSET_FETCH: route(_groups, handle_offset_fetch),
-    ApiKey.OFFSET_DELETE: route(_groups, handle_offset_delete),
-    ApiKey.FIND_COORDINATOR: route(_groups, handle_find_coordinator),
-    ApiKey.JOIN_GROUP: route(_groups, handle_join_group),
-    ApiKey.SYNC_GROUP: route(_groups, handle_sync_group),
-    ApiKey.HEARTBEAT: route(_groups, handle_heartbeat),
-    ApiKey.LEAVE_GROUP: route(_groups, handle_leave_group),
-    ApiKey.LIST_GROUPS: route(_groups, handle_list_groups),
-    ApiKey.DESCRIBE_GROUPS: route(_groups, handle_describe_groups),
-    ApiKey.DELETE_GROUPS: route(_groups, handle_delete_groups),
-    ApiKey.LEADER_AND_ISR: route(_control, handle_leader_and_isr),
-    ApiKey.STOP_REPLICA: route(_control, handle_stop_replica),
-    ApiKey.UPDATE_METADATA: route(_control, handle_update_metadata),
-    ApiKey.CONTROLLED_SHUTDOWN: route(_control, handle_controlled_shutdown),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: route(_replicas, handle_offset_for_leader_epoch),
-    ApiKey.SASL_HANDSHAKE: route(_nothing, handle_sasl_handshake),
-    ApiKey.SASL_AUTHENTICATE: route(_nothing, handle_sasl_authenticate),
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: route(_scram, handle_describe_user_scram_credentials),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: route(_scram, handle_alter_user_scram_credentials),
-}
+ROUTES: dict[int, Route] = routes(
+    route(PRODUCE, _replicas, handle_produce),
+    route(FETCH, _replicas, handle_fetch),
+    route(LIST_OFFSETS, _replicas, handle_list_offsets),
+    route(METADATA, _topics, handle_metadata),
+    route(API_VERSIONS, _api_versions, handle_api_versions),
+    route(CREATE_TOPICS, _topics, handle_create_topics),
+    route(DELETE_TOPICS, _topics, handle_delete_topics),
+    route(INIT_PRODUCER_ID, _producer_ids, handle_init_producer_id),
+    route(OFFSET_COMMIT, _groups, handle_offset_commit),
+    route(OFFSET_FETCH, _groups, handle_offset_fetch),
+    route(OFFSET_DELETE, _groups, handle_offset_delete),
+    route(FIND_COORDINATOR, _groups, handle_find_coordinator),
+    route(JOIN_GROUP, _groups, handle_join_group),
+    route(SYNC_GROUP, _groups, handle_sync_group),
+    route(HEARTBEAT, _groups, handle_heartbeat),
+    route(LEAVE_GROUP, _groups, handle_leave_group),
+    route(LIST_GROUPS, _groups, handle_list_groups),
+    route(DESCRIBE_GROUPS, _groups, handle_describe_groups),
+    route(DELETE_GROUPS, _groups, handle_delete_groups),
+    route(LEADER_AND_ISR, _control, handle_leader_and_isr),
+    route(STOP_REPLICA, _control, handle_stop_replica),
+    route(UPDATE_METADATA, _control, handle_update_metadata),
+    route(CONTROLLED_SHUTDOWN, _control, handle_controlled_shutdown),
+    route(OFFSET_FOR_LEADER_EPOCH, _replicas, handle_offset_for_leader_epoch),
+    route(SASL_HANDSHAKE, _nothing, handle_sasl_handshake),
+    route(SASL_AUTHENTICATE, _nothing, handle_sasl_authenticate),
+    route(DESCRIBE_USER_SCRAM_CREDENTIALS, _scram, handle_describe_user_scram_credentials),
+    route(ALTER_USER_SCRAM_CREDENTIALS, _scram, handle_alter_user_scram_credentials),
+)
 # The partition and record admin APIs (broker/apis/partition_admin.py).
-ROUTES.update({
-    ApiKey.CREATE_PARTITIONS: route(_partition_admin, handle_create_partitions),
-    ApiKey.DELETE_RECORDS: route(_partition_admin, handle_delete_records),
-    ApiKey.ELECT_LEADERS: route(_partition_admin, handle_elect_leaders),
-    ApiKey.DESCRIBE_LOG_DIRS: route(_partition_admin, handle_describe_log_dirs),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_alter_partition_reassignments),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: route(_partition_admin, handle_list_partition_reassignments),
-})
+ROUTES.update(routes(
+    route(CREATE_PARTITIONS, _partition_admin, handle_create_partitions),
+    route(DELETE_RECORDS, _partition_admin, handle_delete_records),
+    route(ELECT_LEADERS, _partition_admin, handle_elect_leaders),
+    route(DESCRIBE_LOG_DIRS, _partition_admin, handle_describe_log_dirs),
+    route(ALTER_PARTITION_REASSIGNMENTS, _partition_admin, handle_alter_partition_reassignments),
+    route(LIST_PARTITION_REASSIGNMENTS, _partition_admin, handle_list_partition_reassignments),
+))
 # ACLs (broker/apis/acls.py).
-ROUTES.update({
-    ApiKey.DESCRIBE_ACLS: route(_acls, handle_describe_acls),
-    ApiKey.CREATE_ACLS: route(_acls, handle_create_acls),
-    ApiKey.DELETE_ACLS: route(_acls, handle_delete_acls),
-})
+ROUTES.update(routes(
+    route(DESCRIBE_ACLS, _acls, handle_describe_acls),
+    route(CREATE_ACLS, _acls, handle_create_acls),
+    route(DELETE_ACLS, _acls, handle_delete_acls),
+))
 # Topic and broker configs (issue 10).
-ROUTES.update({
-    ApiKey.DESCRIBE_CONFIGS: route(_configs, handle_describe_configs),
-    ApiKey.ALTER_CONFIGS: route(_configs, handle_alter_configs),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: route(_configs, handle_incremental_alter_configs),
-})
+ROUTES.update(routes(
+    route(DESCRIBE_CONFIGS, _configs, handle_describe_configs),
+    route(ALTER_CONFIGS, _configs, handle_alter_configs),
+    route(INCREMENTAL_ALTER_CONFIGS, _configs, handle_incremental_alter_configs),
+))
 # The transaction coordinator (issue 19; broker/apis/transactions.py).
-ROUTES.update({
-    ApiKey.ADD_PARTITIONS_TO_TXN: route(_transactions, handle_add_partitions_to_txn),
-    ApiKey.ADD_OFFSETS_TO_TXN: route(_transactions, handle_add_offsets_to_txn),
-    ApiKey.END_TXN: route(_transactions, handle_end_txn),
-    ApiKey.TXN_OFFSET_COMMIT: route(_transactions, handle_txn_offset_commit),
-    ApiKey.DESCRIBE_TRANSACTIONS: route(_transactions, handle_describe_transactions),
-    ApiKey.LIST_TRANSACTIONS: route(_transactions, handle_list_transactions),
-})
+ROUTES.update(routes(
+    route(ADD_PARTITIONS_TO_TXN, _transactions, handle_add_partitions_to_txn),
+    route(ADD_OFFSETS_TO_TXN, _transactions, handle_add_offsets_to_txn),
+    route(END_TXN, _transactions, handle_end_txn),
+    route(TXN_OFFSET_COMMIT, _transactions, handle_txn_offset_commit),
+    route(DESCRIBE_TRANSACTIONS, _transactions, handle_describe_transactions),
+    route(LIST_TRANSACTIONS, _transactions, handle_list_transactions),
+))
 # Transactions, the partition side (issue 19; broker/apis/txn_markers.py).
-ROUTES.update({
-    ApiKey.WRITE_TXN_MARKERS: route(_txn_markers, handle_write_txn_markers),
-    ApiKey.DESCRIBE_PRODUCERS: route(_replicas, handle_describe_producers),
-})
+ROUTES.update(routes(
+    route(WRITE_TXN_MARKERS, _txn_markers, handle_write_txn_markers),
+    route(DESCRIBE_PRODUCERS, _replicas, handle_describe_producers),
+))
 # The consumer group protocol of KIP-848 (issue 22, broker/apis/consumer_group.py).
-ROUTES.update({
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: route(_groups, handle_consumer_group_heartbeat),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: route(_groups, handle_consumer_group_describe),
-})
+ROUTES.update(routes(
+    route(CONSUMER_GROUP_HEARTBEAT, _groups, handle_consumer_group_heartbeat),
+    route(CONSUMER_GROUP_DESCRIBE, _groups, handle_consumer_group_describe),
+))
 # Client quotas (issue 23, broker/apis/quotas.py).
-ROUTES.update({
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: route(_quotas, handle_describe_client_quotas),
-    ApiKey.ALTER_CLIENT_QUOTAS: route(_quotas, handle_alter_client_quotas),
-})
+ROUTES.update(routes(
+    route(DESCRIBE_CLIENT_QUOTAS, _quotas, handle_describe_client_quotas),
+    route(ALTER_CLIENT_QUOTAS, _quotas, handle_alter_client_quotas),
+))
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.

@@ -10,7 +10,7 @@ to ZooKeeper themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,7 +46,7 @@ class ClusterControl(Protocol):
         """The topic's config overrides, for a LeaderAndIsr that creates its log."""
         ...
 
-    def apply_update_metadata(self, body: dict[str, Any]) -> None: ...
+    def apply_update_metadata(self, body: Mapping[str, Any]) -> None: ...
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:
         """Run by the active controller: move the broker's leaderships away; (error, partitions still led)."""
@@ -110,7 +110,7 @@ class StandaloneCluster:
     async def topic_configs(self, topic: str) -> dict[str, str]:
         return {}
 
-    def apply_update_metadata(self, body: dict[str, Any]) -> None:
+    def apply_update_metadata(self, body: Mapping[str, Any]) -> None:
         raise RuntimeError("a standalone broker takes no UpdateMetadata (fence() refuses it)")
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:

@@ -10,6 +10,7 @@ NOT_CONTROLLER.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ControlDeps
@@ -21,24 +22,28 @@ from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
+        ControlledShutdownRequest,
         ControlledShutdownResponse,
+        LeaderAndIsrRequest,
         LeaderAndIsrResponse,
         LeaderAndIsrResponseTopicsPartitionErrors,
+        StopReplicaRequest,
         StopReplicaResponse,
         StopReplicaResponsePartitionErrors,
+        UpdateMetadataRequest,
         UpdateMetadataResponse,
     )
 
 log = logging.getLogger("moldau.apis.inter_broker")
 
 
-def _fence(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> ErrorCode:
+def _fence(ctx: ControlDeps, request: Request, body: Mapping[str, Any]) -> ErrorCode:
     if not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):  # only brokers (super users) may send these
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return ctx.cluster.fence(body["controller_id"], body["controller_epoch"], body.get("broker_epoch", -1))
 
 
-async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> LeaderAndIsrResponse:
+async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     error = _fence(ctx, request, body)
     results: list[tuple[str, bytes | None, int, ErrorCode]] = []
     states = list(R.partition_states(body))
@@ -65,14 +70,14 @@ async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: dict[s
             "topics": [{"topic_id": tid, "partition_errors": errs} for tid, errs in by_id.items()]}
 
 
-def handle_update_metadata(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> UpdateMetadataResponse:
+def handle_update_metadata(ctx: ControlDeps, request: Request, body: UpdateMetadataRequest) -> UpdateMetadataResponse:
     error = _fence(ctx, request, body)
     if error == ErrorCode.NONE:
         ctx.cluster.apply_update_metadata(body)
     return {"error_code": error}
 
 
-def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]) -> StopReplicaResponse:
+def handle_stop_replica(ctx: ControlDeps, request: Request, body: StopReplicaRequest) -> StopReplicaResponse:
     error = _fence(ctx, request, body)
     partitions = list(R.stop_replica_partitions(body))
     out: list[StopReplicaResponsePartitionErrors] = []
@@ -85,7 +90,7 @@ def handle_stop_replica(ctx: ControlDeps, request: Request, body: dict[str, Any]
     return {"error_code": error, "partition_errors": out}
 
 
-async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: dict[str, Any]
+async def handle_controlled_shutdown(ctx: ControlDeps, request: Request, body: ControlledShutdownRequest
                                      ) -> ControlledShutdownResponse:
     if not ctx.auth.cluster(request, Operation.CLUSTER_ACTION):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "remaining_partitions": []}

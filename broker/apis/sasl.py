@@ -6,7 +6,7 @@ handler; a handshake that arrives here is out of place, and Kafka answers it wit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from moldau.broker.apis.context import ScramDeps
 from moldau.broker.request_channel import Request
@@ -22,6 +22,9 @@ from moldau.protocol.scram import (
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsRequestDeletions,
+        AlterUserScramCredentialsRequestUpsertions,
         AlterUserScramCredentialsResponse,
         DescribeUserScramCredentialsRequest,
         DescribeUserScramCredentialsResponse,
@@ -75,7 +78,7 @@ async def handle_describe_user_scram_credentials(ctx: ScramDeps, request: Reques
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "results": results}
 
 
-def _check_upsertion(u: dict[str, Any]) -> tuple[ErrorCode, str] | None:
+def _check_upsertion(u: AlterUserScramCredentialsRequestUpsertions) -> tuple[ErrorCode, str] | None:
     if u["mechanism"] not in _NAMES:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism code {u['mechanism']}"
     if not MIN_ITERATIONS <= u["iterations"] <= MAX_ITERATIONS:
@@ -89,18 +92,20 @@ def _check_upsertion(u: dict[str, Any]) -> tuple[ErrorCode, str] | None:
 
 
 async def handle_alter_user_scram_credentials(ctx: ScramDeps, request: Request,
-                                              body: dict[str, Any]) -> AlterUserScramCredentialsResponse:
+                                              body: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
     store = ctx.store
     allowed = ctx.auth.cluster(request, Operation.ALTER)
-    ops = [("delete", d) for d in body["deletions"]] + [("upsert", u) for u in body["upsertions"]]
+    # (the entry, the same entry again if it is an upsertion): an upsertion has every field of a deletion
+    ops: list[tuple[AlterUserScramCredentialsRequestDeletions, AlterUserScramCredentialsRequestUpsertions | None]] = \
+        [(d, None) for d in body["deletions"]] + [(u, u) for u in body["upsertions"]]
     errors: dict[str, tuple[ErrorCode, str | None]] = {}
     seen: set[tuple[str, int]] = set()
-    for _, op in ops:  # Kafka refuses a user whose (user, mechanism) pairs repeat, before changing anything
+    for op, _ in ops:  # Kafka refuses a user whose (user, mechanism) pairs repeat, before changing anything
         key = (op["name"], op["mechanism"])
         if key in seen:
             errors[op["name"]] = (ErrorCode.DUPLICATE_RESOURCE, "a user credential cannot be altered twice")
         seen.add(key)
-    for kind, op in ops:
+    for op, upsertion in ops:
         name = op["name"]
         if name in errors:
             continue
@@ -110,14 +115,14 @@ async def handle_alter_user_scram_credentials(ctx: ScramDeps, request: Request,
         if store is None:
             errors[name] = (ErrorCode.UNSUPPORTED_VERSION, "no SCRAM credential store")
             continue
-        if kind == "upsert":
-            problem = _check_upsertion(op)
+        if upsertion is not None:
+            problem = _check_upsertion(upsertion)
             if problem is not None:
                 errors[name] = problem
                 continue
-            mech = _NAMES[op["mechanism"]]
-            cred = credential_from_salted(MECHANISMS[mech], bytes(op["salted_password"]), bytes(op["salt"]),
-                                          op["iterations"])
+            mech = _NAMES[upsertion["mechanism"]]
+            cred = credential_from_salted(MECHANISMS[mech], bytes(upsertion["salted_password"]),
+                                          bytes(upsertion["salt"]), upsertion["iterations"])
             await store.alter(name, mech, cred)
         else:
             mech_name = _NAMES.get(op["mechanism"])
@@ -129,7 +134,7 @@ async def handle_alter_user_scram_credentials(ctx: ScramDeps, request: Request,
                                 f"Attempt to delete a user credential that does not exist: {name}")
                 continue
             await store.alter(name, mech_name, None)
-    users = list(dict.fromkeys(op["name"] for _, op in ops))
+    users = list(dict.fromkeys(op["name"] for op, _ in ops))
     return {"throttle_time_ms": 0, "results": [
         {"user": u, "error_code": errors.get(u, (ErrorCode.NONE, None))[0],
          "error_message": errors.get(u, (ErrorCode.NONE, None))[1]} for u in users]}

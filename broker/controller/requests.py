@@ -7,7 +7,7 @@ readers accept either shape likewise.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,7 +81,7 @@ def stop_replica(controller_id: int, controller_epoch: int, broker_epoch: int, p
 
 
 # --------------------------------------------------------------------------------------------- broker side
-def partition_states(body: dict[str, Any]) -> Iterator[tuple[str, bytes | None, dict[str, Any]]]:
+def partition_states(body: Mapping[str, Any]) -> Iterator[tuple[str, bytes | None, dict[str, Any]]]:
     """(topic, topic id or None, partition state) from a LeaderAndIsr or UpdateMetadata body of any version
     (a body that carries both shapes, as built here before encoding, yields each partition once)."""
     seen: set[TopicPartition] = set()
@@ -95,7 +95,7 @@ def partition_states(body: dict[str, Any]) -> Iterator[tuple[str, bytes | None, 
             yield s["topic_name"], None, s
 
 
-def stop_replica_partitions(body: dict[str, Any]) -> Iterator[tuple[str, int, bool]]:
+def stop_replica_partitions(body: Mapping[str, Any]) -> Iterator[tuple[str, int, bool]]:
     """(topic, partition, delete) from a StopReplica body of any version (each partition once)."""
     delete = bool(body.get("delete_partitions", False))
     found: dict[TopicPartition, bool] = {}
@@ -111,7 +111,7 @@ def stop_replica_partitions(body: dict[str, Any]) -> Iterator[tuple[str, int, bo
         yield topic, index, d
 
 
-def live_brokers(body: dict[str, Any]) -> Iterator[tuple[int, str, int, str | None]]:
+def live_brokers(body: Mapping[str, Any]) -> Iterator[tuple[int, str, int, str | None]]:
     """(id, host, port, rack) of each live broker in an UpdateMetadata body of any version."""
     for b in body.get("live_brokers") or []:
         endpoints = b.get("endpoints") or []
@@ -122,7 +122,7 @@ def live_brokers(body: dict[str, Any]) -> Iterator[tuple[int, str, int, str | No
         yield b["id"], host, port, b.get("rack")
 
 
-def live_broker_endpoints(body: dict[str, Any]) -> Iterator[tuple[int, str | None, list[tuple[str, str, int]]]]:
+def live_broker_endpoints(body: Mapping[str, Any]) -> Iterator[tuple[int, str | None, list[tuple[str, str, int]]]]:
     """(id, rack, [(listener, host, port), ...]) of each live broker in an UpdateMetadata body of any version;
     v1-v2 endpoints carry no listener name (the listener is named after its security protocol, as in Kafka); v0
     carries one host/port: it is reported as listener PLAINTEXT."""

@@ -1,7 +1,21 @@
 """ACL APIs: DescribeAcls (29), CreateAcls (30), DeleteAcls (31), each v0-3, flexible from v2. The pattern
 type fields exist from v1 (v0 knows only literal patterns: Kafka's default 3 = LITERAL)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        CreateAclsRequest,
+        CreateAclsResponse,
+        DeleteAclsRequest,
+        DeleteAclsResponse,
+        DescribeAclsRequest,
+        DescribeAclsResponse,
+    )
 
 _FILTER = [
     F("resource_type_filter", "int8"),
@@ -13,7 +27,7 @@ _FILTER = [
     F("permission_type", "int8"),
 ]
 
-DESCRIBE_ACLS = Api(
+DESCRIBE_ACLS: Api[DescribeAclsRequest, DescribeAclsResponse] = Api(
     29, "DescribeAcls", versions=(0, 3), flexible=2,
     request=_FILTER,
     response=[
@@ -34,7 +48,7 @@ DESCRIBE_ACLS = Api(
     ],
 )
 
-CREATE_ACLS = Api(
+CREATE_ACLS: Api[CreateAclsRequest, CreateAclsResponse] = Api(
     30, "CreateAcls", versions=(0, 3), flexible=2,
     request=[
         F("creations", [
@@ -56,7 +70,7 @@ CREATE_ACLS = Api(
     ],
 )
 
-DELETE_ACLS = Api(
+DELETE_ACLS: Api[DeleteAclsRequest, DeleteAclsResponse] = Api(
     31, "DeleteAcls", versions=(0, 3), flexible=2,
     request=[F("filters", _FILTER)],
     response=[

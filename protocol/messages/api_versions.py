@@ -1,8 +1,15 @@
 """ApiVersions (key 18): v0-v3. v3 is flexible in its body; the response header stays v0 (see header.py)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-API_VERSIONS = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import ApiVersionsRequest, ApiVersionsResponse
+
+API_VERSIONS: Api[ApiVersionsRequest, ApiVersionsResponse] = Api(
     18, "ApiVersions", versions=(0, 3), flexible=3,
     request=[
         F("client_software_name", "string", "3+"),

@@ -7,12 +7,26 @@ broker logger. Config sources (DescribeConfigs v1+): 1 DYNAMIC_TOPIC_CONFIG, 2 D
 0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        AlterConfigsRequest,
+        AlterConfigsResponse,
+        DescribeConfigsRequest,
+        DescribeConfigsResponse,
+        IncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse,
+    )
 
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER = 2, 4, 8
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 
-DESCRIBE_CONFIGS = Api(
+DESCRIBE_CONFIGS: Api[DescribeConfigsRequest, DescribeConfigsResponse] = Api(
     32, "DescribeConfigs", versions=(0, 4), flexible=4,
     request=[
         F("resources", [
@@ -49,7 +63,7 @@ DESCRIBE_CONFIGS = Api(
     ],
 )
 
-ALTER_CONFIGS = Api(
+ALTER_CONFIGS: Api[AlterConfigsRequest, AlterConfigsResponse] = Api(
     33, "AlterConfigs", versions=(0, 2), flexible=2,
     request=[
         F("resources", [
@@ -73,7 +87,7 @@ ALTER_CONFIGS = Api(
     ],
 )
 
-INCREMENTAL_ALTER_CONFIGS = Api(
+INCREMENTAL_ALTER_CONFIGS: Api[IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse] = Api(
     44, "IncrementalAlterConfigs", versions=(0, 1), flexible=1,
     request=[
         F("resources", [

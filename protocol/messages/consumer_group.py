@@ -5,14 +5,26 @@ epoch carries the protocol: 0 joins, -1 leaves, -2 leaves a static member's plac
 by their topic id. A nullable struct (the heartbeat's Assignment) is an int8 marker on the wire: -1 null, 1 set.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F, Struct
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse,
+        ConsumerGroupHeartbeatRequest,
+        ConsumerGroupHeartbeatResponse,
+    )
 
 _TOPIC_PARTITIONS = [
     F("topic_id", "uuid"),
     F("partitions", "[]int32"),
 ]
 
-CONSUMER_GROUP_HEARTBEAT = Api(
+CONSUMER_GROUP_HEARTBEAT: Api[ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse] = Api(
     68, "ConsumerGroupHeartbeat", versions=(0, 1), flexible=0,
     request=[
         F("group_id", "string"),
@@ -47,7 +59,7 @@ _DESCRIBED_PARTITIONS = Struct([
     ]),
 ])
 
-CONSUMER_GROUP_DESCRIBE = Api(
+CONSUMER_GROUP_DESCRIBE: Api[ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse] = Api(
     69, "ConsumerGroupDescribe", versions=(0, 0), flexible=0,
     request=[
         F("group_ids", "[]string"),

@@ -3,9 +3,16 @@
 From v5 the response echoes the resulting partition count, replication factor and configs; v7 adds topic IDs.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-CREATE_TOPICS = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import CreateTopicsRequest, CreateTopicsResponse
+
+CREATE_TOPICS: Api[CreateTopicsRequest, CreateTopicsResponse] = Api(
     19, "CreateTopics", versions=(0, 7), flexible=5,
     request=[
         F("topics", [

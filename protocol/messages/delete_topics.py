@@ -4,9 +4,16 @@ Up to v5 the request names topics in ``topic_names``; v6 replaces it with ``topi
 topic ID.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-DELETE_TOPICS = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import DeleteTopicsRequest, DeleteTopicsResponse
+
+DELETE_TOPICS: Api[DeleteTopicsRequest, DeleteTopicsResponse] = Api(
     20, "DeleteTopics", versions=(0, 6), flexible=4,
     request=[
         F("topics", [

@@ -5,9 +5,16 @@ topic names with topic IDs, which we do not assign yet. Records decode to a memo
 may be a file region that the network layer sends with sendfile.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F, Struct
 
-FETCH = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import FetchRequest, FetchResponse
+
+FETCH: Api[FetchRequest, FetchResponse] = Api(
     1, "Fetch", versions=(4, 12), flexible=12,
     request=[
         F("cluster_id", "string", "12+", nullable="12+", default=None, tag=0, tagged="12+"),

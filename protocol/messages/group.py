@@ -7,9 +7,33 @@ keys), aiokafka 0.14 (JoinGroup 0-2/5, SyncGroup 0-1/3, FindCoordinator 0-1) and
 transactions and share groups, which Moldau does not coordinate.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-FIND_COORDINATOR = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+
+FIND_COORDINATOR: Api[FindCoordinatorRequest, FindCoordinatorResponse] = Api(
     10, "FindCoordinator", versions=(0, 4), flexible=3,
     request=[
         F("key", "string", "0-3"),
@@ -34,7 +58,7 @@ FIND_COORDINATOR = Api(
     ],
 )
 
-JOIN_GROUP = Api(
+JOIN_GROUP: Api[JoinGroupRequest, JoinGroupResponse] = Api(
     11, "JoinGroup", versions=(0, 9), flexible=6,
     request=[
         F("group_id", "string"),
@@ -66,7 +90,7 @@ JOIN_GROUP = Api(
     ],
 )
 
-SYNC_GROUP = Api(
+SYNC_GROUP: Api[SyncGroupRequest, SyncGroupResponse] = Api(
     14, "SyncGroup", versions=(0, 5), flexible=4,
     request=[
         F("group_id", "string"),
@@ -89,7 +113,7 @@ SYNC_GROUP = Api(
     ],
 )
 
-HEARTBEAT = Api(
+HEARTBEAT: Api[HeartbeatRequest, HeartbeatResponse] = Api(
     12, "Heartbeat", versions=(0, 4), flexible=4,
     request=[
         F("group_id", "string"),
@@ -103,7 +127,7 @@ HEARTBEAT = Api(
     ],
 )
 
-LEAVE_GROUP = Api(
+LEAVE_GROUP: Api[LeaveGroupRequest, LeaveGroupResponse] = Api(
     13, "LeaveGroup", versions=(0, 5), flexible=4,
     request=[
         F("group_id", "string"),
@@ -125,7 +149,7 @@ LEAVE_GROUP = Api(
     ],
 )
 
-LIST_GROUPS = Api(
+LIST_GROUPS: Api[ListGroupsRequest, ListGroupsResponse] = Api(
     16, "ListGroups", versions=(0, 5), flexible=3,
     request=[
         F("states_filter", "[]string", "4+"),
@@ -145,7 +169,7 @@ LIST_GROUPS = Api(
 
 _MIN_INT32 = -(1 << 31)  # "authorized operations not requested"
 
-DESCRIBE_GROUPS = Api(
+DESCRIBE_GROUPS: Api[DescribeGroupsRequest, DescribeGroupsResponse] = Api(
     15, "DescribeGroups", versions=(0, 5), flexible=5,
     request=[
         F("groups", "[]string"),
@@ -172,7 +196,7 @@ DESCRIBE_GROUPS = Api(
     ],
 )
 
-DELETE_GROUPS = Api(
+DELETE_GROUPS: Api[DeleteGroupsRequest, DeleteGroupsResponse] = Api(
     42, "DeleteGroups", versions=(0, 2), flexible=2,
     request=[
         F("groups_names", "[]string"),

@@ -4,9 +4,16 @@ Idempotent producers call it with a null transactional id to get a producer id a
 its current id/epoch so the broker can bump the epoch instead of issuing a new id.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-INIT_PRODUCER_ID = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import InitProducerIdRequest, InitProducerIdResponse
+
+INIT_PRODUCER_ID: Api[InitProducerIdRequest, InitProducerIdResponse] = Api(
     22, "InitProducerId", versions=(0, 4), flexible=2,
     request=[
         F("transactional_id", "string", nullable="0+"),

@@ -13,7 +13,25 @@
 ``is_kraft_controller`` is always false here: Moldau's controller is the ZooKeeper one.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        ControlledShutdownRequest,
+        ControlledShutdownResponse,
+        LeaderAndIsrRequest,
+        LeaderAndIsrResponse,
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse,
+        StopReplicaRequest,
+        StopReplicaResponse,
+        UpdateMetadataRequest,
+        UpdateMetadataResponse,
+    )
 
 _LEADER_AND_ISR_PARTITION_STATE = [
     F("topic_name", "string", "0-1"),
@@ -36,7 +54,7 @@ _LEADER_AND_ISR_PARTITION_ERROR = [
     F("error_code", "int16"),
 ]
 
-LEADER_AND_ISR = Api(
+LEADER_AND_ISR: Api[LeaderAndIsrRequest, LeaderAndIsrResponse] = Api(
     4, "LeaderAndIsr", versions=(0, 7), flexible=4,
     request=[
         F("controller_id", "int32"),
@@ -66,7 +84,7 @@ LEADER_AND_ISR = Api(
     ],
 )
 
-STOP_REPLICA = Api(
+STOP_REPLICA: Api[StopReplicaRequest, StopReplicaResponse] = Api(
     5, "StopReplica", versions=(0, 4), flexible=2,
     request=[
         F("controller_id", "int32"),
@@ -113,7 +131,7 @@ _UPDATE_METADATA_PARTITION_STATE = [
     F("offline_replicas", "[]int32", "4+"),
 ]
 
-UPDATE_METADATA = Api(
+UPDATE_METADATA: Api[UpdateMetadataRequest, UpdateMetadataResponse] = Api(
     6, "UpdateMetadata", versions=(0, 8), flexible=6,
     request=[
         F("controller_id", "int32"),
@@ -145,7 +163,7 @@ UPDATE_METADATA = Api(
     ],
 )
 
-CONTROLLED_SHUTDOWN = Api(
+CONTROLLED_SHUTDOWN: Api[ControlledShutdownRequest, ControlledShutdownResponse] = Api(
     7, "ControlledShutdown", versions=(0, 3), flexible=3,
     request=[
         F("broker_id", "int32"),
@@ -160,7 +178,7 @@ CONTROLLED_SHUTDOWN = Api(
     ],
 )
 
-OFFSET_FOR_LEADER_EPOCH = Api(
+OFFSET_FOR_LEADER_EPOCH: Api[OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse] = Api(
     23, "OffsetForLeaderEpoch", versions=(0, 4), flexible=4,
     request=[
         F("replica_id", "int32", "3+", default=-2),

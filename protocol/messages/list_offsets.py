@@ -5,9 +5,16 @@ single pair. v7 adds no fields: it lets a client ask for the offset of the large
 lets a client ask for the local log start offset of a tiered partition (-4, earliest-local, KIP-405/KIP-1005).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-LIST_OFFSETS = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import ListOffsetsRequest, ListOffsetsResponse
+
+LIST_OFFSETS: Api[ListOffsetsRequest, ListOffsetsResponse] = Api(
     2, "ListOffsets", versions=(0, 8), flexible=6,
     request=[
         F("replica_id", "int32"),

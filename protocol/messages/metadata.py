@@ -4,11 +4,18 @@ A null topic list (v1+) asks for every topic; an empty list in v0 means the same
 replace names in requests from v10 and in responses from v12.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import MetadataRequest, MetadataResponse
 
 _MIN_INT32 = -(1 << 31)  # "authorized operations not requested"
 
-METADATA = Api(
+METADATA: Api[MetadataRequest, MetadataResponse] = Api(
     3, "Metadata", versions=(0, 12), flexible=9,
     request=[
         F("topics", [

@@ -6,9 +6,23 @@ OffsetCommit v9 is v8 whose generation field carries the member epoch (STALE_MEM
 OffsetFetch v9 adds the member id and epoch. OffsetFetch v8 batches several groups in one request.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-OFFSET_COMMIT = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetDeleteRequest,
+        OffsetDeleteResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+
+OFFSET_COMMIT: Api[OffsetCommitRequest, OffsetCommitResponse] = Api(
     8, "OffsetCommit", versions=(2, 9), flexible=8,
     request=[
         F("group_id", "string"),
@@ -38,7 +52,7 @@ OFFSET_COMMIT = Api(
     ],
 )
 
-OFFSET_FETCH = Api(
+OFFSET_FETCH: Api[OffsetFetchRequest, OffsetFetchResponse] = Api(
     9, "OffsetFetch", versions=(1, 9), flexible=6,
     request=[
         F("group_id", "string", "0-7"),
@@ -87,7 +101,7 @@ OFFSET_FETCH = Api(
     ],
 )
 
-OFFSET_DELETE = Api(
+OFFSET_DELETE: Api[OffsetDeleteRequest, OffsetDeleteResponse] = Api(
     47, "OffsetDelete", versions=(0, 0), flexible=None,
     request=[
         F("group_id", "string"),

@@ -7,9 +7,29 @@ ElectLeaders v2 (it has no DescribeLogDirs call); kafka-python 3.0 implements Cr
 and a top-level error code. DescribeLogDirs v3 adds a top-level error code, v4 the volume's total and usable bytes.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-CREATE_PARTITIONS = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        AlterPartitionReassignmentsRequest,
+        AlterPartitionReassignmentsResponse,
+        CreatePartitionsRequest,
+        CreatePartitionsResponse,
+        DeleteRecordsRequest,
+        DeleteRecordsResponse,
+        DescribeLogDirsRequest,
+        DescribeLogDirsResponse,
+        ElectLeadersRequest,
+        ElectLeadersResponse,
+        ListPartitionReassignmentsRequest,
+        ListPartitionReassignmentsResponse,
+    )
+
+CREATE_PARTITIONS: Api[CreatePartitionsRequest, CreatePartitionsResponse] = Api(
     37, "CreatePartitions", versions=(0, 3), flexible=2,
     request=[
         F("topics", [
@@ -30,7 +50,7 @@ CREATE_PARTITIONS = Api(
     ],
 )
 
-DELETE_RECORDS = Api(
+DELETE_RECORDS: Api[DeleteRecordsRequest, DeleteRecordsResponse] = Api(
     21, "DeleteRecords", versions=(0, 2), flexible=2,
     request=[
         F("topics", [
@@ -55,7 +75,7 @@ DELETE_RECORDS = Api(
     ],
 )
 
-ELECT_LEADERS = Api(
+ELECT_LEADERS: Api[ElectLeadersRequest, ElectLeadersResponse] = Api(
     43, "ElectLeaders", versions=(0, 2), flexible=2,
     request=[
         F("election_type", "int8", "1+"),
@@ -79,7 +99,7 @@ ELECT_LEADERS = Api(
     ],
 )
 
-DESCRIBE_LOG_DIRS = Api(
+DESCRIBE_LOG_DIRS: Api[DescribeLogDirsRequest, DescribeLogDirsResponse] = Api(
     35, "DescribeLogDirs", versions=(0, 4), flexible=2,
     request=[
         F("topics", [
@@ -110,7 +130,7 @@ DESCRIBE_LOG_DIRS = Api(
 
 # Partition reassignment (KIP-455): v0 only, flexible from v0. confluent-kafka 2.16 has no call for these;
 # kafka-python 3.0 implements v0 of both.
-ALTER_PARTITION_REASSIGNMENTS = Api(
+ALTER_PARTITION_REASSIGNMENTS: Api[AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse] = Api(
     45, "AlterPartitionReassignments", versions=(0, 0), flexible=0,
     request=[
         F("timeout_ms", "int32", default=60000),
@@ -137,7 +157,7 @@ ALTER_PARTITION_REASSIGNMENTS = Api(
     ],
 )
 
-LIST_PARTITION_REASSIGNMENTS = Api(
+LIST_PARTITION_REASSIGNMENTS: Api[ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse] = Api(
     46, "ListPartitionReassignments", versions=(0, 0), flexible=0,
     request=[
         F("timeout_ms", "int32", default=60000),

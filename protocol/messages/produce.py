@@ -5,9 +5,16 @@ only because clients probe for them (see docs/protocol.md). The records field is
 memoryview over the request and is validated batch by batch by the log.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-PRODUCE = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import ProduceRequest, ProduceResponse
+
+PRODUCE: Api[ProduceRequest, ProduceResponse] = Api(
     0, "Produce", versions=(0, 9), flexible=9,
     request=[
         F("transactional_id", "string", "3+", nullable="3+", default=None),

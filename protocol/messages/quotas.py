@@ -5,7 +5,19 @@ null name is the entity type's default ("<default>" in ZooKeeper). DescribeClien
 0 = exact name, 1 = the default, 2 = any specified name.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        AlterClientQuotasRequest,
+        AlterClientQuotasResponse,
+        DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    )
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
@@ -14,7 +26,7 @@ _ENTITY = [
     F("entity_name", "string", nullable="0+"),
 ]
 
-DESCRIBE_CLIENT_QUOTAS = Api(
+DESCRIBE_CLIENT_QUOTAS: Api[DescribeClientQuotasRequest, DescribeClientQuotasResponse] = Api(
     48, "DescribeClientQuotas", versions=(0, 1), flexible=1,
     request=[
         F("components", [
@@ -38,7 +50,7 @@ DESCRIBE_CLIENT_QUOTAS = Api(
     ],
 )
 
-ALTER_CLIENT_QUOTAS = Api(
+ALTER_CLIENT_QUOTAS: Api[AlterClientQuotasRequest, AlterClientQuotasResponse] = Api(
     49, "AlterClientQuotas", versions=(0, 1), flexible=1,
     request=[
         F("entries", [

@@ -5,9 +5,25 @@ A v0 handshake is followed by raw SASL tokens (each a 4-byte length and the toke
 every token in a SaslAuthenticate request.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
 
-SASL_HANDSHAKE = Api(
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        AlterUserScramCredentialsRequest,
+        AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest,
+        DescribeUserScramCredentialsResponse,
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
+
+SASL_HANDSHAKE: Api[SaslHandshakeRequest, SaslHandshakeResponse] = Api(
     17, "SaslHandshake", versions=(0, 1), flexible=None,
     request=[F("mechanism", "string")],
     response=[
@@ -16,7 +32,7 @@ SASL_HANDSHAKE = Api(
     ],
 )
 
-SASL_AUTHENTICATE = Api(
+SASL_AUTHENTICATE: Api[SaslAuthenticateRequest, SaslAuthenticateResponse] = Api(
     36, "SaslAuthenticate", versions=(0, 2), flexible=2,
     request=[F("auth_bytes", "bytes")],
     response=[
@@ -27,7 +43,7 @@ SASL_AUTHENTICATE = Api(
     ],
 )
 
-DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+DESCRIBE_USER_SCRAM_CREDENTIALS: Api[DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse] = Api(
     50, "DescribeUserScramCredentials", versions=(0, 0), flexible=0,
     request=[F("users", [F("name", "string")], nullable="0+")],
     response=[
@@ -46,7 +62,7 @@ DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
     ],
 )
 
-ALTER_USER_SCRAM_CREDENTIALS = Api(
+ALTER_USER_SCRAM_CREDENTIALS: Api[AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse] = Api(
     51, "AlterUserScramCredentials", versions=(0, 0), flexible=0,
     request=[
         F("deletions", [

@@ -14,7 +14,31 @@ API (v1 is the flexible form). ListTransactions v1 adds the duration filter (KIP
 Declared here for both halves of transactions; an API is advertised only once broker/apis routes it.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from moldau.protocol.schema import Api, F
+
+if TYPE_CHECKING:  # the message shapes are for mypy only
+    from moldau.protocol.typed import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse,
+        DescribeProducersRequest,
+        DescribeProducersResponse,
+        DescribeTransactionsRequest,
+        DescribeTransactionsResponse,
+        EndTxnRequest,
+        EndTxnResponse,
+        ListTransactionsRequest,
+        ListTransactionsResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+        WriteTxnMarkersRequest,
+        WriteTxnMarkersResponse,
+    )
 
 _TOPICS = [
     F("name", "string"),
@@ -29,7 +53,7 @@ _TOPIC_RESULTS = [
     ]),
 ]
 
-ADD_PARTITIONS_TO_TXN = Api(
+ADD_PARTITIONS_TO_TXN: Api[AddPartitionsToTxnRequest, AddPartitionsToTxnResponse] = Api(
     24, "AddPartitionsToTxn", versions=(0, 5), flexible=3,
     request=[
         F("transactions", [
@@ -55,7 +79,7 @@ ADD_PARTITIONS_TO_TXN = Api(
     ],
 )
 
-ADD_OFFSETS_TO_TXN = Api(
+ADD_OFFSETS_TO_TXN: Api[AddOffsetsToTxnRequest, AddOffsetsToTxnResponse] = Api(
     25, "AddOffsetsToTxn", versions=(0, 4), flexible=3,
     request=[
         F("transactional_id", "string"),
@@ -69,7 +93,7 @@ ADD_OFFSETS_TO_TXN = Api(
     ],
 )
 
-END_TXN = Api(
+END_TXN: Api[EndTxnRequest, EndTxnResponse] = Api(
     26, "EndTxn", versions=(0, 4), flexible=3,
     request=[
         F("transactional_id", "string"),
@@ -83,7 +107,7 @@ END_TXN = Api(
     ],
 )
 
-WRITE_TXN_MARKERS = Api(
+WRITE_TXN_MARKERS: Api[WriteTxnMarkersRequest, WriteTxnMarkersResponse] = Api(
     27, "WriteTxnMarkers", versions=(0, 1), flexible=1,
     request=[
         F("markers", [
@@ -111,7 +135,7 @@ WRITE_TXN_MARKERS = Api(
     ],
 )
 
-TXN_OFFSET_COMMIT = Api(
+TXN_OFFSET_COMMIT: Api[TxnOffsetCommitRequest, TxnOffsetCommitResponse] = Api(
     28, "TxnOffsetCommit", versions=(0, 4), flexible=3,
     request=[
         F("transactional_id", "string"),
@@ -143,7 +167,7 @@ TXN_OFFSET_COMMIT = Api(
     ],
 )
 
-DESCRIBE_PRODUCERS = Api(
+DESCRIBE_PRODUCERS: Api[DescribeProducersRequest, DescribeProducersResponse] = Api(
     61, "DescribeProducers", versions=(0, 0), flexible=0,
     request=[
         F("topics", [
@@ -172,7 +196,7 @@ DESCRIBE_PRODUCERS = Api(
     ],
 )
 
-DESCRIBE_TRANSACTIONS = Api(
+DESCRIBE_TRANSACTIONS: Api[DescribeTransactionsRequest, DescribeTransactionsResponse] = Api(
     65, "DescribeTransactions", versions=(0, 0), flexible=0,
     request=[
         F("transactional_ids", "[]string"),
@@ -195,7 +219,7 @@ DESCRIBE_TRANSACTIONS = Api(
     ],
 )
 
-LIST_TRANSACTIONS = Api(
+LIST_TRANSACTIONS: Api[ListTransactionsRequest, ListTransactionsResponse] = Api(
     66, "ListTransactions", versions=(0, 1), flexible=0,
     request=[
         F("state_filters", "[]string"),

@@ -26,6 +26,18 @@ def test_check_mode_reports_a_stale_module(tmp_path: Any, monkeypatch: pytest.Mo
     assert gen_typed.main(["--check"]) == 1
 
 
+def test_every_api_declaration_is_typed_by_its_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The annotation `PRODUCE: Api[ProduceRequest, ProduceResponse]` is what types send() and the route table;
+    # a new API declared without it (or with another API's shapes) fails --check.
+    assert gen_typed.annotation_problems() == []
+    from moldau.protocol.messages import fetch
+
+    monkeypatch.setitem(fetch.__annotations__, "FETCH", "Api[ProduceRequest, ProduceResponse]")
+    assert gen_typed.annotation_problems() == [
+        "moldau.protocol.messages.fetch.FETCH must be annotated `FETCH: Api[FetchRequest, FetchResponse] = Api(...)`"]
+    assert gen_typed.main(["--check"]) == 1
+
+
 def _keys(cls: Any) -> set[str]:
     return set(cls.__required_keys__) | set(cls.__optional_keys__)
 
