@@ -253,33 +253,3 @@ def test_a_hanging_transaction_is_aborted_on_its_timeout(broker_factory: Any, to
     # Bounded by the 2 s timeout, the 300 ms check interval and the markers: "after" becomes readable.
     got = read_all(b.bootstrap, [(topic, 0)], "read_committed", 1, timeout=30)
     assert [v for _, _, v in got] == [b"after"]
-
-
-def test_markers_reach_a_partition_whose_leader_was_killed(cluster: Cluster) -> None:  # noqa: F811
-    """kill -9 of a partition leader (not the coordinator) with a transaction open on it: the commit's marker for
-    that partition is retried until the new leader writes it; read_committed then sees the whole transaction."""
-    cluster.start([1, 2, 3], extra=lambda _id: {"transaction.state.log.num.partitions": "3",
-                                                "offsets.topic.num.partitions": "3"})
-    bootstrap = cluster.bootstrap()
-    topic = f"txn-leader-{uuid.uuid4().hex[:6]}"
-    create_topic_confluent(bootstrap, topic, partitions=3, rf=3)
-    tid = f"tx-{uuid.uuid4().hex[:8]}"
-    p = producer(bootstrap, tid)
-    p.init_transactions(TXN_TIMEOUT_S)
-    [entry] = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR,
-                       {"key_type": 1, "coordinator_keys": [tid]}))["coordinators"]
-    assert entry["error_code"] == ErrorCode.NONE, entry
-    coordinator = entry["node_id"]
-    leaders = {part: state["leader"] for part, state in cluster.states(topic).items()}
-    partition, victim = next((part, leader) for part, leader in leaders.items() if leader != coordinator)
-    p.begin_transaction()
-    values = [f"v{i}".encode() for i in range(6)]
-    for i, v in enumerate(values):
-        p.produce(topic, v, partition=i % 3)
-    assert p.flush(TXN_TIMEOUT_S) == 0
-    cluster.brokers[victim].kill()
-    p.commit_transaction(90)  # answered once PrepareCommit is written; the markers follow
-    survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
-    got = read_all(survivors, [(topic, 0), (topic, 1), (topic, 2)], "read_committed", 6, timeout=60)
-    assert sorted(v for _, _, v in got) == values
-    assert partition in {tp for _, tp, _ in got}
