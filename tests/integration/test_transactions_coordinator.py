@@ -342,3 +342,28 @@ def test_a_hanging_transaction_is_aborted_on_its_timeout(broker_factory: Any, to
     # Bounded by the 2 s timeout, the 300 ms check interval and the markers: "after" becomes readable.
     got = read_all(b.bootstrap, [(topic, 0)], "read_committed", 1, timeout=30)
     assert [v for _, _, v in got] == [b"after"]
+
+
+def test_back_to_back_commit_and_abort_with_librdkafka(broker: BrokerProcess) -> None:
+    """librdkafka aborts right after a commit, the abort's records never flushed: its AddPartitionsToTxn reaches
+    the coordinator while the commit's markers are on their way, and it sends EndTxn(abort) because it sent that
+    request. The coordinator answers AddPartitionsToTxn once the markers are written, so the abort finds an Ongoing
+    transaction (before, CONCURRENT_TRANSACTIONS then EndTxn(abort) in CompleteCommit: a fatal INVALID_TXN_STATE)."""
+    topic = f"txn-b2b-{uuid.uuid4().hex[:6]}"
+    create_topic_confluent(broker.bootstrap, topic, partitions=4, rf=1)
+    p = producer(broker.bootstrap, f"b2b-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(TXN_TIMEOUT_S)
+    committed = []
+    for n in range(5):
+        p.begin_transaction()
+        values = [f"c{n}-{i}".encode() for i in range(1000)]
+        for i, v in enumerate(values):
+            p.produce(topic, v, partition=i % 4)
+        p.commit_transaction(TXN_TIMEOUT_S)
+        committed += values
+        p.begin_transaction()
+        for i in range(1000):
+            p.produce(topic, f"a{n}-{i}".encode(), partition=i % 4)
+        p.abort_transaction(TXN_TIMEOUT_S)
+    got = read_all(broker.bootstrap, [(topic, i) for i in range(4)], "read_committed", len(committed))
+    assert sorted(v for _, _, v in got) == sorted(committed)
