@@ -46,7 +46,7 @@ def log(msg: str) -> None:
 def create_topic(bootstrap: str, name: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = NewTopic(name, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
-    admin.create_topics([topic])[name].result(timeout=30)
+    admin.create_topics([topic])[name].result(timeout=60)
     probe = Producer({"bootstrap.servers": bootstrap})
     wait_until(lambda: all(p.leader >= 0 for p in probe.list_topics(name, timeout=5).topics[name].partitions.values()),
                30, f"leaders for {name}")
@@ -155,8 +155,9 @@ def run(records: int, txn_records: int, abort_every: int, rounds: int) -> str:
                 "auto.leader.rebalance.enable": "false", "transaction.state.log.num.partitions": "5",
                 "offsets.topic.num.partitions": "5"}).start())
         bootstrap = ",".join(b.bootstrap for b in brokers)
-        wait_until(lambda: len(Producer({"bootstrap.servers": bootstrap}).list_topics(timeout=5).brokers) == 3, 30,
-                   "three brokers")
+        probe = Producer({"bootstrap.servers": bootstrap})
+        wait_until(lambda: len((md := probe.list_topics(timeout=5)).brokers) == 3 and md.controller_id > 0, 60,
+                   "three brokers and a controller")
         rates: dict[str, list[float]] = {"idempotent": [], "transactional": []}
         commits: list[float] = []
         total = committed = 0
