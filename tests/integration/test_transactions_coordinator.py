@@ -15,11 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from moldau.protocol.api import ApiKey
-from moldau.protocol.errors import ErrorCode
-
 from .harness import BrokerProcess
-from .test_cluster import Cluster, cluster, create_topic_confluent, run, send, zookeeper  # noqa: F401
+from .test_cluster import Cluster, cluster, create_topic_confluent, zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -159,33 +156,6 @@ def test_confluent_transactions_on_a_cluster(cluster: Cluster) -> None:  # noqa:
     exercise(cluster.bootstrap(), rf=3)
     assert len(cluster.assignment("__transaction_state")) == 5
     assert all(len(r) == 3 for r in cluster.assignment("__transaction_state").values())
-
-
-def test_a_new_coordinator_commits_after_kill_9(cluster: Cluster) -> None:  # noqa: F811
-    """The transaction coordinator is SIGKILLed with a transaction open; the leader of its __transaction_state
-    partition moves, the new coordinator loads the Ongoing state, and the producer's commit completes there."""
-    cluster.start([1, 2, 3], extra=lambda _id: {"transaction.state.log.num.partitions": "3",
-                                                "offsets.topic.num.partitions": "3"})
-    bootstrap = cluster.bootstrap()
-    topic = f"txn-kill-{uuid.uuid4().hex[:6]}"
-    create_topic_confluent(bootstrap, topic, partitions=3, rf=3)
-    tid = f"tx-{uuid.uuid4().hex[:8]}"
-    p = producer(bootstrap, tid)
-    p.init_transactions(TXN_TIMEOUT_S)
-    p.begin_transaction()
-    values = [f"v{i}".encode() for i in range(6)]
-    for i, v in enumerate(values):
-        p.produce(topic, v, partition=i % 3)
-    assert p.flush(TXN_TIMEOUT_S) == 0
-    [entry] = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR,
-                       {"key_type": 1, "coordinator_keys": [tid]}))["coordinators"]
-    assert entry["error_code"] == ErrorCode.NONE, entry
-    victim = entry["node_id"]
-    cluster.brokers[victim].kill()
-    p.commit_transaction(90)  # librdkafka finds the new coordinator and retries EndTxn there
-    survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
-    got = read_all(survivors, [(topic, 0), (topic, 1), (topic, 2)], "read_committed", 6, timeout=60)
-    assert sorted(v for _, _, v in got) == values
 
 
 TAGS = (("c1", True), ("ab", False), ("c2", True))

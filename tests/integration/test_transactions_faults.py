@@ -1,7 +1,7 @@
 """Transactions under faults, with real processes: one ZooKeeper and three brokers shared by the module (RF 3,
 min.insync.replicas=2), confluent-kafka's transactional producer, read_committed consumers.
 
-- kill -9 of the transaction coordinator between EndTxn and the markers: a data partition's leader is SIGSTOPped
+- kill -9 of the transaction coordinator with a transaction open, and between EndTxn and the markers: a data partition's leader is SIGSTOPped
   so its marker cannot land, the commit is answered (PrepareCommit written), the coordinator is killed; its
   successor loads PrepareCommit and completes it once the leader runs again;
 - kill -9 of a partition leader while its marker is in flight (it was SIGSTOPped, the marker request waiting on
@@ -207,6 +207,21 @@ def test_a_new_coordinator_completes_a_commit_whose_markers_had_not_landed(roles
     wait_until(lambda: r.state(new) in ("PrepareCommit", "CompleteCommit"), 30, "the new coordinator's load")
     r.resume(r.other)
     wait_until(lambda: r.state(new) == "CompleteCommit", 60, "the new coordinator to complete the commit")
+    r.check(values)
+
+
+def test_a_new_coordinator_takes_over_an_open_transaction(roles: Roles) -> None:
+    """kill -9 of the coordinator with a transaction open (before EndTxn): the new coordinator loads it Ongoing and
+    librdkafka's commit, retried there, completes."""
+    r = roles
+    p = r.producer()
+    p.begin_transaction()
+    values = r.write(p, "c")
+    r.broker(r.coordinator).kill()
+    p.commit_transaction(60)  # NOT_COORDINATOR / lost connection: librdkafka finds the new one and retries
+    new = r.find_coordinator(r.controller)
+    assert new not in (-1, r.coordinator)
+    wait_until(lambda: r.state(new) == "CompleteCommit", 30, "the commit to complete")
     r.check(values)
 
 
