@@ -1,8 +1,8 @@
 """Consume-transform-produce, exactly once, across a kill -9: a worker process (tests/integration/txn_worker.py,
 Moldau's client or confluent-kafka) commits its input offsets with its output in transactions
-(send_offsets_to_transaction); it is SIGKILLed after a few commits, usually with a transaction open, and started
-again with the same transactional id and group instance id. The output then holds every input exactly once, in
-input order per partition, and the group's committed offsets are at the end of the input."""
+(send_offsets_to_transaction); it is SIGKILLed after a few commits with a transaction open (its output written),
+and started again with the same transactional id and group instance id. The output then holds every input exactly
+once, in input order per partition, and the group's committed offsets are at the end of the input."""
 
 from __future__ import annotations
 
@@ -46,9 +46,11 @@ class Worker:
         for line in self.proc.stdout:
             self.lines.put(line.decode())
 
-    def wait_committed(self, at_least: int, timeout: float) -> None:
+    def wait_open(self, committed_at_least: int, timeout: float) -> None:
+        """Until a transaction's output is written but not committed, after ``committed_at_least`` records were
+        committed."""
         deadline = time.monotonic() + timeout
-        while self.committed < at_least:
+        while True:
             assert self.proc.poll() is None, f"worker exited {self.proc.returncode}: {self.log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"{self.committed} records committed: {self.log.read_text()[-3000:]}"
             try:
@@ -57,6 +59,8 @@ class Worker:
                 continue
             if line.startswith("committed"):
                 self.committed += int(line.split()[1])
+            elif line.startswith("open") and self.committed >= committed_at_least:
+                return
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -81,7 +85,7 @@ def test_a_killed_and_restarted_worker_outputs_every_input_exactly_once(broker: 
     args = [client, broker.bootstrap, source, sink, group, tid, "--batch", "8", "--pause-ms", "100"]
     first = Worker(args, tmp_path / "worker.log")
     try:
-        first.wait_committed(16, 60)  # a few transactions in; the next one is usually open
+        first.wait_open(16, 60)  # a few transactions in, and one open: its output in the log
     finally:
         first.kill()
     assert first.committed < 2 * PER_PARTITION  # killed before it was done
@@ -100,3 +104,6 @@ def test_a_killed_and_restarted_worker_outputs_every_input_exactly_once(broker: 
     out = _run(_read_to_end(broker.bootstrap, [MTopicPartition(sink, p) for p in range(2)], "read_committed"))
     for p, values in inputs.items():
         assert out[MTopicPartition(sink, p)] == [b"out-" + v for v in values], p
+    everything = _run(_read_to_end(broker.bootstrap, [MTopicPartition(sink, p) for p in range(2)],
+                                   "read_uncommitted"))
+    assert sum(map(len, everything.values())) > 2 * PER_PARTITION  # the killed worker's open transaction, aborted

@@ -2,7 +2,8 @@
 process (so the test can kill -9 it): reads ``source`` as a member of ``group`` (static membership, so a restarted
 worker takes its place at once), writes ``out-<value>`` to the same partition of ``sink`` and commits the input
 offsets with the output in one transaction (send_offsets_to_transaction), ``--batch`` records per transaction,
-read_committed. Prints ``committed <n>`` after each commit; runs until killed.
+read_committed. Prints ``open <n>`` once a transaction's output is written (flushed, not committed) and
+``committed <n>`` after each commit; runs until killed.
 
     python tests/integration/txn_worker.py {moldau,confluent} BOOTSTRAP SOURCE SINK GROUP TRANSACTIONAL_ID
 """
@@ -31,7 +32,9 @@ def confluent(args: argparse.Namespace) -> None:
         producer.begin_transaction()
         for m in records:
             producer.produce(args.sink, b"out-" + m.value(), partition=m.partition())
-        time.sleep(args.pause_ms / 1000)  # a kill lands inside a transaction more often than not
+        producer.flush(60)
+        print("open", len(records), flush=True)  # the output is in the log, the transaction open
+        time.sleep(args.pause_ms / 1000)
         producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
                                              consumer.consumer_group_metadata(), 60)
         producer.commit_transaction(60)
@@ -55,6 +58,8 @@ async def moldau(args: argparse.Namespace) -> None:
                 for tp, records in batches.items():
                     for r in records:
                         await producer.send(args.sink, b"out-" + r.value, partition=tp.partition)
+                await producer.flush()
+                print("open", sum(len(r) for r in batches.values()), flush=True)
                 await asyncio.sleep(args.pause_ms / 1000)
                 await producer.send_offsets_to_transaction(
                     {tp: await consumer.position(tp) for tp in batches}, consumer.group_metadata())
