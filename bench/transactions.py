@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,16 @@ def log(msg: str) -> None:
 def create_topic(bootstrap: str, name: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = NewTopic(name, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
-    admin.create_topics([topic])[name].result(timeout=60)
+    for attempt in range(3):  # librdkafka may drop a bootstrap broker's handle with the request on it
+        try:
+            admin.create_topics([topic])[name].result(timeout=60)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                break
+            if attempt == 2:
+                raise
+            time.sleep(1)
     probe = Producer({"bootstrap.servers": bootstrap})
     wait_until(lambda: all(p.leader >= 0 for p in probe.list_topics(name, timeout=5).topics[name].partitions.values()),
                30, f"leaders for {name}")
