@@ -39,6 +39,9 @@ S = TxnState
 # Marker round retries: first wait, doubled up to the cap.
 MARKER_RETRY_BACKOFF_S = 0.1
 MARKER_RETRY_BACKOFF_MAX_S = 2.0
+# How long AddPartitionsToTxn / AddOffsetsToTxn of the producer's next transaction wait for the previous one's
+# marker round before hearing CONCURRENT_TRANSACTIONS (and retrying after the client's backoff).
+MARKER_ROUND_WAIT_S = 1.0
 
 
 @dataclass(slots=True)
@@ -90,6 +93,8 @@ class TransactionCoordinator:
         self.active = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
+        # transactional id -> set when its marker round (PrepareX .. CompleteX) ends, however it ends.
+        self._rounds: dict[str, asyncio.Event] = {}
         self._timers: list[TimerHandle] = []
         # Metrics hooks (broker/server.py wires them to Prometheus counters).
         self.on_marker_failure: Callable[[int], None] = lambda _n: None
@@ -254,6 +259,23 @@ class TransactionCoordinator:
         meta = self.store.get(transactional_id)
         if meta is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        round_ = self._rounds.get(transactional_id)
+        if round_ is not None and (meta.producer_id, meta.producer_epoch) == (producer_id, epoch):
+            # The producer's previous transaction is between EndTxn's answer and CompleteCommit/CompleteAbort (its
+            # markers on their way): this first request of the next transaction waits for that, instead of
+            # CONCURRENT_TRANSACTIONS and a retry after the client's backoff, which cost more than the markers on
+            # back-to-back transactions. It also spares librdkafka a fatal INVALID_TXN_STATE: an abort right after
+            # a commit sends EndTxn(abort) once it has sent AddPartitionsToTxn, whatever the answer was.
+            try:
+                await asyncio.wait_for(round_.wait(), MARKER_ROUND_WAIT_S)
+            except TimeoutError:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            error = self.validate(transactional_id)
+            if error is not None:
+                return error
+            meta = self.store.get(transactional_id)
+            if meta is None:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         coordinator_epoch = self._epoch(transactional_id)
         try:
             transit = rules.add_partitions(meta, producer_id, epoch, partitions, self.now())
@@ -315,7 +337,16 @@ class TransactionCoordinator:
 
     # ----------------------------------------------------------------------------------------- markers
     def _start_markers(self, meta: TransactionMetadata, coordinator_epoch: int) -> None:
-        self._spawn(self._complete(meta, coordinator_epoch), f"txn-markers-{meta.transactional_id}")
+        done = self._rounds[meta.transactional_id] = asyncio.Event()
+        self._spawn(self._round(meta, coordinator_epoch, done), f"txn-markers-{meta.transactional_id}")
+
+    async def _round(self, meta: TransactionMetadata, coordinator_epoch: int, done: asyncio.Event) -> None:
+        try:
+            await self._complete(meta, coordinator_epoch)
+        finally:
+            done.set()
+            if self._rounds.get(meta.transactional_id) is done:
+                del self._rounds[meta.transactional_id]
 
     def _still_ours(self, meta: TransactionMetadata, coordinator_epoch: int) -> bool:
         tid = meta.transactional_id

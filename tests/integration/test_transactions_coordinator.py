@@ -15,11 +15,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from moldau.protocol.api import ApiKey
-from moldau.protocol.errors import ErrorCode
-
 from .harness import BrokerProcess
-from .test_cluster import Cluster, cluster, create_topic_confluent, run, send, zookeeper  # noqa: F401
+from .test_cluster import Cluster, cluster, create_topic_confluent, zookeeper  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -161,78 +158,140 @@ def test_confluent_transactions_on_a_cluster(cluster: Cluster) -> None:  # noqa:
     assert all(len(r) == 3 for r in cluster.assignment("__transaction_state").values())
 
 
-def test_a_new_coordinator_commits_after_kill_9(cluster: Cluster) -> None:  # noqa: F811
-    """The transaction coordinator is SIGKILLed with a transaction open; the leader of its __transaction_state
-    partition moves, the new coordinator loads the Ongoing state, and the producer's commit completes there."""
-    cluster.start([1, 2, 3], extra=lambda _id: {"transaction.state.log.num.partitions": "3",
-                                                "offsets.topic.num.partitions": "3"})
-    bootstrap = cluster.bootstrap()
-    topic = f"txn-kill-{uuid.uuid4().hex[:6]}"
-    create_topic_confluent(bootstrap, topic, partitions=3, rf=3)
-    tid = f"tx-{uuid.uuid4().hex[:8]}"
-    p = producer(bootstrap, tid)
-    p.init_transactions(TXN_TIMEOUT_S)
-    p.begin_transaction()
-    values = [f"v{i}".encode() for i in range(6)]
-    for i, v in enumerate(values):
-        p.produce(topic, v, partition=i % 3)
-    assert p.flush(TXN_TIMEOUT_S) == 0
-    [entry] = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR,
-                       {"key_type": 1, "coordinator_keys": [tid]}))["coordinators"]
-    assert entry["error_code"] == ErrorCode.NONE, entry
-    victim = entry["node_id"]
-    cluster.brokers[victim].kill()
-    p.commit_transaction(90)  # librdkafka finds the new coordinator and retries EndTxn there
-    survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
-    got = read_all(survivors, [(topic, 0), (topic, 1), (topic, 2)], "read_committed", 6, timeout=60)
-    assert sorted(v for _, _, v in got) == values
+TAGS = (("c1", True), ("ab", False), ("c2", True))
 
 
-async def aiokafka_transactions(bootstrap: str, topic: str) -> None:
+def values_of(client: str, tag: str, tp: tuple[str, int]) -> list[bytes]:
+    return [f"{client}-{tag}-{tp[0][:6]}-{tp[1]}-{i}".encode() for i in range(2)]
+
+
+async def aiokafka_transactions(bootstrap: str, partitions: list[tuple[str, int]]) -> str:
+    """Commit, abort, commit over ``partitions``; then a second producer with the same id fences this one."""
     from aiokafka import AIOKafkaProducer
 
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:6]}",
-                         enable_idempotence=True)
+    tid = f"aio-{uuid.uuid4().hex[:6]}"
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, enable_idempotence=True)
     await asyncio.wait_for(p.start(), 30)
     try:
-        for tag, commit in (("aio-c1", True), ("aio-ab", False), ("aio-c2", True)):
+        for tag, commit in TAGS:
             await p.begin_transaction()
-            for i in range(2):
-                await p.send_and_wait(topic, f"{tag}-{i}".encode(), partition=0)
+            for tp in partitions:
+                for value in values_of("aio", tag, tp):
+                    await p.send_and_wait(tp[0], value, partition=tp[1])
             await asyncio.wait_for(p.commit_transaction() if commit else p.abort_transaction(), 30)
+        successor = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid, enable_idempotence=True)
+        await asyncio.wait_for(successor.start(), 30)
+        await successor.stop()
+        await p.begin_transaction()
+        with pytest.raises(Exception) as fenced:  # the zombie's write is refused (ProducerFenced)
+            await asyncio.wait_for(p.send_and_wait(partitions[0][0], b"aio-zombie", partition=partitions[0][1]), 30)
+            await asyncio.wait_for(p.commit_transaction(), 30)
+        return type(fenced.value).__name__
     finally:
         await p.stop()
 
 
-def kafka_python_transactions(bootstrap: str, topic: str) -> None:
+def kafka_python_transactions(bootstrap: str, partitions: list[tuple[str, int]]) -> str:
     from kafka import KafkaProducer
 
-    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    tid = f"kp-{uuid.uuid4().hex[:6]}"
+    p = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
     try:
         p.init_transactions()
-        for tag, commit in (("kp-c1", True), ("kp-ab", False), ("kp-c2", True)):
+        for tag, commit in TAGS:
             p.begin_transaction()
-            for i in range(2):
-                p.send(topic, f"{tag}-{i}".encode(), partition=0)
+            for tp in partitions:
+                for value in values_of("kp", tag, tp):
+                    p.send(tp[0], value, partition=tp[1])
             p.flush(30)
             if commit:
                 p.commit_transaction()
             else:
                 p.abort_transaction()
+        successor = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+        successor.init_transactions()
+        successor.close(timeout=10)
+        p.begin_transaction()
+        with pytest.raises(Exception) as fenced:
+            p.send(partitions[0][0], b"kp-zombie", partition=partitions[0][1]).get(timeout=30)
+            p.commit_transaction()
+        return type(fenced.value).__name__
     finally:
         p.close(timeout=10)
 
 
-def test_aiokafka_and_kafka_python_transactions(broker: BrokerProcess, topic: str) -> None:
-    """The two Python clients' transactional producers (aiokafka sends the transaction APIs at v0, kafka-python up
-    to v3): commit, abort, commit; read_committed sees exactly the committed records."""
-    create_topic_confluent(broker.bootstrap, topic, partitions=1, rf=1)
-    asyncio.run(asyncio.wait_for(aiokafka_transactions(broker.bootstrap, topic), 120))
-    kafka_python_transactions(broker.bootstrap, topic)
-    got = read_all(broker.bootstrap, [(topic, 0)], "read_committed", 8)
-    assert sorted(v for _, _, v in got) == sorted(
-        f"{tag}-{i}".encode() for tag in ("aio-c1", "aio-c2", "kp-c1", "kp-c2") for i in range(2))
-    assert len(read_all(broker.bootstrap, [(topic, 0)], "read_uncommitted", 12)) == 12
+async def aio_read(bootstrap: str, partitions: list[tuple[str, int]], isolation: str, count: int
+                   ) -> dict[tuple[str, int], list[bytes]]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest", isolation_level=isolation)
+    await asyncio.wait_for(consumer.start(), 20)
+    try:
+        consumer.assign([AioTopicPartition(t, p) for t, p in partitions])
+        out: dict[tuple[str, int], list[bytes]] = {tp: [] for tp in partitions}
+        deadline = time.monotonic() + 30
+        while sum(map(len, out.values())) < count:
+            assert time.monotonic() < deadline, out
+            for tp, records in (await consumer.getmany(timeout_ms=500)).items():
+                out[(tp.topic, tp.partition)] += [r.value for r in records]
+        return out
+    finally:
+        await asyncio.wait_for(consumer.stop(), 20)
+
+
+def confluent_read(bootstrap: str, partitions: list[tuple[str, int]], isolation: str, count: int
+                   ) -> dict[tuple[str, int], list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    try:
+        consumer.assign([TopicPartition(t, p, 0) for t, p in partitions])
+        out: dict[tuple[str, int], list[bytes]] = {tp: [] for tp in partitions}
+        deadline = time.monotonic() + 30
+        while sum(map(len, out.values())) < count:
+            assert time.monotonic() < deadline, out
+            for m in consumer.consume(num_messages=100, timeout=0.5):
+                assert m.error() is None, m.error()
+                out[(m.topic(), m.partition())].append(m.value())
+        return out
+    finally:
+        consumer.close()
+
+
+def test_aiokafka_and_kafka_python_transactions_read_by_every_client(broker: BrokerProcess) -> None:
+    """aiokafka's and kafka-python's transactional producers commit, abort, commit over two topics (3 + 2
+    partitions); read_committed consumers of confluent-kafka, kafka-python, aiokafka and kcat each see exactly the
+    committed records in order per partition, read_uncommitted ones all of them; a second producer with the same
+    transactional id fences each (its later write or commit refused)."""
+    from .clients import kp_consume
+    from .test_transactions_log import kcat
+
+    t1, t2 = f"mx-a-{uuid.uuid4().hex[:6]}", f"mx-b-{uuid.uuid4().hex[:6]}"
+    create_topic_confluent(broker.bootstrap, t1, partitions=3, rf=1)
+    create_topic_confluent(broker.bootstrap, t2, partitions=2, rf=1)
+    partitions = [(t1, 0), (t1, 1), (t1, 2), (t2, 0), (t2, 1)]
+    aio_fenced = asyncio.run(asyncio.wait_for(aiokafka_transactions(broker.bootstrap, partitions), 120))
+    kp_fenced = kafka_python_transactions(broker.bootstrap, partitions)
+    assert "Fenced" in aio_fenced or "Epoch" in aio_fenced, aio_fenced
+    assert "Fenced" in kp_fenced or "Epoch" in kp_fenced, kp_fenced
+
+    def expected(tags: tuple[str, ...]) -> dict[tuple[str, int], list[bytes]]:
+        return {tp: [v for client in ("aio", "kp") for tag in tags for v in values_of(client, tag, tp)]
+                for tp in partitions}
+
+    committed, everything = expected(("c1", "c2")), expected(("c1", "ab", "c2"))
+    n_committed, n_all = sum(map(len, committed.values())), sum(map(len, everything.values()))
+    for isolation, want, n in (("read_committed", committed, n_committed), ("read_uncommitted", everything, n_all)):
+        assert confluent_read(broker.bootstrap, partitions, isolation, n) == want, isolation
+        assert asyncio.run(asyncio.wait_for(aio_read(broker.bootstrap, partitions, isolation, n), 60)) == want
+        for tp in partitions:
+            got = kp_consume(broker.bootstrap, tp[0], len(want[tp]), partition=tp[1], isolation_level=isolation)
+            assert [r.value for r in got] == want[tp], (isolation, tp)
+    for tp in partitions:
+        out = kcat("-b", broker.bootstrap, "-C", "-t", tp[0], "-p", str(tp[1]), "-o", "beginning", "-e", "-q",
+                   "-X", "isolation.level=read_committed", "-f", "%s\n")
+        assert out.split() == committed[tp], tp
 
 
 def test_a_hanging_transaction_is_aborted_on_its_timeout(broker_factory: Any, topic: str) -> None:
@@ -255,31 +314,26 @@ def test_a_hanging_transaction_is_aborted_on_its_timeout(broker_factory: Any, to
     assert [v for _, _, v in got] == [b"after"]
 
 
-def test_markers_reach_a_partition_whose_leader_was_killed(cluster: Cluster) -> None:  # noqa: F811
-    """kill -9 of a partition leader (not the coordinator) with a transaction open on it: the commit's marker for
-    that partition is retried until the new leader writes it; read_committed then sees the whole transaction."""
-    cluster.start([1, 2, 3], extra=lambda _id: {"transaction.state.log.num.partitions": "3",
-                                                "offsets.topic.num.partitions": "3"})
-    bootstrap = cluster.bootstrap()
-    topic = f"txn-leader-{uuid.uuid4().hex[:6]}"
-    create_topic_confluent(bootstrap, topic, partitions=3, rf=3)
-    tid = f"tx-{uuid.uuid4().hex[:8]}"
-    p = producer(bootstrap, tid)
+def test_back_to_back_commit_and_abort_with_librdkafka(broker: BrokerProcess) -> None:
+    """librdkafka aborts right after a commit, the abort's records never flushed: its AddPartitionsToTxn reaches
+    the coordinator while the commit's markers are on their way, and it sends EndTxn(abort) because it sent that
+    request. The coordinator answers AddPartitionsToTxn once the markers are written, so the abort finds an Ongoing
+    transaction (before, CONCURRENT_TRANSACTIONS then EndTxn(abort) in CompleteCommit: a fatal INVALID_TXN_STATE)."""
+    topic = f"txn-b2b-{uuid.uuid4().hex[:6]}"
+    create_topic_confluent(broker.bootstrap, topic, partitions=4, rf=1)
+    p = producer(broker.bootstrap, f"b2b-{uuid.uuid4().hex[:6]}")
     p.init_transactions(TXN_TIMEOUT_S)
-    [entry] = run(send(cluster.brokers[1], ApiKey.FIND_COORDINATOR,
-                       {"key_type": 1, "coordinator_keys": [tid]}))["coordinators"]
-    assert entry["error_code"] == ErrorCode.NONE, entry
-    coordinator = entry["node_id"]
-    leaders = {part: state["leader"] for part, state in cluster.states(topic).items()}
-    partition, victim = next((part, leader) for part, leader in leaders.items() if leader != coordinator)
-    p.begin_transaction()
-    values = [f"v{i}".encode() for i in range(6)]
-    for i, v in enumerate(values):
-        p.produce(topic, v, partition=i % 3)
-    assert p.flush(TXN_TIMEOUT_S) == 0
-    cluster.brokers[victim].kill()
-    p.commit_transaction(90)  # answered once PrepareCommit is written; the markers follow
-    survivors = ",".join(b.bootstrap for i, b in cluster.brokers.items() if i != victim)
-    got = read_all(survivors, [(topic, 0), (topic, 1), (topic, 2)], "read_committed", 6, timeout=60)
-    assert sorted(v for _, _, v in got) == values
-    assert partition in {tp for _, tp, _ in got}
+    committed = []
+    for n in range(5):
+        p.begin_transaction()
+        values = [f"c{n}-{i}".encode() for i in range(1000)]
+        for i, v in enumerate(values):
+            p.produce(topic, v, partition=i % 4)
+        p.commit_transaction(TXN_TIMEOUT_S)
+        committed += values
+        p.begin_transaction()
+        for i in range(1000):
+            p.produce(topic, f"a{n}-{i}".encode(), partition=i % 4)
+        p.abort_transaction(TXN_TIMEOUT_S)
+    got = read_all(broker.bootstrap, [(topic, i) for i in range(4)], "read_committed", len(committed))
+    assert sorted(v for _, _, v in got) == sorted(committed)

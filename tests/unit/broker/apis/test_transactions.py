@@ -366,3 +366,36 @@ async def test_the_offsets_load_reads_beyond_the_high_watermark(tmp_path: Path) 
     await until(lambda: 0 in env.coordinator.store.owned, "the reload")
     group = env.coordinator.store.get_group("g")
     assert group is not None and group.offsets[("a", 0)].offset == 42
+
+
+async def test_the_next_transaction_waits_for_the_markers_of_the_previous(tmp_path: Path, monkeypatch: Any) -> None:
+    """AddPartitionsToTxn of the next transaction, sent while the previous one's markers are on their way, is
+    answered once they are written (not CONCURRENT_TRANSACTIONS at once), so an EndTxn(abort) right after it
+    finds the transaction Ongoing; a round that outlasts the bound still answers CONCURRENT_TRANSACTIONS."""
+    from moldau.broker.coordinator import txn_coordinator
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    await ready(env)
+    pid = (await init(env))["producer_id"]
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the marker cannot land yet
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    next_add = asyncio.ensure_future(add(env, pid, 0, {"a": [0]}))
+    await asyncio.sleep(0.05)
+    assert not next_add.done()  # waiting for the round
+    env.markers.answer = E.NONE
+    assert await next_add == {("a", 0): 0}
+    meta = env.txn.store.get("tx")
+    assert meta is not None and meta.state is TxnState.ONGOING
+    assert await end(env, pid, 0, False) == E.NONE  # librdkafka's abort right after a commit
+
+    monkeypatch.setattr(txn_coordinator, "MARKER_ROUND_WAIT_S", 0.1)
+    await until(lambda: meta.state is TxnState.COMPLETE_ABORT, "CompleteAbort")
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER
+    assert await end(env, pid, 0, True) == E.NONE
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): E.CONCURRENT_TRANSACTIONS}
+    env.markers.answer = E.NONE
+    await until(lambda: meta.state is TxnState.COMPLETE_COMMIT, "CompleteCommit")

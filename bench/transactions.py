@@ -1,0 +1,228 @@
+"""Transactional produce vs the idempotent producer, commit latency, and read_committed vs read_uncommitted consume,
+on a three-broker ZooKeeper cluster, all in the same run.
+
+    .venv/bin/python bench/transactions.py                          # 200,000 x 100 B per round, 3 rounds
+    .venv/bin/python bench/transactions.py --records 100000 --rounds 2 --abort-every 10
+
+Starts ZooKeeper (Debian's package) and three brokers, creates two topics of 4 partitions, replication factor 3,
+min.insync.replicas=2, and measures with confluent-kafka (acks=all, linger.ms=5, 100-byte records spread round
+robin over the 4 partitions), alternating, ``--rounds`` times each:
+  * idempotent: ``enable.idempotence=true``, records/s until every record is acknowledged;
+  * transactional: ``transactional.id``, transactions of ``--txn-records`` records (begin, produce, commit),
+    records/s until the last commit returned; every ``--abort-every``-th transaction aborted instead (0: none);
+    the commit latency is the time ``commit_transaction()`` takes (it flushes the transaction's tail, then EndTxn
+    and waits for the coordinator's answer), p50 and p99 over every commit of every round.
+Then reads the transactional topic whole at read_uncommitted and read_committed, alternating, ``--rounds`` times
+each, and compares offsets consumed per second. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
+from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
+
+PARTITIONS = 4
+VALUE = b"x" * 100
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def create_topic(bootstrap: str, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = NewTopic(name, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
+    for attempt in range(3):  # librdkafka may drop a bootstrap broker's handle with the request on it
+        try:
+            admin.create_topics([topic])[name].result(timeout=60)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                break
+            if attempt == 2:
+                raise
+            time.sleep(1)
+    probe = Producer({"bootstrap.servers": bootstrap})
+    wait_until(lambda: all(p.leader >= 0 for p in probe.list_topics(name, timeout=5).topics[name].partitions.values()),
+               30, f"leaders for {name}")
+
+
+def producer(bootstrap: str, records: int, **extra: Any) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1048576,
+                     "batch.num.messages": 1000000, "queue.buffering.max.messages": max(records + 1000, 100000),
+                     "queue.buffering.max.kbytes": 2097151, "compression.type": "none",
+                     "message.timeout.ms": 300000, **extra})
+
+
+def produce_all(p: Producer, topic: str, start: int, count: int, errors: list[Any]) -> None:
+    for i in range(start, start + count):
+        while True:
+            try:
+                p.produce(topic, VALUE, partition=i % PARTITIONS,
+                          on_delivery=lambda err, _m: err and errors.append(err))
+                break
+            except BufferError:
+                p.poll(0.001)
+        if i & 0x3FFF == 0:
+            p.poll(0)
+
+
+def idempotent(bootstrap: str, topic: str, records: int) -> float:
+    errors: list[Any] = []
+    p = producer(bootstrap, records, **{"enable.idempotence": True})
+    p.list_topics(topic, timeout=10)
+    start = time.perf_counter()
+    produce_all(p, topic, 0, records, errors)
+    remaining = p.flush(300)
+    elapsed = time.perf_counter() - start
+    if remaining or errors:
+        raise RuntimeError(f"{remaining} undelivered, errors {errors[:3]}")
+    return records / elapsed
+
+
+def transactional(bootstrap: str, topic: str, records: int, txn_records: int, abort_every: int, tid: str
+                  ) -> tuple[float, list[float], int]:
+    """(records/s, commit latencies in ms, records committed)."""
+    errors: list[Any] = []
+    p = producer(bootstrap, txn_records, **{"transactional.id": tid, "transaction.timeout.ms": 60000,
+                                              "message.timeout.ms": 60000})
+    p.init_transactions(60)
+    commits: list[float] = []
+    committed = 0
+    start = time.perf_counter()
+    for n, first in enumerate(range(0, records, txn_records), start=1):
+        count = min(txn_records, records - first)
+        p.begin_transaction()
+        produce_all(p, topic, first, count, errors)
+        if abort_every and n % abort_every == 0:
+            # Flushed first, so the aborted records are in the logs (read_committed has them to skip), and the
+            # AddPartitionsToTxn was answered: librdkafka sends EndTxn(abort) once it has sent one, and one sent
+            # while the previous commit's markers were still on their way (CONCURRENT_TRANSACTIONS, ignored by
+            # the aborting client) makes that EndTxn hit CompleteCommit: INVALID_TXN_STATE, as Kafka answers too.
+            if p.flush(60):
+                raise RuntimeError("records of an aborted transaction not flushed")
+            p.abort_transaction(60)
+            continue
+        t0 = time.perf_counter()
+        p.commit_transaction(60)
+        commits.append((time.perf_counter() - t0) * 1000)
+        committed += count
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"errors {errors[:3]}")
+    return records / elapsed, commits, committed
+
+
+def consume(bootstrap: str, topic: str, isolation: str, expected: int) -> float:
+    """Seconds until ``expected`` records were delivered from the whole topic."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+                         "isolation.level": isolation, "fetch.max.bytes": 52428800,
+                         "max.partition.fetch.bytes": 10485760, "queued.min.messages": expected + 1,
+                         "queued.max.messages.kbytes": 2097151, "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 600
+    try:
+        while got < expected:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{isolation}: {got:,} of {expected:,} records in 600 s")
+            for m in consumer.consume(num_messages=10000, timeout=1.0):
+                if m.error() is not None:
+                    raise RuntimeError(f"{isolation}: {m.error()}")
+                got += 1
+        if got != expected:
+            raise RuntimeError(f"{isolation}: {got} records, expected {expected}")
+        return time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
+def run(records: int, txn_records: int, abort_every: int, rounds: int) -> str:
+    root = Path(tempfile.mkdtemp(prefix="moldau-bench-txn-"))
+    zk = ZooKeeperProcess(root / "zk")
+    brokers: list[BrokerProcess] = []
+    try:
+        zk.start()
+        for i in (1, 2, 3):
+            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
+                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
+                "auto.leader.rebalance.enable": "false", "transaction.state.log.num.partitions": "5",
+                "offsets.topic.num.partitions": "5"}).start())
+        bootstrap = ",".join(b.bootstrap for b in brokers)
+        probe = Producer({"bootstrap.servers": bootstrap})
+        wait_until(lambda: len((md := probe.list_topics(timeout=5)).brokers) == 3 and md.controller_id > 0, 60,
+                   "three brokers and a controller")
+        rates: dict[str, list[float]] = {"idempotent": [], "transactional": []}
+        commits: list[float] = []
+        total = committed = 0
+        for r in range(rounds):
+            create_topic(bootstrap, f"idem-{r}")
+            log(f"round {r + 1}: idempotent, {records:,} x 100 B ...")
+            rates["idempotent"].append(idempotent(bootstrap, f"idem-{r}", records))
+            log(f"round {r + 1}: transactional, transactions of {txn_records:,} ...")
+            if r == 0:
+                create_topic(bootstrap, "txn")
+            rate, latencies, n = transactional(bootstrap, "txn", records, txn_records, abort_every, f"bench-{r}")
+            rates["transactional"].append(rate)
+            commits += latencies
+            total += records
+            committed += n
+        reads: dict[str, list[float]] = {"read_uncommitted": [], "read_committed": []}
+        for r in range(rounds):
+            for isolation, expected in (("read_uncommitted", total), ("read_committed", committed)):
+                log(f"round {r + 1}: {isolation} ...")
+                reads[isolation].append(total / consume(bootstrap, "txn", isolation, expected))
+    finally:
+        for b in brokers:
+            b.kill()
+        zk.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    idem, txn = statistics.median(rates["idempotent"]), statistics.median(rates["transactional"])
+    q = statistics.quantiles(commits, n=100)
+    ru, rc = statistics.median(reads["read_uncommitted"]), statistics.median(reads["read_committed"])
+
+    def rounds_of(values: list[float]) -> str:
+        return " / ".join(f"{v:,.0f}" for v in values)
+
+    return "\n".join([
+        f"{'produce (4 partitions, RF 3, acks=all)':<40} {'records/s (median)':>18}  rounds",
+        f"{'idempotent':<40} {idem:>18,.0f}  {rounds_of(rates['idempotent'])}",
+        f"{f'transactional ({txn_records:,} per transaction)':<40} {txn:>18,.0f}  {rounds_of(rates['transactional'])}",
+        f"transactional / idempotent: {txn / idem:.2f}",
+        f"commit_transaction() latency over {len(commits)} commits: p50 {q[49]:.1f} ms, p99 {q[98]:.1f} ms",
+        f"{'consume the transactional topic':<40} {'offsets/s (median)':>18}  rounds",
+        f"{'read_uncommitted':<40} {ru:>18,.0f}  {rounds_of(reads['read_uncommitted'])}",
+        f"{'read_committed':<40} {rc:>18,.0f}  {rounds_of(reads['read_committed'])}",
+        f"read_committed / read_uncommitted: {rc / ru:.2f}",
+        f"{records:,} records of 100 B per round, {rounds} rounds, every {abort_every or 'no'}th transaction aborted; "
+        f"the topic holds {total:,} records, {committed:,} committed"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--txn-records", type=int, default=1000)
+    parser.add_argument("--abort-every", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(run(args.records, args.txn_records, args.abort_every, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
