@@ -12,7 +12,8 @@
 # chains and rules, bridges, mounts; the FORWARD policy as it was). When the images cannot be pulled
 # (MOLDAU_COMPOSE_MODE=auto tries; =registry or =local force a mode), every image is built locally from a Debian
 # base made with debootstrap (ops/local/), the Moldau image from wheels built on the host; Grafana is not in
-# Debian and is left out in that mode. Images are built when missing; `up --build` rebuilds Moldau's.
+# Debian and is left out in that mode. Images are built when missing, Moldau's also when its sources changed
+# (`up --build` forces it).
 #
 # Settings (environment): MOLDAU_DOCKER_CACHE (/tmp/moldau-docker-cache), MOLDAU_COMPOSE_PROJECT (moldau),
 # MOLDAU_COMPOSE_MODE (auto), MOLDAU_COMPOSE_TIMEOUT (seconds to healthy, 300), MOLDAU_COMPOSE_LOCK_WAIT (seconds
@@ -113,7 +114,7 @@ start_dockerd() {
     # Containers of other projects in the reused data root (a killed earlier run): restart policies would bring
     # them back with the daemon.
     local others
-    others="$(docker ps -aq --filter "label=com.docker.compose.project" \
+    others="$(docker ps -a --filter "label=com.docker.compose.project" \
         --format '{{.ID}} {{.Label "com.docker.compose.project"}}' | awk -v p="$PROJECT" '$2 != p {print $1}')"
     [[ -n "$others" ]] && docker rm -f -v $others >/dev/null
     docker network prune -f >/dev/null
@@ -211,13 +212,18 @@ pick_mode() {
 
 build_wheels() {
     # The Dockerfile installs from wheelhouse/ when the build context has one (pip in build containers may not
-    # reach an index). Dependency wheels stay in the cache; Moldau's own wheel is made fresh.
-    local py="$ROOT/.venv/bin/python"
+    # reach an index). Moldau's own wheel is made fresh; its dependencies, setuptools and wheel (the build
+    # backend) stay in the cache, so a warm run needs no index at all.
+    local py="$ROOT/.venv/bin/python" pip_wheel
     [[ -x "$py" ]] || py="$(command -v python3)"
     mkdir -p "$CACHE/wheels"
     rm -f "$CACHE"/wheels/moldau-*.whl
-    (cd "$ROOT" && PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip wheel -q --no-input --find-links "$CACHE/wheels" \
-        . -w "$CACHE/wheels" >"$RUN/wheels.log" 2>&1) || { tail -n 20 "$RUN/wheels.log" >&2; die "pip wheel failed"; }
+    pip_wheel=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip wheel -q --no-input --find-links "$CACHE/wheels"
+               -w "$CACHE/wheels")
+    if ! (cd "$ROOT" && "${pip_wheel[@]}" --no-index . >"$RUN/wheels.log" 2>&1); then
+        (cd "$ROOT" && "${pip_wheel[@]}" . "setuptools>=68" wheel >"$RUN/wheels.log" 2>&1) \
+            || { tail -n 20 "$RUN/wheels.log" >&2; die "pip wheel failed (log: $RUN/wheels.log)"; }
+    fi
     rm -rf "$ROOT/wheelhouse"
     cp -r "$CACHE/wheels" "$ROOT/wheelhouse"
 }
@@ -233,8 +239,9 @@ build_images() {
         local missing=()
         docker image inspect moldau-local-zookeeper >/dev/null 2>&1 || missing+=(zookeeper)
         docker image inspect moldau-local-prometheus >/dev/null 2>&1 || missing+=(prometheus)
-        if [[ "$rebuild" == 1 ]] || ! docker image inspect "${MOLDAU_IMAGE:-moldau:local}" >/dev/null 2>&1; then
+        if [[ "$rebuild" == 1 ]] || moldau_image_stale; then
             build_wheels
+            say "wheels in $((SECONDS - t0)) s"
             missing+=(broker-1)
         fi
         if (( ${#missing[@]} )); then
@@ -243,20 +250,39 @@ build_images() {
                 || { tail -n 30 "$RUN/build.log" >&2; die "docker-compose build failed (log: $RUN/build.log)"; }
             say "built in $((SECONDS - t0)) s"
         fi
-    elif [[ "$rebuild" == 1 ]]; then
+    elif [[ "$rebuild" == 1 ]] || moldau_image_stale; then
+        say "building broker-1 (the Moldau image)"
         compose build broker-1 >"$RUN/build.log" 2>&1 \
             || { tail -n 30 "$RUN/build.log" >&2; die "docker-compose build failed (log: $RUN/build.log)"; }
     fi
+    docker image inspect "${MOLDAU_IMAGE:-moldau:local}" >/dev/null 2>&1 && source_hash >"$CACHE/image-source.$MODE"
+    return 0
+}
+
+source_hash() {
+    # What the Moldau image is built from: a changed file means a new image at the next `up`.
+    (cd "$ROOT" && find pyproject.toml README.md Dockerfile client broker protocol storage ops/docker -type f \
+        ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+}
+
+moldau_image_stale() {
+    ! docker image inspect "${MOLDAU_IMAGE:-moldau:local}" >/dev/null 2>&1 \
+        || [[ "$(cat "$CACHE/image-source.$MODE" 2>/dev/null)" != "$(source_hash)" ]]
 }
 
 # ------------------------------------------------------------------------------------------------ health
 health() {
-    # "service status" a line; status is the healthcheck's, else the container's.
-    local service cid
+    # "service status" a line, from one `docker ps` (docker-compose itself is slow to start on a loaded machine):
+    # the healthcheck's status where there is one, else the container's state.
+    local service ps
+    ps="$(docker ps -a --filter "label=com.docker.compose.project=$PROJECT" \
+        --format '{{.Label "com.docker.compose.service"}} {{.State}} {{.Status}}' 2>/dev/null || true)"
     for service in $(services); do
-        cid="$(compose ps -q "$service" 2>/dev/null || true)"
-        if [[ -z "$cid" ]]; then echo "$service missing"; continue; fi
-        echo "$service $(docker inspect --format '{{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' "$cid" 2>/dev/null || echo missing)"
+        awk -v s="$service" '
+            $1 == s { found = 1
+                      if ($0 ~ /\(healthy\)/) st = "healthy"; else if ($0 ~ /\(unhealthy\)/) st = "unhealthy"
+                      else if ($0 ~ /health: starting/) st = "starting"; else st = $2 }
+            END { print s, (found ? st : "missing") }' <<<"$ps"
     done
 }
 
@@ -359,7 +385,8 @@ main() {
         *)
             load_state
             [[ -f "$STATE" ]] || docker_answers || die "nothing is up (bash scripts/compose.sh up)"
-            compose "$cmd" "$@" ;;
+            # `exec` without a terminal (a script, a pipe) needs -T
+            if [[ "$cmd" == exec && ! -t 0 ]]; then compose exec -T "$@"; else compose "$cmd" "$@"; fi ;;
     esac
 }
 
