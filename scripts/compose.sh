@@ -229,7 +229,8 @@ build_wheels() {
 }
 
 build_images() {
-    local rebuild="$1" t0=$SECONDS
+    local rebuild="$1" t0=$SECONDS src
+    src="$(source_hash)"  # before the build: a file changed while it runs makes the next `up` build again
     if [[ "$MODE" == local ]]; then
         if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
             command -v debootstrap >/dev/null || die "the local base needs debootstrap (apt-get install debootstrap)"
@@ -255,7 +256,7 @@ build_images() {
         compose build broker-1 >"$RUN/build.log" 2>&1 \
             || { tail -n 30 "$RUN/build.log" >&2; die "docker-compose build failed (log: $RUN/build.log)"; }
     fi
-    docker image inspect "${MOLDAU_IMAGE:-moldau:local}" >/dev/null 2>&1 && source_hash >"$CACHE/image-source.$MODE"
+    docker image inspect "${MOLDAU_IMAGE:-moldau:local}" >/dev/null 2>&1 && echo "$src" >"$CACHE/image-source.$MODE"
     return 0
 }
 
@@ -390,4 +391,4 @@ main() {
     esac
 }
 
-main "$@"
+main "$@"; exit $?  # on one line: bash reads a script as it runs it, and this file may change meanwhile
