@@ -211,21 +211,24 @@ pick_mode() {
 }
 
 build_wheels() {
-    # The Dockerfile installs from wheelhouse/ when the build context has one (pip in build containers may not
-    # reach an index). Moldau's own wheel is made fresh; its dependencies, setuptools and wheel (the build
-    # backend) stay in the cache, so a warm run needs no index at all.
-    local py="$ROOT/.venv/bin/python" pip_wheel
+    # wheelhouse/ for the Dockerfile (pip in build containers may not reach an index): the dependencies' wheels,
+    # setuptools and wheel (to build Moldau from its sources inside the build), and requirements.txt. They stay
+    # in the cache, so a warm run needs no index; the Dockerfile installs them in a layer of their own.
+    local py="$ROOT/.venv/bin/python" reqs pip_wheel
     [[ -x "$py" ]] || py="$(command -v python3)"
     mkdir -p "$CACHE/wheels"
-    rm -f "$CACHE"/wheels/moldau-*.whl
+    reqs="$CACHE/wheels/requirements.txt"
+    "$py" -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+        "$ROOT/pyproject.toml" >"$reqs"
     pip_wheel=(env PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip wheel -q --no-input --find-links "$CACHE/wheels"
-               -w "$CACHE/wheels")
-    if ! (cd "$ROOT" && "${pip_wheel[@]}" --no-index . >"$RUN/wheels.log" 2>&1); then
-        (cd "$ROOT" && "${pip_wheel[@]}" . "setuptools>=68" wheel >"$RUN/wheels.log" 2>&1) \
+               -w "$CACHE/wheels" -r "$reqs" "setuptools>=68" wheel)
+    if ! "${pip_wheel[@]}" --no-index >"$RUN/wheels.log" 2>&1; then
+        "${pip_wheel[@]}" >"$RUN/wheels.log" 2>&1 \
             || { tail -n 20 "$RUN/wheels.log" >&2; die "pip wheel failed (log: $RUN/wheels.log)"; }
     fi
+    rm -f "$CACHE"/wheels/moldau-*.whl  # an earlier version's own wheel: built inside the image now
     rm -rf "$ROOT/wheelhouse"
-    cp -r "$CACHE/wheels" "$ROOT/wheelhouse"
+    cp -rp "$CACHE/wheels" "$ROOT/wheelhouse"
 }
 
 build_images() {
