@@ -21,6 +21,8 @@ COPY client client
 COPY broker broker
 COPY protocol protocol
 COPY storage storage
+COPY testing testing
+COPY spark_plugin spark_plugin
 # Every console tool, moldau-consumer-groups included, runs on Moldau's own client: no other Kafka client is
 # installed.
 RUN if [ -f /wheels/requirements.txt ]; then \

@@ -265,8 +265,9 @@ build_images() {
 
 source_hash() {
     # What the Moldau image is built from: a changed file means a new image at the next `up`.
-    (cd "$ROOT" && find pyproject.toml README.md Dockerfile client broker protocol storage ops/docker -type f \
-        ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
+    (cd "$ROOT" && find pyproject.toml README.md Dockerfile client broker protocol storage testing spark_plugin \
+        ops/docker -type f \
+        ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 }
 
 moldau_image_stale() {
