@@ -7,18 +7,26 @@ ARG PYTHON_IMAGE=python:3.11.9-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 RUN python3 -m venv /opt/moldau
+# For builders whose containers cannot reach a package index (scripts/compose.sh without a registry): a
+# wheelhouse/ folder in the build context, made on the host, holds the dependencies' wheels, setuptools and wheel,
+# and requirements.txt (pyproject.toml's dependencies). They are installed offline, before Moldau's sources are
+# copied, so that layer stays cached while only Moldau changes.
+COPY README.md wheelhous[e] /wheels/
+RUN if [ -f /wheels/requirements.txt ]; then \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels \
+            -r /wheels/requirements.txt; \
+    fi
 COPY pyproject.toml README.md ./
 COPY client client
 COPY broker broker
 COPY protocol protocol
 COPY storage storage
-# A wheelhouse/ folder in the build context (`pip wheel . -w wheelhouse`, made where an index is reachable) is
-# installed offline instead: for builders whose containers cannot reach a package index themselves.
-COPY README.md wheelhous[e] /wheels/
+COPY testing testing
+COPY spark_plugin spark_plugin
 # Every console tool, moldau-consumer-groups included, runs on Moldau's own client: no other Kafka client is
-# installed (a wheelhouse may still hold extra wheels; only moldau and its dependencies are taken from it).
-RUN if ls /wheels/*.whl >/dev/null 2>&1; then \
-        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels moldau; \
+# installed.
+RUN if [ -f /wheels/requirements.txt ]; then \
+        /opt/moldau/bin/pip install --no-cache-dir --no-input --no-index --find-links /wheels .; \
     else \
         /opt/moldau/bin/pip install --no-cache-dir --no-input .; \
     fi

@@ -115,7 +115,13 @@ class TransactionsAdmin:
         for tp in wanted:
             node = broker_id if broker_id is not None else self._cluster.leader_for(tp.topic, tp.partition)
             if node is None:
-                out[tp] = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
+                known = self._cluster.partitions_for(tp.topic)
+                if known is None or tp.partition not in known:  # Kafka's admin: UnknownTopicOrPartitionException
+                    what = f"topic '{tp.topic}' does not exist" if known is None else \
+                        f"partition {tp.partition} of topic '{tp.topic}' does not exist"
+                    out[tp] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, what)
+                else:
+                    out[tp] = KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp.topic}-{tp.partition}")
                 continue
             by_node.setdefault(node, []).append(tp)
         for node, tps in by_node.items():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import re
 import sys
 from collections.abc import Sequence
@@ -77,13 +78,21 @@ async def describe(store: CredentialStore, user: str | None) -> list[str]:
     return lines
 
 
+# Kafka's zookeeper.session.timeout.ms and (a shorter) zookeeper.connection.timeout.ms for the tool's session.
+ZK_SESSION_TIMEOUT_MS = 18000
+ZK_CONNECTION_TIMEOUT_MS = 10000
+
+
 async def _run(args: argparse.Namespace) -> int:
     zk = None
     store: CredentialStore
     if args.zookeeper:
         from moldau.broker.controller.zk import ZkClient
 
-        zk = ZkClient(args.zookeeper, 18000, 10000)
+        if not args.verbose:  # kazoo logs each failed connection attempt; the one error line says it all
+            logging.getLogger("kazoo").addHandler(logging.NullHandler())
+            logging.getLogger("kazoo").propagate = False
+        zk = ZkClient(args.zookeeper, ZK_SESSION_TIMEOUT_MS, ZK_CONNECTION_TIMEOUT_MS)
         await zk.start()
         store = ZkCredentialStore(zk)
     else:

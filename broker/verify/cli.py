@@ -2,6 +2,7 @@
 
     moldau-verify --bootstrap-server host:9092 --duration 60 --rate 200
     moldau-verify --launch 3 --duration 120 --faults kill,pause,partition --fault-interval 10
+    moldau-verify --bootstrap-server host:9093 --command-config client.properties   # SASL/SSL settings
 
 A paced idempotent acks=all producer writes unique sequential values to a new topic while ``--consumers``
 consumers of one group read it; with ``--launch`` the tool runs its own ZooKeeper and brokers in a temporary
@@ -25,7 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from moldau.errors import ClientError
-from moldau.tools.common import EXIT_USAGE, ToolError, ToolParser, UsageError, report_error
+from moldau.tools.common import (
+    EXIT_USAGE,
+    ToolError,
+    ToolParser,
+    UsageError,
+    read_properties_file,
+    report_error,
+)
 
 from .checker import Report, check
 from .cluster import FAULTS, fault_unavailable
@@ -47,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", help="the cluster to check")
     where.add_argument("--launch", type=int, metavar="N",
                        help="launch ZooKeeper and N brokers in a temporary directory and check them")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties for --bootstrap-server (security.protocol, sasl.*, ssl.*), used by "
+                   "every producer, consumer and admin client of the run")
     p.add_argument("--topic", help="the topic to create and write (default moldau-verify-<random>)")
     p.add_argument("--partitions", type=int, default=6, help="partitions of the topic (default 6)")
     p.add_argument("--replication-factor", type=int,
@@ -80,6 +91,10 @@ def parser() -> argparse.ArgumentParser:
 
 def validate(args: argparse.Namespace) -> None:
     """Raises ToolError naming the flag for a bad combination or value."""
+    if args.command_config and args.launch is not None:
+        raise UsageError("--command-config needs --bootstrap-server: a launched cluster has plaintext listeners")
+    args.client_config = read_properties_file(args.command_config, "--command-config") \
+        if args.command_config else {}
     if args.recheck:
         if not args.bootstrap_server:
             raise UsageError("--recheck needs --bootstrap-server (the cluster that holds the topic)")
@@ -140,7 +155,8 @@ async def recheck(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
     except (OSError, ValueError, KeyError) as exc:
         raise ToolError(f"--recheck: cannot read a history from {path}: {exc}") from None
     history.reads.pop(FINAL_READ, None)
-    complete = await final_read(args.bootstrap_server, topic, partitions, history, args.final_read_timeout)
+    connect = {**args.client_config, "bootstrap.servers": args.bootstrap_server}
+    complete = await final_read(connect, topic, partitions, history, args.final_read_timeout)
     return check(history), {"topic": topic, "final_read_complete": complete}
 
 

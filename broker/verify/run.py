@@ -20,6 +20,7 @@ from .cluster import LaunchedCluster
 from .history import History
 from .netfault import NetFaults
 from .workload import (
+    Connect,
     Counters,
     GroupReader,
     VerifiableProducer,
@@ -76,8 +77,11 @@ class Run:
         try:
             if self.args.launch is not None:
                 await self._launch()
-            bootstrap = self.cluster.bootstrap if self.cluster else str(self.args.bootstrap_server)
-            await self._workload(bootstrap)
+            if self.cluster is not None:
+                connect = {"bootstrap.servers": self.cluster.bootstrap}
+            else:
+                connect = {**self.args.client_config, "bootstrap.servers": str(self.args.bootstrap_server)}
+            await self._workload(connect)
         finally:
             if self.cluster is not None:
                 self.say("stopping the launched cluster")
@@ -94,14 +98,14 @@ class Run:
         await asyncio.to_thread(self.cluster.start)
         self.say(f"cluster up: {self.cluster.bootstrap}")
 
-    async def _workload(self, bootstrap: str) -> None:
+    async def _workload(self, connect: Connect) -> None:
         a = self.args
-        await create_topic(bootstrap, a.topic, a.partitions, a.replication_factor, a.min_insync_replicas)
+        await create_topic(connect, a.topic, a.partitions, a.replication_factor, a.min_insync_replicas)
         self.say(f"topic {a.topic}: {a.partitions} partitions, replication factor {a.replication_factor}, "
                  f"min.insync.replicas {a.min_insync_replicas}; writing {a.rate:g} records/s for {a.duration:g}s")
-        producer = VerifiableProducer(bootstrap, a.topic, a.partitions, a.rate, self.history, self.counters,
+        producer = VerifiableProducer(connect, a.topic, a.partitions, a.rate, self.history, self.counters,
                                       uuid.uuid4().hex[:8], _properties(a.producer_property))
-        readers = [GroupReader(f"consumer-{i}", bootstrap, a.topic, f"{a.topic}-group", self.history,
+        readers = [GroupReader(f"consumer-{i}", connect, a.topic, f"{a.topic}-group", self.history,
                                self.counters) for i in range(a.consumers)]
         stop_producer, stop_readers, stop_faults = asyncio.Event(), asyncio.Event(), asyncio.Event()
         producing = asyncio.create_task(producer.run(stop_producer))
@@ -119,12 +123,12 @@ class Run:
             stop_producer.set()
             self.say("writes stopped; waiting for the last acknowledgements")
             await producing
-            await self._settle(bootstrap)
-            await self._catch_up(bootstrap, readers)
+            await self._settle(connect)
+            await self._catch_up(connect, readers)
             stop_readers.set()
             await asyncio.gather(*reading)
             self.say("final read of every partition from the beginning")
-            self.final_complete = await final_read(bootstrap, a.topic, a.partitions, self.history,
+            self.final_complete = await final_read(connect, a.topic, a.partitions, self.history,
                                                    a.final_read_timeout)
         finally:
             stop_faults.set()
@@ -174,12 +178,12 @@ class Run:
         finally:
             await asyncio.to_thread(cluster.heal_all)
 
-    async def _settle(self, bootstrap: str) -> None:
+    async def _settle(self, connect: Connect) -> None:
         """On a launched cluster: wait for every replica back in sync before the final read (bounded)."""
         if self.cluster is None:
             return
         deadline = time.monotonic() + HEAL_TIMEOUT_S
-        async with AdminClient(bootstrap_servers=bootstrap, client_id="moldau-verify-admin") as admin:
+        async with AdminClient({**connect, "client.id": "moldau-verify-admin"}) as admin:
             while not await partitions_led(admin, self.args.topic, self.args.partitions, full_isr=True):
                 if time.monotonic() > deadline:
                     log.warning("not every replica was back in sync %.0fs after the faults", HEAL_TIMEOUT_S)
@@ -187,11 +191,11 @@ class Run:
                 await asyncio.sleep(0.5)
         self.say("every replica in sync")
 
-    async def _catch_up(self, bootstrap: str, readers: list[GroupReader]) -> None:
+    async def _catch_up(self, connect: Connect, readers: list[GroupReader]) -> None:
         """Lets the group read up to the log end (bounded): its reads are compared with the final read."""
         if not readers:
             return
-        ends = await end_offsets(bootstrap, self.args.topic, self.args.partitions)
+        ends = await end_offsets(connect, self.args.topic, self.args.partitions)
         deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
         while any(max(r.high.get(p, 0) for r in readers) < end for p, end in ends.items()):
             if time.monotonic() > deadline:

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,10 @@ from .history import FINAL_READ, History, make_value
 log = logging.getLogger("moldau.verify")
 
 RETRY_S = 0.5
+
+# How every client of a run connects: bootstrap.servers plus the --command-config settings (security.protocol,
+# sasl.*, ssl.*), in Kafka's names.
+Connect = Mapping[str, Any]
 
 
 @dataclass(slots=True)
@@ -33,11 +38,11 @@ class Counters:
     faults: dict[str, int] = field(default_factory=dict)
 
 
-async def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int, min_isr: int,
+async def create_topic(connect: Connect, topic: str, partitions: int, replication_factor: int, min_isr: int,
                        timeout_s: float = 60.0) -> None:
     """Creates the topic (refusing one that exists: its old records would spoil the history) and waits for a
     leader on every partition."""
-    async with AdminClient(bootstrap_servers=bootstrap, client_id="moldau-verify") as admin:
+    async with AdminClient({**connect, "client.id": "moldau-verify"}) as admin:
         if topic in await admin.list_topics():
             raise ValueError(f"--topic: {topic} already exists; the check needs a new topic")
         await admin.create_topics([NewTopic(topic, partitions, replication_factor,
@@ -65,12 +70,12 @@ class VerifiableProducer:
     """Sends ``<id>:0``, ``<id>:1``, ... at ``rate`` records/s, round-robin over the partitions, and records every
     attempt, acknowledgement and failure."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float, history: History,
+    def __init__(self, connect: Connect, topic: str, partitions: int, rate: float, history: History,
                  counters: Counters, producer_id: str, config: dict[str, Any] | None = None) -> None:
         self.topic, self.partitions, self.rate = topic, partitions, rate
         self.history, self.counters, self.producer_id = history, counters, producer_id
         # Idempotent acks=all is the guarantee under test; a long delivery timeout rides out failovers.
-        self.config: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": "moldau-verify-producer",
+        self.config: dict[str, Any] = {**connect, "client.id": "moldau-verify-producer",
                                        "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                                        "delivery.timeout.ms": 120000, "request.timeout.ms": 10000,
                                        "metadata.max.age.ms": 5000, **(config or {})}
@@ -114,10 +119,10 @@ class VerifiableProducer:
 class GroupReader:
     """One consumer of the group: reads everything assigned to it, recording (partition, offset, value)."""
 
-    def __init__(self, name: str, bootstrap: str, topic: str, group: str, history: History,
+    def __init__(self, name: str, connect: Connect, topic: str, group: str, history: History,
                  counters: Counters) -> None:
         self.name, self.topic, self.history, self.counters = name, topic, history, counters
-        self.config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+        self.config = {**connect, "group.id": group, "client.id": name,
                        "auto.offset.reset": "earliest", "enable.auto.commit": True,
                        "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000, "metadata.max.age.ms": 5000}
         self.high: dict[int, int] = {}  # partition -> next offset after the highest one read
@@ -145,19 +150,19 @@ class GroupReader:
                 await asyncio.wait_for(consumer.close(), 15)
 
 
-async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    async with Consumer(bootstrap_servers=bootstrap, client_id="moldau-verify-offsets") as consumer:
+async def end_offsets(connect: Connect, topic: str, partitions: int) -> dict[int, int]:
+    async with Consumer({**connect, "client.id": "moldau-verify-offsets"}) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         ends = await consumer.end_offsets(tps)
     return {tp.partition: offset for tp, offset in ends.items()}
 
 
-async def final_read(bootstrap: str, topic: str, partitions: int, history: History, timeout_s: float) -> bool:
+async def final_read(connect: Connect, topic: str, partitions: int, history: History, timeout_s: float) -> bool:
     """Reads every partition from its beginning to its high watermark into history.reads[FINAL_READ]; False when
     that did not finish within ``timeout_s`` (what was read is kept: the checker counts the rest as lost)."""
     deadline = time.monotonic() + timeout_s
-    async with Consumer(bootstrap_servers=bootstrap, client_id="moldau-verify-final",
-                        auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+    async with Consumer({**connect, "client.id": "moldau-verify-final", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False}) as consumer:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         ends = await consumer.end_offsets(tps)
         consumer.assign(tps)

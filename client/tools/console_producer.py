@@ -22,6 +22,7 @@ from moldau.tools.common import (
     UsageError,
     add_bootstrap,
     bootstrap_from,
+    describe,
     parse_key_values,
     read_properties_file,
     run_tool,
@@ -154,8 +155,9 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any],
 
 
 def produce_lines(producer: Any, topic: str, reader: LineReader, stdin: IO[str], prompt: IO[str] | None,
-                  sync: bool) -> int:
-    """Sends each stdin line; returns how many were handed to the producer."""
+                  sync: bool, failures: list[BaseException] | None = None) -> int:
+    """Sends each stdin line; returns how many were handed to the producer. Each failed send is reported (one
+    line) and appended to ``failures``."""
     count = 0
     number = 0
     while True:
@@ -167,7 +169,8 @@ def produce_lines(producer: Any, topic: str, reader: LineReader, stdin: IO[str],
             return count
         number += 1
         key, value, headers = reader.parse(line.rstrip("\r\n") if line.endswith("\n") else line, number)
-        future = producer.send(topic, value, key, headers=headers or None, on_delivery=_report(topic, key, value))
+        future = producer.send(topic, value, key, headers=headers or None,
+                               on_delivery=_report(topic, key, value, failures))
         count += 1
         if sync:
             try:
@@ -176,13 +179,16 @@ def produce_lines(producer: Any, topic: str, reader: LineReader, stdin: IO[str],
                 pass
 
 
-def _report(topic: str, key: bytes | None, value: bytes | None) -> Any:
+def _report(topic: str, key: bytes | None, value: bytes | None, failures: list[BaseException] | None) -> Any:
+    """Kafka's ErrorLoggingCallback message, in the tools' one style: ``moldau-console-producer: error: ...``."""
     def on_delivery(error: BaseException | None, _meta: Any) -> None:
         if error is not None:
             key_text = "null" if key is None else f"{len(key)} bytes"
             value_text = "null" if value is None else f"{len(value)} bytes"
-            print(f"Error when sending message to topic {topic} with key: {key_text}, value: {value_text} "
-                  f"with error: {error}", file=sys.stderr, flush=True)
+            print(f"moldau-console-producer: error: sending to topic {topic} (key: {key_text}, value: {value_text})"
+                  f" failed: {describe(error)}", file=sys.stderr, flush=True)
+            if failures is not None:
+                failures.append(error)
     return on_delivery
 
 
@@ -192,15 +198,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         args, conf, reader = parse_args(sys.argv[1:] if argv is None else argv)
         producer = Producer(conf)
+        failures: list[BaseException] = []
         try:
             prompt = sys.stdout if sys.stdin.isatty() else None
-            produce_lines(producer, args.topic, reader, sys.stdin, prompt, args.sync)
+            produce_lines(producer, args.topic, reader, sys.stdin, prompt, args.sync, failures)
         finally:
             try:
                 producer.close(timeout=30)
             except KeyboardInterrupt:
                 pass
-        return 0
+        return 1 if failures else 0
     return run_tool(body, "moldau-console-producer", argv)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from .harness import BrokerProcess
+from .secure import client_settings, make_certs, secured_broker
 
 pytestmark = pytest.mark.integration
 
@@ -46,6 +47,33 @@ def test_a_launched_cluster_under_kill_and_pause_faults_loses_nothing() -> None:
     assert result["acked"] > 3000 and result["final_read"] >= result["acked"]
     assert "fault: kill -9 broker-" in err or "fault: SIGSTOP broker-" in err
     assert "sent " in err and " acked " in err  # the progress lines
+
+
+def test_command_config_carries_the_security_settings(tmp_path: Path) -> None:
+    """--command-config gives every client of the run its SASL settings: a SCRAM listener checks clean with the
+    right password; with a wrong one the run stops with one line in the tools' style."""
+    certs = make_certs(tmp_path / "certs")
+    broker = secured_broker(tmp_path / "broker", "SASL_PLAINTEXT", certs)
+    try:
+        good, bad = tmp_path / "client.properties", tmp_path / "wrong.properties"
+        settings = client_settings("SASL_PLAINTEXT", certs, "SCRAM-SHA-256")
+        good.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        bad.write_text(good.read_text().replace(settings["sasl.password"], "wrong-password")
+                       + "socket.connection.setup.timeout.ms=3000\n")
+        code, result, err = verify("--bootstrap-server", broker.bootstrap, "--command-config", str(good),
+                                   "--partitions", "2", "--replication-factor", "1", "--duration", "2",
+                                   "--rate", "100", "--consumers", "1", timeout=180)
+        assert code == 0 and result["ok"] and result["acked"] >= 150, err[-2000:]
+        script = shutil.which("moldau-verify", path=str(Path(sys.executable).parent))
+        assert script is not None
+        done = subprocess.run([script, "--bootstrap-server", broker.bootstrap, "--command-config", str(bad),
+                               "--duration", "2"], capture_output=True, text=True, timeout=120)
+    finally:
+        broker.stop()
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("moldau-verify: error: "), done.stderr
+    assert "uthentication" in lines[0], lines[0]
 
 
 def _truncate_segment(broker: BrokerProcess, topic: str) -> int:

@@ -76,7 +76,14 @@ def test_compose_services_listeners_and_volumes() -> None:
         assert broker["depends_on"]["zookeeper"]["condition"] == "service_healthy"
         assert broker["restart"] == "unless-stopped"
         assert f"broker-{i}-data:/var/lib/moldau/data" in broker["volumes"]
-    assert services["zookeeper"]["healthcheck"]["test"]
+    # Every service reports healthy or not (compose.sh up waits for all): the brokers through the image's
+    # HEALTHCHECK, the others in the file; the local override's images keep one too.
+    assert "HEALTHCHECK" in (ROOT / "Dockerfile").read_text()
+    local = yaml.safe_load((OPS / "local" / "docker-compose.local.yml").read_text())["services"]
+    for name in ("zookeeper", "prometheus", "grafana"):
+        assert services[name]["healthcheck"]["test"], name
+    for name in ("zookeeper", "prometheus"):
+        assert local[name]["healthcheck"]["test"], name
     for name, image in (("zookeeper", "zookeeper:"), ("prometheus", "prom/prometheus:v"),
                         ("grafana", "grafana/grafana:")):
         default = re.fullmatch(r"\$\{\w+:-(.+)\}", services[name]["image"])

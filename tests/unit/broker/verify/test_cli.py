@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,16 @@ def parse(*argv: str) -> argparse.Namespace:
     args = cli.parser().parse_args(list(argv))
     cli.validate(args)
     return args
+
+
+def test_command_config_is_read_into_the_client_settings(tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text("# SASL\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism = PLAIN\n")
+    args = parse("--bootstrap-server", "h:9092", "--command-config", str(props))
+    assert args.client_config == {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+    assert parse("--bootstrap-server", "h:9092").client_config == {}
+    with pytest.raises(ToolError, match="missing.properties"):
+        parse("--bootstrap-server", "h:9092", "--command-config", str(tmp_path / "missing.properties"))
 
 
 def test_launch_defaults_follow_the_cluster_size() -> None:
@@ -38,6 +49,7 @@ def test_launch_defaults_follow_the_cluster_size() -> None:
     (["--launch", "3", "--consumers", "-2"], "--consumers"),
     (["--launch", "3", "--min-insync-replicas", "4"], "--min-insync-replicas"),
     (["--launch", "3", "--fault-interval", "4", "--fault-duration", "4"], "--fault-duration"),
+    (["--launch", "3", "--command-config", "c.properties"], "--command-config needs --bootstrap-server"),
     (["--recheck", "h.json"], "--recheck needs --bootstrap-server"),
     (["--launch", "1", "--producer-property", "linger.ms"], "expected KEY=VALUE"),
 ])
