@@ -9,11 +9,14 @@ Work goes out in two lanes. The first worker (gw0) runs the *cluster lane*: ever
 and of examples/ (the sample applications' tests, on moldau.testing's brokers) that starts brokers, one after
 another, as a serial run would. The other workers run the *side lane*: the unit tier (no process at all,
 tests/unit/conftest.py), tests/ops (the docker-compose run, which mostly waits on image builds), the
-wheel-install test and the single-broker integration modules of ``SIDE_INTEGRATION``, beside it. So no two broker clusters ever run at once: under that load kafka-python 3.0.12
-sometimes never applies a SyncGroup answer (README, "Running tests"), which failed a group test in about 1 of 3
-runs when integration modules ran on three workers. The two modules that build the project's wheel (``pip wheel
-.`` builds in the source tree) are one work unit, so they never build at the same time. gw0 takes side-lane
-work once its own lane is empty; side workers never take cluster-lane work.
+wheel-install test and the single-broker integration modules of ``SIDE_INTEGRATION``, beside it. The modules
+that run kafka-python group members (``KAFKA_PYTHON_GROUPS``) go first on gw0 while the other worker is still in
+the side lane, so no other cluster runs beside them: under that load kafka-python 3.0.12 sometimes never applies
+a SyncGroup answer (README, "Running tests"), which failed a group test in about 1 of 3 runs when integration
+modules ran on three workers. The two modules that build the project's wheel (``pip wheel .`` builds in the
+source tree) are one work unit, so they never build at the same time. gw0 takes side-lane work once its own lane
+is empty; a side worker whose lane is empty takes cluster-lane units from the far end of the queue
+(``pick_scope``), so both workers end at about the same time.
 
 This is xdist's ``loadscope`` with our own scopes and lanes (the ``pytest_xdist_make_scheduler`` hook). Not
 ``loadgroup`` with ``xdist_group`` markers: xdist 3.8 marks a group by rewriting ``item._nodeid``, which pytest 9.2
@@ -62,14 +65,36 @@ def lane_of(scope: str) -> str:
     return "cluster" if scope == "spark" or scope.startswith(("tests/integration/", "examples/")) else "side"
 
 
+# Modules whose tests run kafka-python group members: they run on the first worker, before its other cluster
+# units, so that no cluster-lane module of the other worker runs beside them (kafka-python 3.0.12's SyncGroup race).
+KAFKA_PYTHON_GROUPS = ("tests/integration/test_groups.py", "tests/integration/test_consumer_protocol.py")
+
+
 def pick_scope(worker: str, scopes: list[str]) -> str | None:
-    """The work unit a worker takes next from the pending ones (in collection order), or None: the first worker
-    takes the first cluster-lane unit, else the first side-lane unit; the others only side-lane units."""
-    first = worker in ("gw0", "")
-    for lane in (("cluster", "side") if first else ("side",)):
+    """The work unit a worker takes next from the pending ones, or None.
+
+    The first worker takes the kafka-python group modules first, then the cluster lane in collection order, then
+    side-lane units. The others take side-lane units in collection order; once their lane is empty they help
+    with the cluster lane from its far end, never taking a kafka-python group module. So the two lanes end
+    together instead of one worker idling for minutes while the other runs the cluster lane alone (2026-11-26:
+    the cluster lane was ~1,300 s of a 1,394 s run)."""
+    if worker in ("gw0", ""):
         for scope in scopes:
-            if lane_of(scope) == lane:
+            if scope in KAFKA_PYTHON_GROUPS:
                 return scope
+        for lane in ("cluster", "side"):
+            for scope in scopes:
+                if lane_of(scope) == lane:
+                    return scope
+        return None
+    for scope in scopes:
+        if lane_of(scope) == "side":
+            return scope
+    if any(scope in KAFKA_PYTHON_GROUPS for scope in scopes):
+        return None  # the first worker has not started them yet: nothing of the cluster lane may run beside them
+    for scope in reversed(scopes):
+        if lane_of(scope) == "cluster":
+            return scope
     return None
 
 

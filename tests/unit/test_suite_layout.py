@@ -37,8 +37,13 @@ def test_cluster_lane_units_go_to_the_first_worker_only() -> None:
     pending = ["tests/integration/test_a.py", "wheel", "tests/unit/test_b.py"]
     assert suite.pick_scope("gw0", pending) == "tests/integration/test_a.py"
     assert suite.pick_scope("gw1", pending) == "wheel"
-    assert suite.pick_scope("gw2", ["tests/integration/test_a.py", "spark"]) is None
     assert suite.pick_scope("gw0", ["tests/unit/test_b.py"]) == "tests/unit/test_b.py"  # gw0 helps when done
+    # A side worker whose lane is empty helps with the cluster lane from its far end...
+    assert suite.pick_scope("gw2", ["tests/integration/test_a.py", "spark"]) == "spark"
+    # ...but never while a kafka-python group module waits for gw0, which takes those first.
+    groups = suite.KAFKA_PYTHON_GROUPS[0]
+    assert suite.pick_scope("gw1", ["tests/integration/test_a.py", groups]) is None
+    assert suite.pick_scope("gw0", ["tests/integration/test_a.py", groups]) == groups
 
 
 class _Worker:
@@ -57,13 +62,15 @@ class _Worker:
         self.shutting_down = True
 
 
-def test_the_lane_scheduler_runs_every_test_once_keeps_clusters_on_gw0_and_stops_every_worker() -> None:
+def test_the_lane_scheduler_runs_every_test_once_balances_the_lanes_and_stops_every_worker() -> None:
     pytest.importorskip("xdist")
     config: Any = SimpleNamespace(option=SimpleNamespace(loadscopereorder=False),
                                   getvalue=lambda name: ["2*popen"] if name == "tx" else None)
     sched = suite.pytest_xdist_make_scheduler(config, SimpleNamespace(loadscopesched=lambda *a: None))
     # A long cluster lane and a short side lane: gw1 runs dry while gw0 still has units queued.
+    groups = suite.KAFKA_PYTHON_GROUPS[0]
     collection = ([f"tests/integration/test_c{m}.py::t{i}" for m in range(6) for i in range(5)] +
+                  [f"{groups}::t{i}" for i in range(5)] +
                   ["tests/integration/test_install.py::t", "tests/integration/test_spark_batch.py::t",
                    "tests/integration/test_spark_stream.py::t", "tests/ops/test_compose.py::t1",
                    "tests/ops/test_compose.py::t2"] +
@@ -87,11 +94,18 @@ def test_the_lane_scheduler_runs_every_test_once_keeps_clusters_on_gw0_and_stops
             break
     ran_all = done["gw0"] + done["gw1"]
     assert sorted(ran_all) == sorted(collection)  # every test once
-    assert all(suite.lane_of(suite.scope_of(t)) == "side" for t in done["gw1"])
     assert {t.split("::")[0] for t in done["gw1"]} >= {"tests/ops/test_compose.py", "tests/integration/test_install.py"}
-    # gw0 ran the cluster lane in collection order, one module after another.
-    cluster = [t for t in done["gw0"] if suite.lane_of(suite.scope_of(t)) == "cluster"]
-    assert cluster == [t for t in collection if suite.lane_of(suite.scope_of(t)) == "cluster"]
+    # gw0 began with the kafka-python group module, then ran cluster modules in collection order; gw1 ran dry
+    # and took cluster modules from the far end, never the group module; every module ran whole on one worker.
+    assert done["gw0"][0].startswith(groups + "::")
+    assert not any(t.startswith(groups) for t in done["gw1"])
+    by_worker = {w: {t.split("::")[0] for t in done[w] if suite.lane_of(suite.scope_of(t)) == "cluster"}
+                 for w in done}
+    assert by_worker["gw0"] and by_worker["gw1"] and not by_worker["gw0"] & by_worker["gw1"]
+    rest = [t for t in done["gw0"] if suite.lane_of(suite.scope_of(t)) == "cluster" and not t.startswith(groups)]
+    assert rest == sorted(rest, key=collection.index)
+    # Each ran about half the tests: neither idled while the other still had a long queue.
+    assert abs(len(done["gw0"]) - len(done["gw1"])) <= 6, {w: len(done[w]) for w in done}
     assert all(w.shutting_down for w in workers) and sched.tests_finished
 
 
