@@ -55,6 +55,7 @@ from moldau.storage.txn_index import AbortedTxn
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_MS = 30_000  # longest pause of a partition's tasks after failures in a row
+UNCLAIMED_READ_S = 60.0  # how long a finished remote read waits for a fetch of its position to take it
 
 
 class Throttle:
@@ -109,6 +110,10 @@ class RemoteLogManager:
         self.task_interval_ms = task_interval_ms
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self._read_ready: set[TopicPartition] = set()
+        # Remote reads by (topic, partition, offset, max bytes, read_committed): a fetch that gave up waiting
+        # leaves its read here, and the client's next fetch of the same position takes its result (an error
+        # included) instead of starting another read behind it.
+        self._reads: dict[tuple[str, int, int, int, bool], asyncio.Task[RemoteRead]] = {}
         self.copy_throttle = Throttle(copy_bytes_per_second)
         self.fetch_throttle = Throttle(fetch_bytes_per_second)
         self.stats = TieringStats()
@@ -144,6 +149,8 @@ class RemoteLogManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for read in list(self._reads.values()):
+            read.cancel()
         await self.metadata.close()
         self._readers.shutdown(wait=False, cancel_futures=True)
         self._copier.shutdown(wait=False, cancel_futures=True)
@@ -300,7 +307,34 @@ class RemoteLogManager:
     async def read(self, topic: str, partition: int, offset: int, max_bytes: int,
                    read_committed: bool = False) -> RemoteRead:
         """Batches from remote storage at ``offset`` (below the local log start offset); with ``read_committed``
-        also the aborted transactions they overlap (remote transaction indexes, then the local log's)."""
+        also the aborted transactions they overlap (remote transaction indexes, then the local log's).
+
+        Cancelling the caller (the fetch stopped waiting after ``remote.fetch.max.wait.ms``) leaves the read
+        running: the next read of the same position joins it, so a store that hangs ends in one answer (the
+        store's error once its client times out, KAFKA_STORAGE_ERROR) rather than a new read per fetch, each
+        answered empty before it can fail."""
+        local = self.partitions.get((topic, partition))
+        if local is not None and offset < local.log.log_start_offset:  # also for a read finished before
+            return RemoteRead(ErrorCode.OFFSET_OUT_OF_RANGE)
+        key = (topic, partition, offset, max_bytes, read_committed)
+        task = self._reads.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._read(topic, partition, offset, max_bytes,
+                                                                     read_committed))
+            self._reads[key] = task
+            # Nobody came back for it (the consumer moved or left): forget it after a while.
+            task.add_done_callback(lambda t: asyncio.get_running_loop().call_later(
+                UNCLAIMED_READ_S, self._forget_read, key, t))
+        result = await asyncio.shield(task)
+        self._forget_read(key, task)
+        return result
+
+    def _forget_read(self, key: tuple[str, int, int, int, bool], task: asyncio.Task[RemoteRead]) -> None:
+        if self._reads.get(key) is task:
+            del self._reads[key]
+
+    async def _read(self, topic: str, partition: int, offset: int, max_bytes: int,
+                    read_committed: bool) -> RemoteRead:
         tp = (topic, partition)
         local = self.partitions.get(tp)
         if local is not None and offset < local.log.log_start_offset:
