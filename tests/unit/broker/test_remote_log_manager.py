@@ -226,3 +226,35 @@ async def test_a_lagging_log_start_is_raised_to_the_remote_log_start(rlm: Remote
     rlm._synced.clear()  # as after a restart or a new leadership
     await rlm.run_partition(TP, partition)
     assert partition.log.log_start_offset == chain[1].start_offset
+
+
+async def test_a_read_given_up_on_is_joined_by_the_next_fetch(rlm: RemoteLogManager, partition: Partition) -> None:
+    """A store that hangs: the fetch stops waiting (cancelled), the read goes on; the next fetch of the position
+    takes that read's answer (here the store's error) instead of starting another read that would be given up
+    on in turn, so the client sees KAFKA_STORAGE_ERROR instead of empty answers forever."""
+    import asyncio
+    import threading
+
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    rsm = rlm.rsm
+    assert isinstance(rsm, FileSystemRemoteStorageManager)
+    release, calls = threading.Event(), []
+
+    def hanging_fetch(*args: object, **kwargs: object) -> bytes:
+        calls.append(args)
+        release.wait(10)
+        raise RemoteStorageError("the store timed out")
+
+    rsm.fetch_log_segment = hanging_fetch  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(rlm.read("t", 0, 0, 1000), 0.2)
+    release.set()
+    result = await asyncio.wait_for(rlm.read("t", 0, 0, 1000), 5)
+    assert result.error == ErrorCode.KAFKA_STORAGE_ERROR
+    assert len(calls) == 1  # one read, joined
+    release.clear()
+    with pytest.raises(TimeoutError):  # taken: the next fetch reads again
+        await asyncio.wait_for(rlm.read("t", 0, 0, 1000), 0.2)
+    assert len(calls) == 2
+    release.set()
