@@ -9,7 +9,7 @@ broker 1 get the same ``--mb`` of 1 KiB records: ``plain`` (untiered) and ``tier
 ``local.retention.bytes`` = (1 - ``--tiered-fraction``) of the partition less one segment, so the
 local tail, whole segments, is at most that share). Once the tiered partition's local log is
 down to its retention, each partition is moved from [1] to [2] (kafka-python's AlterPartitionReassignments), one
-after the other, timed until the controller finished (the topic znode shows [2] and the ISR is [2]). Bytes moved:
+after the other, timed until the controller finished (the topic znode shows [2], the ISR is [2], broker 1 deleted its replica). Bytes moved:
 what broker 2 fetched as a follower (its partition directory's .log bytes when the move finished). The issue's
 acceptance: the tiered move copies >= 10x fewer bytes and finishes >= 5x sooner. Not part of the tests.
 """
@@ -117,7 +117,10 @@ def main() -> None:
             def done(topic: str = name) -> bool:
                 replicas = json.loads(kz.get(f"/brokers/topics/{topic}")[0])["partitions"]["0"]
                 state = json.loads(kz.get(f"/brokers/topics/{topic}/partitions/0/state")[0])
-                return bool(replicas == [2] and state["isr"] == [2] and state["leader"] == 2)
+                # ... and the old replica stopped and deleted: the next move starts on an idle controller.
+                return bool(replicas == [2] and state["isr"] == [2] and state["leader"] == 2
+                            and not (brokers[1].log_dir / f"{topic}-0").exists()
+                            and not kz.exists("/admin/reassign_partitions"))
 
             log(f"moving {name}-0 from [1] to [2] ...")
             t0 = time.monotonic()
