@@ -34,6 +34,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 from moldau.storage.config import Clock
 from moldau.storage.remote.api import (
+    IndexType,
     RemoteLogSegmentMetadata,
     RemoteStorageError,
     RemoteStorageManager,
@@ -120,6 +121,9 @@ class RemoteLogManager:
         self._readers = ThreadPoolExecutor(reader_threads, thread_name_prefix="remote-log-reader")
         self._copier = ThreadPoolExecutor(1, thread_name_prefix="remote-log-copier")
         self._indexes = IndexCache()
+        # Transaction indexes: mostly empty, one per remote segment, each read by every read_committed remote read
+        # before it (the search runs to the end without transactions): room for thousands.
+        self._txn_indexes = IndexCache(capacity=100_000, max_bytes=64 * 1024 * 1024, kind=IndexType.TRANSACTION)
         self._synced: dict[TopicPartition, int] = {}  # partition -> leader epoch it caught up for
         self._failures: dict[TopicPartition, tuple[int, float]] = {}  # (failures in a row, retry not before)
         self._task: asyncio.Task[None] | None = None
@@ -361,7 +365,7 @@ class RemoteLogManager:
             chain = [m for m in self.metadata.cache.copied_segments(topic, partition) if m.end_offset >= meta.start_offset]
             try:
                 found, complete = await loop.run_in_executor(self._readers, collect_aborted_txns, self.rsm, chain,
-                                                             offset, upper)
+                                                             offset, upper, self._txn_indexes)
             except Exception as exc:
                 self.stats.fetch_errors += 1
                 log.warning("remote transaction index of %s-%d failed: %r", topic, partition, exc)
