@@ -321,17 +321,26 @@ class RemoteLogManager:
         if local is not None and offset < local.log.log_start_offset:  # also for a read finished before
             return RemoteRead(ErrorCode.OFFSET_OUT_OF_RANGE)
         key = (topic, partition, offset, max_bytes, read_committed)
+        task = self._start_read(key)
+        result = await asyncio.shield(task)
+        self._forget_read(key, task)
+        if result.error == ErrorCode.NONE and result.records:
+            # Read ahead: a consumer catching up asks for the next position at once; its fetch then finds that
+            # read running or done instead of waiting a whole store round trip (and at most one is ahead).
+            following = batches_end(result.records, offset)
+            if local is not None and following < local.log.local_log_start_offset:
+                self._start_read((topic, partition, following, max_bytes, read_committed))
+        return result
+
+    def _start_read(self, key: tuple[str, int, int, int, bool]) -> asyncio.Task[RemoteRead]:
         task = self._reads.get(key)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._read(topic, partition, offset, max_bytes,
-                                                                     read_committed))
+            task = asyncio.get_running_loop().create_task(self._read(*key))
             self._reads[key] = task
             # Nobody came back for it (the consumer moved or left): forget it after a while.
             task.add_done_callback(lambda t: asyncio.get_running_loop().call_later(
                 UNCLAIMED_READ_S, self._forget_read, key, t))
-        result = await asyncio.shield(task)
-        self._forget_read(key, task)
-        return result
+        return task
 
     def _forget_read(self, key: tuple[str, int, int, int, bool], task: asyncio.Task[RemoteRead]) -> None:
         if self._reads.get(key) is task:

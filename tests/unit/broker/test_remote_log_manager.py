@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -286,3 +287,35 @@ async def test_read_committed_remote_reads_fetch_each_transaction_index_once(rlm
         result = await rlm.read("t", 0, m.start_offset, 1 << 20, read_committed=True)
         assert result.error == ErrorCode.NONE and result.records and result.aborted == []
     assert len(fetched) == len(chain)
+
+
+async def test_a_remote_read_reads_ahead_the_next_position(rlm: RemoteLogManager, partition: Partition) -> None:
+    """A catch-up consumer's next fetch finds the following chunk already read: each remote read starts the one
+    after it (only while that is still below the local log start)."""
+    import asyncio
+
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    rsm = rlm.rsm
+    assert isinstance(rsm, FileSystemRemoteStorageManager)
+    fetched: list[int] = []
+    fetch = rsm.fetch_log_segment
+
+    def counting(metadata: Any, start: int, end: int | None = None) -> bytes:
+        fetched.append(metadata.start_offset)
+        return fetch(metadata, start, end)
+
+    rsm.fetch_log_segment = counting  # type: ignore[method-assign]
+    first = await rlm.read("t", 0, chain[0].start_offset, 1 << 20)
+    assert first.records
+    for _ in range(250):  # bounded: the read-ahead runs on the reader threads
+        if len(fetched) >= 2:
+            break
+        await asyncio.sleep(0.02)
+    assert fetched == [chain[0].start_offset, chain[1].start_offset]
+    second = await rlm.read("t", 0, chain[1].start_offset, 1 << 20)
+    assert second.records and fetched.count(chain[1].start_offset) == 1  # taken, not read again
+    last = await rlm.read("t", 0, chain[-1].start_offset, 1 << 20)
+    assert last.records and chain[-1].end_offset + 1 == partition.log.local_log_start_offset
+    assert not [key for key in rlm._reads if key[2] > chain[-1].start_offset]  # nothing past the remote part
