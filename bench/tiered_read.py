@@ -1,6 +1,6 @@
 """Tiered storage: catch-up read from remote storage against a local catch-up read, in one run on one broker.
 
-Two topics of the same records: ``local`` (untiered) and ``tiered`` (remote.storage.enable, 1 MiB segments,
+Two topics of the same records: ``local`` (untiered) and ``tiered`` (remote.storage.enable, ``--segment-mb`` segments,
 local.retention.bytes=1, so once the copies are done everything but the active segment is remote). Each is read
 from offset 0 to its end by a confluent-kafka consumer; the ratio remote / local is the issue's acceptance figure
 (>= 0.5). Also produce throughput into the tiered topic while its segments are being copied, against the untiered
@@ -9,7 +9,7 @@ topic's copies caught up, then tiered, whose copies run during and after it), th
 load of the machine drifting during the run hits both sides alike. Backend: ``--backend filesystem`` (a
 directory) or ``--backend s3`` (moto's server on 127.0.0.1).
 
-    .venv/bin/python bench/tiered_read.py [--mb 200] [--rounds 4] [--backend filesystem|s3]
+    .venv/bin/python bench/tiered_read.py [--mb 200] [--rounds 4] [--segment-mb 1] [--backend filesystem|s3]
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=200, help="megabytes per topic (200)")
     parser.add_argument("--backend", choices=("filesystem", "s3"), default="filesystem")
     parser.add_argument("--rounds", type=int, default=4, help="alternating produce rounds (4)")
+    parser.add_argument("--segment-mb", type=int, default=1, help="segment.bytes of both topics in MiB (1)")
     args = parser.parse_args(argv)
     records = args.mb * 1_000_000 // SIZE
     workdir = Path(tempfile.mkdtemp(prefix="moldau-bench-tiered-"))
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        segment = {"segment.bytes": str(1024 * 1024)}
+        segment = {"segment.bytes": str(args.segment_mb * 1024 * 1024)}
         for name, configs in (("local", segment), ("tiered", {**segment, "remote.storage.enable": "true",
                                                               "local.retention.bytes": "1"})):
             admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(30)
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         remote_read = consume(broker.bootstrap, "tiered", records)
         mb = records * SIZE / 1e6
         untiered, tiered = statistics.median(untiered_rates), statistics.median(tiered_rates)
-        print(f"backend {args.backend}, {records} x {SIZE} B ({mb:.0f} MB) per topic")
+        print(f"backend {args.backend}, {records} x {SIZE} B ({mb:.0f} MB) per topic, {args.segment_mb} MiB segments")
         print(f"| read from offset 0 | local {mb / local_read:.1f} MB/s | remote {mb / remote_read:.1f} MB/s | "
               f"remote / local {local_read / remote_read:.2f} |")
         print(f"| produce, median of {args.rounds} rounds | untiered {untiered:.1f} MB/s | tiered while copying "
