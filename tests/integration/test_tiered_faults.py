@@ -163,7 +163,8 @@ def test_store_outage_and_leader_killed_mid_copy(cluster: Cluster, s3: S3Server)
     values = write(cluster, topic, 400, "before")
     old = leader(cluster, topic)
     wait_until(lambda: len(bases(cluster.brokers[old], topic)) <= 2, 60, "the first segments copied to S3")
-    local_start = bases(cluster.brokers[old], topic)[0]
+    before = bases(cluster.brokers[old], topic)
+    local_start = before[0]
     assert local_start > 0
     errors = copy_errors(cluster.brokers[old])
 
@@ -173,7 +174,7 @@ def test_store_outage_and_leader_killed_mid_copy(cluster: Cluster, s3: S3Server)
         values += write(cluster, topic, 400, "during")  # produce does not depend on the store
         wait_until(lambda: copy_errors(cluster.brokers[old]) > errors, 30, "a copy to time out")
         held = bases(cluster.brokers[old], topic)
-        assert held[0] == local_start and len(held) > 5  # nothing deleted locally while uncopied
+        assert held[0] == local_start and len(held) >= len(before) + 2  # nothing deleted while uncopied
 
         # A remote read fails with a retriable error, each answer bounded (remote.fetch.max.wait.ms), no hang.
         async def until_storage_error() -> None:
