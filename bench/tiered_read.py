@@ -1,18 +1,22 @@
 """Tiered storage: catch-up read from remote storage against a local catch-up read, in one run on one broker.
 
-Two topics of the same records: ``local`` (untiered) and ``tiered`` (remote.storage.enable, 1 MiB segments,
+Two topics of the same records: ``local`` (untiered) and ``tiered`` (remote.storage.enable, ``--segment-mb`` segments,
 local.retention.bytes=1, so once the copies are done everything but the active segment is remote). Each is read
 from offset 0 to its end by a confluent-kafka consumer; the ratio remote / local is the issue's acceptance figure
 (>= 0.5). Also produce throughput into the tiered topic while its segments are being copied, against the untiered
-topic. Backend: ``--backend filesystem`` (a directory) or ``--backend s3`` (moto's server on 127.0.0.1).
+topic with no copy running: ``--rounds`` alternating rounds of ``--mb / --rounds`` each (untiered once the tiered
+topic's copies caught up, then tiered, whose copies run during and after it), the median of each side, so the
+load of the machine drifting during the run hits both sides alike. Backend: ``--backend filesystem`` (a
+directory) or ``--backend s3`` (moto's server on 127.0.0.1).
 
-    .venv/bin/python bench/tiered_read.py [--mb 200] [--backend filesystem|s3]
+    .venv/bin/python bench/tiered_read.py [--mb 200] [--rounds 4] [--segment-mb 1] [--backend filesystem|s3]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -69,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=200, help="megabytes per topic (200)")
     parser.add_argument("--backend", choices=("filesystem", "s3"), default="filesystem")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating produce rounds (4)")
+    parser.add_argument("--segment-mb", type=int, default=1, help="segment.bytes of both topics in MiB (1)")
     args = parser.parse_args(argv)
     records = args.mb * 1_000_000 // SIZE
     workdir = Path(tempfile.mkdtemp(prefix="moldau-bench-tiered-"))
@@ -85,22 +91,35 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker.start()
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        segment = {"segment.bytes": str(1024 * 1024)}
+        segment = {"segment.bytes": str(args.segment_mb * 1024 * 1024)}
         for name, configs in (("local", segment), ("tiered", {**segment, "remote.storage.enable": "true",
                                                               "local.retention.bytes": "1"})):
             admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(30)
-        local_produce = produce(broker.bootstrap, "local", records)
-        tiered_produce = produce(broker.bootstrap, "tiered", records)
         tiered_dir = broker.partition_dir("tiered")
-        wait_until(lambda: len(list(tiered_dir.glob("*.log"))) <= 2, 900, "the tiered topic's segments copied")
+
+        def copied() -> bool:
+            return len(list(tiered_dir.glob("*.log"))) <= 2
+
+        per_round = records // args.rounds
+        records = per_round * args.rounds
+        round_mb = per_round * SIZE / 1e6
+        untiered_rates, tiered_rates = [], []
+        for _ in range(args.rounds):
+            wait_until(copied, 900, "the tiered topic's segments copied")  # no copy runs during the untiered round
+            untiered_rates.append(round_mb / produce(broker.bootstrap, "local", per_round))
+            tiered_rates.append(round_mb / produce(broker.bootstrap, "tiered", per_round))
+        wait_until(copied, 900, "the tiered topic's segments copied")
         local_read = consume(broker.bootstrap, "local", records)
         remote_read = consume(broker.bootstrap, "tiered", records)
         mb = records * SIZE / 1e6
-        print(f"backend {args.backend}, {records} x {SIZE} B ({mb:.0f} MB) per topic")
+        untiered, tiered = statistics.median(untiered_rates), statistics.median(tiered_rates)
+        print(f"backend {args.backend}, {records} x {SIZE} B ({mb:.0f} MB) per topic, {args.segment_mb} MiB segments")
         print(f"| read from offset 0 | local {mb / local_read:.1f} MB/s | remote {mb / remote_read:.1f} MB/s | "
               f"remote / local {local_read / remote_read:.2f} |")
-        print(f"| produce | untiered {mb / local_produce:.1f} MB/s | tiered while copying "
-              f"{mb / tiered_produce:.1f} MB/s | ratio {local_produce / tiered_produce:.2f} |")
+        print(f"| produce, median of {args.rounds} rounds | untiered {untiered:.1f} MB/s | tiered while copying "
+              f"{tiered:.1f} MB/s | ratio {tiered / untiered:.2f} |")
+        print(f"rounds untiered {' '.join(f'{r:.1f}' for r in untiered_rates)}; tiered "
+              f"{' '.join(f'{r:.1f}' for r in tiered_rates)} MB/s")
         broker.stop()
     finally:
         broker.kill()

@@ -34,6 +34,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 from moldau.storage.config import Clock
 from moldau.storage.remote.api import (
+    IndexType,
     RemoteLogSegmentMetadata,
     RemoteStorageError,
     RemoteStorageManager,
@@ -55,6 +56,7 @@ from moldau.storage.txn_index import AbortedTxn
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_MS = 30_000  # longest pause of a partition's tasks after failures in a row
+UNCLAIMED_READ_S = 60.0  # how long a finished remote read waits for a fetch of its position to take it
 
 
 class Throttle:
@@ -109,12 +111,19 @@ class RemoteLogManager:
         self.task_interval_ms = task_interval_ms
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self._read_ready: set[TopicPartition] = set()
+        # Remote reads by (topic, partition, offset, max bytes, read_committed): a fetch that gave up waiting
+        # leaves its read here, and the client's next fetch of the same position takes its result (an error
+        # included) instead of starting another read behind it.
+        self._reads: dict[tuple[str, int, int, int, bool], asyncio.Task[RemoteRead]] = {}
         self.copy_throttle = Throttle(copy_bytes_per_second)
         self.fetch_throttle = Throttle(fetch_bytes_per_second)
         self.stats = TieringStats()
         self._readers = ThreadPoolExecutor(reader_threads, thread_name_prefix="remote-log-reader")
         self._copier = ThreadPoolExecutor(1, thread_name_prefix="remote-log-copier")
         self._indexes = IndexCache()
+        # Transaction indexes: mostly empty, one per remote segment, each read by every read_committed remote read
+        # before it (the search runs to the end without transactions): room for thousands.
+        self._txn_indexes = IndexCache(capacity=100_000, max_bytes=64 * 1024 * 1024, kind=IndexType.TRANSACTION)
         self._synced: dict[TopicPartition, int] = {}  # partition -> leader epoch it caught up for
         self._failures: dict[TopicPartition, tuple[int, float]] = {}  # (failures in a row, retry not before)
         self._task: asyncio.Task[None] | None = None
@@ -144,6 +153,8 @@ class RemoteLogManager:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for read in list(self._reads.values()):
+            read.cancel()
         await self.metadata.close()
         self._readers.shutdown(wait=False, cancel_futures=True)
         self._copier.shutdown(wait=False, cancel_futures=True)
@@ -300,7 +311,43 @@ class RemoteLogManager:
     async def read(self, topic: str, partition: int, offset: int, max_bytes: int,
                    read_committed: bool = False) -> RemoteRead:
         """Batches from remote storage at ``offset`` (below the local log start offset); with ``read_committed``
-        also the aborted transactions they overlap (remote transaction indexes, then the local log's)."""
+        also the aborted transactions they overlap (remote transaction indexes, then the local log's).
+
+        Cancelling the caller (the fetch stopped waiting after ``remote.fetch.max.wait.ms``) leaves the read
+        running: the next read of the same position joins it, so a store that hangs ends in one answer (the
+        store's error once its client times out, KAFKA_STORAGE_ERROR) rather than a new read per fetch, each
+        answered empty before it can fail."""
+        local = self.partitions.get((topic, partition))
+        if local is not None and offset < local.log.log_start_offset:  # also for a read finished before
+            return RemoteRead(ErrorCode.OFFSET_OUT_OF_RANGE)
+        key = (topic, partition, offset, max_bytes, read_committed)
+        task = self._start_read(key)
+        result = await asyncio.shield(task)
+        self._forget_read(key, task)
+        if result.error == ErrorCode.NONE and result.records:
+            # Read ahead: a consumer catching up asks for the next position at once; its fetch then finds that
+            # read running or done instead of waiting a whole store round trip (and at most one is ahead).
+            following = batches_end(result.records, offset)
+            if local is not None and following < local.log.local_log_start_offset:
+                self._start_read((topic, partition, following, max_bytes, read_committed))
+        return result
+
+    def _start_read(self, key: tuple[str, int, int, int, bool]) -> asyncio.Task[RemoteRead]:
+        task = self._reads.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._read(*key))
+            self._reads[key] = task
+            # Nobody came back for it (the consumer moved or left): forget it after a while.
+            task.add_done_callback(lambda t: asyncio.get_running_loop().call_later(
+                UNCLAIMED_READ_S, self._forget_read, key, t))
+        return task
+
+    def _forget_read(self, key: tuple[str, int, int, int, bool], task: asyncio.Task[RemoteRead]) -> None:
+        if self._reads.get(key) is task:
+            del self._reads[key]
+
+    async def _read(self, topic: str, partition: int, offset: int, max_bytes: int,
+                    read_committed: bool) -> RemoteRead:
         tp = (topic, partition)
         local = self.partitions.get(tp)
         if local is not None and offset < local.log.log_start_offset:
@@ -327,7 +374,7 @@ class RemoteLogManager:
             chain = [m for m in self.metadata.cache.copied_segments(topic, partition) if m.end_offset >= meta.start_offset]
             try:
                 found, complete = await loop.run_in_executor(self._readers, collect_aborted_txns, self.rsm, chain,
-                                                             offset, upper)
+                                                             offset, upper, self._txn_indexes)
             except Exception as exc:
                 self.stats.fetch_errors += 1
                 log.warning("remote transaction index of %s-%d failed: %r", topic, partition, exc)

@@ -107,6 +107,9 @@ class Log(LogTransactions):
     ) -> None:
         self.dir = Path(dir)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
+        # The checkpointed log start offset, when loading raised it to the first local segment: a broker loads its
+        # logs before it knows their topics' settings, and a tiered log's start is below its local segments.
+        self._unclamped_start: int | None = None
         self.config = config
         self.clock: Clock = clock if clock is not None else SystemClock()
         # Upper bound for retention (segments above it are not deleted); the broker sets it to the high watermark.
@@ -209,6 +212,8 @@ class Log(LogTransactions):
         leo = self.log_end_offset
         floor = 0 if self.config.remote_storage_enable else self._bases[0]
         self.log_start_offset = min(max(log_start_offset, floor), leo)
+        if log_start_offset < self.log_start_offset:
+            self._unclamped_start = max(log_start_offset, 0)
         if recovered:
             for seg in self._segments:
                 if seg.next_offset > recovery_point:
@@ -217,6 +222,26 @@ class Log(LogTransactions):
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state()
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """The topic's settings (the broker applies them after loading). Turning out tiered, a log loaded with its
+        start raised to the first local segment gets its checkpointed start back: below the local segments the
+        log is in remote storage. Kept raised, a new leader would take the remote segments below it for deleted
+        records (DeleteRecords) and delete them."""
+        self._config = config
+        start = self._unclamped_start
+        if start is None or not hasattr(self, "log_start_offset"):
+            return
+        self._unclamped_start = None
+        if config.remote_storage_enable and start < self.log_start_offset:
+            logger.info("%s: tiered: log start offset back to %d (remote below %d)", self, start,
+                        self.local_log_start_offset)
+            self.log_start_offset = start
 
     def _rebuild_producer_state(self) -> None:
         leo = self.log_end_offset

@@ -39,6 +39,7 @@ from .checker import Report, check
 from .cluster import FAULTS, fault_unavailable
 from .history import History
 from .run import Run
+from .tiered import remote_segments
 
 EXIT_ANOMALIES = 2
 EXIT_INTERRUPTED = 130
@@ -64,6 +65,12 @@ def parser() -> argparse.ArgumentParser:
                    help="replication factor (default 3, or the number of launched brokers if fewer)")
     p.add_argument("--min-insync-replicas", type=int,
                    help="the topic's min.insync.replicas (default 2 with 3 or more replicas, else 1)")
+    p.add_argument("--topic-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the created topic (may repeat), e.g. retention.ms=600000")
+    p.add_argument("--tiered", action="store_true",
+                   help="tiered storage on: the topic gets remote.storage.enable=true, segment.bytes=8192 and "
+                        "local.retention.bytes=8192 (--topic-config overrides them); a launched cluster a "
+                        "filesystem store in its directory (or the storage manager --override names)")
     p.add_argument("--rate", type=float, default=100.0, help="records per second (default 100)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of writing (default 60)")
     p.add_argument("--consumers", type=int, default=2, help="consumers in the group (default 2; 0: none)")
@@ -129,7 +136,7 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("--fault-duration must be positive and shorter than --fault-interval")
     if args.topic is None:
         args.topic = f"moldau-verify-{uuid.uuid4().hex[:8]}"
-    for item in [*args.producer_property, *args.override]:
+    for item in [*args.producer_property, *args.override, *args.topic_config]:
         if "=" not in item:
             raise UsageError(f"expected KEY=VALUE, got {item!r}")
 
@@ -209,6 +216,8 @@ def run_once(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
                              "faults": dict(run.counters.faults), "final_read_complete": run.final_complete,
                              "fault_log": run.fault_log}
     if args.launch is not None:
+        if args.tiered:
+            extra["remote_segments"] = remote_segments(workdir)
         if report.ok and not args.data:
             shutil.rmtree(workdir, ignore_errors=True)
         else:

@@ -19,6 +19,7 @@ from moldau.aio import AdminClient
 from .cluster import LaunchedCluster
 from .history import History
 from .netfault import NetFaults
+from .tiered import broker_overrides, topic_configs
 from .workload import (
     Connect,
     Counters,
@@ -93,14 +94,27 @@ class Run:
     async def _launch(self) -> None:
         if "partition" in self.args.faults:
             self.netfaults = NetFaults()
-        self.cluster = LaunchedCluster(self.args.launch, self.workdir, self.args.override, self.netfaults)
+        overrides = [*broker_overrides(self.args, self.workdir), *self.args.override]
+        self.cluster = LaunchedCluster(self.args.launch, self.workdir, overrides, self.netfaults)
         self.say(f"launching ZooKeeper and {self.args.launch} broker(s) in {self.workdir}")
         await asyncio.to_thread(self.cluster.start)
+        await self._all_brokers_known(self.cluster.bootstrap, self.args.launch)
         self.say(f"cluster up: {self.cluster.bootstrap}")
+
+    async def _all_brokers_known(self, bootstrap: str, brokers: int) -> None:
+        """Until the metadata lists every launched broker: a port accepts before the controller has told the
+        others of that broker, and a topic created then is refused INVALID_REPLICATION_FACTOR."""
+        deadline = time.monotonic() + HEAL_TIMEOUT_S
+        async with AdminClient(bootstrap_servers=bootstrap, client_id="moldau-verify-admin") as admin:
+            while len((await admin.describe_cluster()).brokers) < brokers:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the metadata did not list {brokers} brokers within {HEAL_TIMEOUT_S:.0f}s")
+                await asyncio.sleep(0.2)
 
     async def _workload(self, connect: Connect) -> None:
         a = self.args
-        await create_topic(connect, a.topic, a.partitions, a.replication_factor, a.min_insync_replicas)
+        await create_topic(connect, a.topic, a.partitions, a.replication_factor, a.min_insync_replicas,
+                           configs=topic_configs(a))
         self.say(f"topic {a.topic}: {a.partitions} partitions, replication factor {a.replication_factor}, "
                  f"min.insync.replicas {a.min_insync_replicas}; writing {a.rate:g} records/s for {a.duration:g}s")
         producer = VerifiableProducer(connect, a.topic, a.partitions, a.rate, self.history, self.counters,

@@ -39,14 +39,14 @@ class Counters:
 
 
 async def create_topic(connect: Connect, topic: str, partitions: int, replication_factor: int, min_isr: int,
-                       timeout_s: float = 60.0) -> None:
-    """Creates the topic (refusing one that exists: its old records would spoil the history) and waits for a
-    leader on every partition."""
+                       timeout_s: float = 60.0, configs: dict[str, str] | None = None) -> None:
+    """Creates the topic (refusing one that exists: its old records would spoil the history) with ``configs``
+    and waits for a leader on every partition."""
     async with AdminClient({**connect, "client.id": "moldau-verify"}) as admin:
         if topic in await admin.list_topics():
             raise ValueError(f"--topic: {topic} already exists; the check needs a new topic")
         await admin.create_topics([NewTopic(topic, partitions, replication_factor,
-                                            config={"min.insync.replicas": str(min_isr)})])
+                                            config={"min.insync.replicas": str(min_isr), **(configs or {})})])
         deadline = time.monotonic() + timeout_s
         while not await partitions_led(admin, topic, partitions):
             if time.monotonic() > deadline:

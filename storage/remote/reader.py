@@ -24,23 +24,34 @@ def start_position(index: bytes, base_offset: int, offset: int) -> int:
 
 
 class IndexCache:
-    """Offset indexes of remote segments, the most recent ``capacity`` (a catch-up read asks for each often)."""
+    """Indexes of remote segments (immutable once copied), the most recent ``capacity`` of them and at most
+    ``max_bytes`` in all: a catch-up read asks for each often."""
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, capacity: int = 64, max_bytes: int = 256 * 1024 * 1024,
+                 kind: IndexType = IndexType.OFFSET) -> None:
         self.capacity = capacity
+        self.max_bytes = max_bytes
+        self.kind = kind
+        self.fetches = 0  # from the store (tests)
         self._entries: dict[str, bytes] = {}
+        self._bytes = 0
         self._lock = threading.Lock()  # the remote-read threads share the cache
 
     def get(self, rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata) -> bytes:
         key = str(metadata.segment_id)
         with self._lock:
             found = self._entries.pop(key, None)
+            if found is not None:
+                self._bytes -= len(found)
         if found is None:
-            found = rsm.fetch_index(metadata, IndexType.OFFSET)
+            found = rsm.fetch_index(metadata, self.kind)
+            self.fetches += 1
         with self._lock:
-            self._entries[key] = found
-            while len(self._entries) > self.capacity:
-                del self._entries[next(iter(self._entries))]
+            if key not in self._entries:
+                self._entries[key] = found
+                self._bytes += len(found)
+            while self._entries and (len(self._entries) > self.capacity or self._bytes > self.max_bytes):
+                self._bytes -= len(self._entries.pop(next(iter(self._entries))))
         return found
 
 
@@ -113,14 +124,15 @@ def offset_for_timestamp(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMe
 
 
 def collect_aborted_txns(rsm: RemoteStorageManager, segments: list[RemoteLogSegmentMetadata], fetch_offset: int,
-                         upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+                         upper_bound_offset: int, txn_indexes: IndexCache) -> tuple[list[AbortedTxn], bool]:
     """A read_committed fetch of remote data: the aborted transactions overlapping ``[fetch_offset,
     upper_bound_offset)`` from the stored ``.txnindex`` of ``segments`` (the one read, then the later ones), and
     whether the search is complete (an entry's last stable offset passed the bound; else the local log's indexes
-    follow)."""
+    follow). Without transactions no entry ends the search, so every later segment's index is read: from
+    ``txn_indexes``, each fetched from the store once (a catch-up read fetched them all for every fetch)."""
     found: list[AbortedTxn] = []
     for meta in segments:
-        data = rsm.fetch_index(meta, IndexType.TRANSACTION)
+        data = txn_indexes.get(rsm, meta)
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             _version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)
             if last >= fetch_offset and first < upper_bound_offset:

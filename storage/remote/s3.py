@@ -5,7 +5,8 @@ backend. The ``.log`` goes up in a multipart upload (``rsm.config.s3.multipart.p
 default; one PUT when smaller) after the indexes, so a segment whose ``.log`` exists is complete; reads are ranged
 GETs. Settings (broker properties ``rsm.config.s3.*``): ``bucket`` (required), ``endpoint.url`` (default AWS),
 ``region`` (us-east-1), ``access.key.id`` / ``secret.access.key`` (else the usual AWS credential chain),
-``prefix``, ``path.style.access`` (true for MinIO/moto-style endpoints), ``multipart.part.size``.
+``prefix``, ``path.style.access`` (true for MinIO/moto-style endpoints), ``multipart.part.size``,
+``api.call.attempt.timeout`` (ms, 30000: one attempt's connect and read bound; three attempts per call).
 
 Why botocore (through boto3): the storage manager contract blocks (as Kafka's), and the broker calls it only from
 its remote-log threads, never on the event loop; botocore's client is thread-safe, does SigV4, retries with
@@ -31,6 +32,7 @@ from moldau.storage.remote.api import (
 
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's smallest part (except the last)
+DEFAULT_ATTEMPT_TIMEOUT_MS = 30_000
 _NOT_FOUND = ("NoSuchKey", "404", "NotFound", "NoSuchBucket")
 
 
@@ -81,6 +83,11 @@ class S3RemoteStorageManager:
             raise ValueError("the s3 remote storage manager needs rsm.config.s3.bucket")
         self.prefix = configs.get("s3.prefix", "")
         self.part_size = max(int(configs.get("s3.multipart.part.size", DEFAULT_PART_SIZE)), MIN_PART_SIZE)
+        # One attempt's bound (as the Kafka S3 plugins' s3.api.call.attempt.timeout): a store that stops answering
+        # fails the call after its three attempts, each bounded by this, and frees the remote-log thread.
+        attempt_s = int(configs.get("s3.api.call.attempt.timeout", DEFAULT_ATTEMPT_TIMEOUT_MS)) / 1000
+        if attempt_s <= 0:
+            raise ValueError("rsm.config.s3.api.call.attempt.timeout must be positive (milliseconds)")
         style = "path" if configs.get("s3.path.style.access", "false").lower() == "true" else "auto"
         self._client = cast(_S3Client, boto3.session.Session().client(
             "s3", endpoint_url=configs.get("s3.endpoint.url") or None,
@@ -88,7 +95,8 @@ class S3RemoteStorageManager:
             aws_access_key_id=configs.get("s3.access.key.id") or None,
             aws_secret_access_key=configs.get("s3.secret.access.key") or None,
             config=Config(s3={"addressing_style": style}, retries={"max_attempts": 3, "mode": "standard"},
-                          connect_timeout=5, read_timeout=30, max_pool_connections=32)))
+                          connect_timeout=min(5.0, attempt_s), read_timeout=attempt_s,
+                          max_pool_connections=32)))
         self._bucket_pending = configs.get("s3.create.bucket", "false").lower() == "true"
         try:
             self._ensure_bucket()

@@ -50,3 +50,30 @@ def test_a_reloaded_tiered_log_keeps_its_remote_log_start(make_log: MakeLog, log
     assert again.log_start_offset == 0 and again.local_log_start_offset == local_start
     untiered = make_log(small_config(segment_bytes=600), log_start_offset=0)
     assert untiered.log_start_offset == local_start  # an untiered log starts at its first segment
+
+
+def test_a_tiered_log_loaded_before_its_settings_gets_its_log_start_back(make_log: MakeLog) -> None:
+    """A broker loads its logs before it reads the topics' settings (ZooKeeper, LeaderAndIsr): loaded with the
+    default (untiered) settings, the log start is raised to the first local segment; once the settings say
+    tiered it goes back to the checkpointed start. Kept raised, a new leader deleted the remote segments below it
+    as if DeleteRecords had removed them (moldau-verify --tiered lost 1465 acknowledged records that way)."""
+    tiered = small_config(segment_bytes=600, remote_storage_enable=True, local_retention_bytes=0)
+    log = make_log(tiered)
+    for _ in range(20):
+        log.append_as_leader(batch(1, value_size=100), 0)
+    log.remote_copied_offset = log.segments[1].next_offset - 1
+    log.delete_expired_segments(0)
+    local_start = log.local_log_start_offset
+    assert local_start > 0
+    log.close()
+    loaded = make_log(small_config(segment_bytes=600), log_start_offset=0, recovery_point=log.log_end_offset,
+                      clean_shutdown=True)
+    assert loaded.log_start_offset == local_start  # not known to be tiered yet
+    loaded.config = tiered
+    assert loaded.log_start_offset == 0 and loaded.local_log_start_offset == local_start
+    loaded.config = small_config(segment_bytes=600)  # later settings change nothing more
+    assert loaded.log_start_offset == 0
+    loaded.close()
+    untiered = make_log(small_config(segment_bytes=600), log_start_offset=0)
+    untiered.config = small_config(segment_bytes=600, retention_ms=1000)
+    assert untiered.log_start_offset == local_start  # an untiered log keeps starting at its first segment
