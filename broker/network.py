@@ -89,7 +89,7 @@ class Throttler(Protocol):
 
     def throttle(self, request: Request, local_seconds: float) -> int: ...
     def connection_delay(self, ip: str) -> tuple[float, bool]: ...
-    def pipelining_allowed(self) -> bool: ...
+    def pipelining_allowed(self, principal: str, client_id: str) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,11 +256,8 @@ class Connection:
                 await asyncio.sleep(delay)
         t0 = time.perf_counter()
         auth = self.auth
-        # Under a produce or request quota, Produce goes one at a time as before, so the mute after a throttled
-        # answer (KIP-219) holds the client's next request back: pipelined, dozens would already be appended.
         pipelined = (self.tls is None and len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
-                     and (auth is None or not auth.wants(PRODUCE_KEY))
-                     and (self.throttler is None or self.throttler.pipelining_allowed()))
+                     and (auth is None or not auth.wants(PRODUCE_KEY)))
         if self._pipeline and not pipelined:
             await self._wait_pipeline(0)  # muting as before: every earlier answer is written first
         if auth is not None:
@@ -312,6 +309,12 @@ class Connection:
             return False
         request = Request(header, api, frame, pos, self.peer[0], listener=self.listener, received_at=t0,
                           principal=self.principal)
+        # A client under a produce or request quota sends its Produce requests one at a time, so the mute after a
+        # throttled answer (KIP-219) holds its next request back: pipelined, dozens would already be appended.
+        if pipelined and self.throttler is not None and not self.throttler.pipelining_allowed(
+                self.principal, header.client_id or ""):
+            pipelined = False
+            await self._wait_pipeline(0)
         request.done = self.loop.create_future()
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_request(request)

@@ -3,9 +3,13 @@
 Each quota type (produce bytes, fetch bytes, request time) has a ``ClientQuotaManager`` holding one ``Rate`` per
 quota entity matched (broker/quota_config.py decides which clients share it). A rate is Kafka's sampled rate:
 ``quota.window.num`` samples of ``quota.window.size.seconds``, divided by the elapsed window but never by less
-than ``(num - 1) x size`` (so a new client cannot burst past the quota on a short window). When a recorded value
-takes the rate above the bound, the throttle time is Kafka's ``(rate - bound) / bound x window``: the time the
-client must stay silent for the rate to come back down to the bound. The connection sends the response with
+than ``(num - 1) x size``; it is what the metrics show. The throttle time comes from a token bucket over the same
+window (as Kafka's KIP-599 controller mutation quota): it fills at the quota up to ``quota x (num - 1) x size``
+(the sampled rate's first-window allowance), each request takes its value out, and a client that took it below
+zero must stay silent until it is back at zero. Kafka's ``(rate - bound) / bound x window`` on the sampled rate
+lets a burst come back every ``num x size`` seconds, when its samples expire (bench/quotas.py measured Moldau's
+producer alternating 11 MB bursts and 5 s silences, 0.7-1.1x its quota over 30 s); the bucket holds a busy
+client to the quota on any interval after its first allowance. The connection sends the response with
 that ``throttle_time_ms`` at once and then reads nothing from the client for that long (broker/network.py).
 
 What is recorded (per request, never per record): Produce, the request's size on the wire; Fetch from a
@@ -87,8 +91,11 @@ class Sensor:
     bound: float
     rate: Rate
     last_record_ms: float
+    tokens: float = 0.0  # the token bucket (see the module docstring), as of tokens_ms
+    tokens_ms: float = 0.0
     throttle_ms_total: float = 0.0
     throttled_responses: int = 0
+    recorded_total: float = 0.0  # everything recorded (bytes, or percent x seconds): rates over any interval
 
 
 @dataclass(slots=True)
@@ -138,18 +145,27 @@ class ClientQuotaManager:
             return 0
         tags = (resolved.user_tag, resolved.client_tag)
         sensor = self.sensors.get(tags)
+        burst = self.burst(resolved.bound)
         if sensor is None:
             sensor = self.sensors[tags] = Sensor(resolved.bound, Rate(self.window_num, self.window_size_ms, now_ms),
-                                                 now_ms)
+                                                 now_ms, tokens=burst, tokens_ms=now_ms)
             self._prune(now_ms)
         sensor.last_record_ms = now_ms
+        sensor.recorded_total += value
         sensor.rate.record(value, now_ms)
-        throttle = _throttle_ms(sensor.rate, sensor.bound, now_ms)
-        if throttle <= 0:
+        bound = sensor.bound
+        tokens = min(burst, sensor.tokens + bound * max(now_ms - sensor.tokens_ms, 0.0) / 1000.0) - value
+        sensor.tokens, sensor.tokens_ms = tokens, now_ms
+        if tokens >= 0:
             return 0
+        throttle = -tokens / bound * 1000.0
         sensor.throttle_ms_total += throttle
         sensor.throttled_responses += 1
         return int(throttle)
+
+    def burst(self, bound: float) -> float:
+        """The token bucket's size: what the quota allows over (num - 1) samples."""
+        return bound * (self.window_num - 1) * self.window_size_ms / 1000.0
 
     def max_value_in_window(self, user: str, client_id: str) -> float | None:
         """What the quota allows over one window (Kafka's getMaxValueInQuotaWindow); None without a quota."""
@@ -282,10 +298,14 @@ class BrokerQuotas:
             return None
         return self.fetch.max_value_in_window(user_of(request.principal), request.header.client_id or "")
 
-    def pipelining_allowed(self) -> bool:
-        """False while any producer_byte_rate or request_percentage quota exists (the network layer then answers
-        Produce requests one at a time, so a throttled client's mute holds back its next request)."""
-        return not (self.produce.enabled or self.request.enabled)
+    def pipelining_allowed(self, principal: str, client_id: str) -> bool:
+        """False for a client under a producer_byte_rate or request_percentage quota (the network layer then
+        answers its Produce requests one at a time, so its mute after a throttled answer holds back its next
+        request); every other client keeps pipelining."""
+        if not (self.produce.enabled or self.request.enabled):
+            return True
+        user = user_of(principal)
+        return self.produce.resolve(user, client_id) is None and self.request.resolve(user, client_id) is None
 
     def throttle(self, request: Request, local_seconds: float) -> int:
         """Record a request about to be answered; its throttle time in ms, also set in the response."""
@@ -312,9 +332,9 @@ class BrokerQuotas:
             response["throttle_time_ms"] = max(int(response["throttle_time_ms"]), throttle)
         return throttle
 
-    def metric_rows(self) -> Iterator[tuple[str, str, str, float, float, float]]:
-        """(quota type, user, client id, bound, rate, throttle ms total) per measured entity."""
+    def metric_rows(self) -> Iterator[tuple[str, str, str, float, float, float, float]]:
+        """(quota type, user, client id, bound, rate, throttle ms total, recorded total) per measured entity."""
         now = self.now_ms()
         for name, manager in (("produce", self.produce), ("fetch", self.fetch), ("request", self.request)):
             for user, client_id, sensor, rate in manager.rows(now):
-                yield name, user, client_id, sensor.bound, rate, sensor.throttle_ms_total
+                yield name, user, client_id, sensor.bound, rate, sensor.throttle_ms_total, sensor.recorded_total

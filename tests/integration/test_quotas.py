@@ -1,6 +1,7 @@
 """Client quotas with real clients: a confluent-kafka producer held to its producer_byte_rate next to an
-unthrottled one on the same broker, a kafka-python consumer held to its consumer_byte_rate, and a quota change
-seen (and enforced) by every broker of a cluster."""
+unthrottled one on the same broker, a kafka-python consumer held to its consumer_byte_rate, a quota change
+seen (and enforced) by every broker of a cluster, and user quotas of SCRAM principals next to client-id quotas
+(the most specific entity wins). Long rate measurements with four client libraries: bench/quotas.py."""
 
 from __future__ import annotations
 
@@ -22,9 +23,12 @@ from confluent_kafka import Producer
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.records import build_batch
+from moldau.security import ClientSecurity
 from moldau.sync import AdminClient
 
-from .harness import BrokerProcess, wait_until
+from .harness import BrokerProcess, free_port, wait_until
+from .secure import USERS
+from .test_security_cluster import scram_tool
 from .test_cluster import Cluster, cluster, zookeeper  # noqa: F401
 
 pytestmark = [pytest.mark.integration]
@@ -112,10 +116,14 @@ def test_a_producer_is_held_to_its_quota_while_another_is_not(broker_factory: Ca
         assert admin.describe_client_quotas([]) == []
 
 
-async def _throttle_of_one_produce(broker: BrokerProcess, client_id: str) -> int:
-    """One 64 KiB Produce from a new connection; the throttle time the broker answers with."""
+async def _throttle_of_one_produce(broker: BrokerProcess, client_id: str, port: int | None = None,
+                                   user: str | None = None) -> int:
+    """One 64 KiB Produce from a new connection (SASL_PLAINTEXT with SCRAM-SHA-256 as ``user`` on ``port``, if
+    given); the throttle time the broker answers with."""
     batch = build_batch([(None, b"x" * 65536, [], 1000)])
-    async with BrokerConnection("127.0.0.1", broker.port, client_id=client_id) as conn:
+    security = None if user is None else ClientSecurity("SASL_PLAINTEXT", mechanism="SCRAM-SHA-256",
+                                                        username=user, password=USERS[user])
+    async with BrokerConnection("127.0.0.1", port or broker.port, client_id=client_id, security=security) as conn:
         response = await conn.send(api_for(ApiKey.PRODUCE), {
             "transactional_id": None, "acks": 1, "timeout_ms": 5000,
             "topic_data": [{"name": "no-such-topic-quota", "partition_data": [{"index": 0, "records": batch}]}]})
@@ -264,3 +272,47 @@ def test_a_throttled_reassignment_copies_at_its_rate(cluster: Cluster, tmp_path:
     assert not [k for k in json.loads(cluster.kazoo.get("/config/topics/heavy")[0])["config"] if "throttled" in k]
     for broker_id in (1, 2):
         assert json.loads(cluster.kazoo.get(f"/config/brokers/{broker_id}")[0])["config"] == {}
+
+
+def test_scram_user_quotas_and_client_quotas_most_specific_wins(cluster: Cluster) -> None:  # noqa: F811
+    """Three brokers with a SASL_PLAINTEXT (SCRAM-SHA-256, users in ZooKeeper) listener for clients: a user
+    quota applies to the SCRAM principal, a client-id quota to whoever uses that client id, a user + client-id
+    quota beats both (Kafka's precedence order); removing that quota applies on every broker at once."""
+    for user, password in USERS.items():
+        scram_tool("--zookeeper", cluster.connect, "--alter", "--entity-type", "users", "--entity-name", user,
+                   "--add-config", f"SCRAM-SHA-256=[password={password}]")
+    sasl_ports: dict[int, int] = {}
+    for i in (1, 2, 3):  # PLAINTEXT (listed first: inter-broker and the harness's) plus CLIENTS
+        b = cluster.brokers[i] = BrokerProcess(cluster.root / f"broker{i}", broker_id=i)
+        sasl_ports[i] = free_port()
+        b.overrides.update(cluster.settings(i, {
+            "listeners": f"PLAINTEXT://127.0.0.1:{b.port},CLIENTS://127.0.0.1:{sasl_ports[i]}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}))
+        b.start()
+    app, other = f"app-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
+        admin.alter_client_quotas([
+            ({"user": "alice"}, {"producer_byte_rate": 1000}),  # alice: 1000 B/s whatever her client id
+            ({"client-id": app}, {"producer_byte_rate": 1000}),  # the client id app: 1000 B/s for anyone
+            ({"user": "alice", "client-id": app}, {"producer_byte_rate": 1e9}),  # alice's app: unbounded
+        ])
+
+    def throttles(broker_id: int) -> dict[tuple[str, str], bool]:
+        b = cluster.brokers[broker_id]
+        return {(user, cid): asyncio.run(_throttle_of_one_produce(b, cid, sasl_ports[broker_id], user)) > 0
+                for user in ("alice", "bob") for cid in (app, other)}
+
+    expected = {("alice", app): False,  # users/alice/clients/app beats users/alice and clients/app
+                ("alice", other): True,  # users/alice
+                ("bob", app): True,  # clients/app
+                ("bob", other): False}  # no quota
+    for broker_id in (1, 2, 3):
+        wait_until(lambda i=broker_id: throttles(i) == expected, 20, f"broker {broker_id}'s quotas")
+    # Without the user + client-id quota, alice's app falls back to users/alice, on every broker, no restart.
+    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
+        admin.alter_client_quotas([({"user": "alice", "client-id": app}, {"producer_byte_rate": None})])
+    for broker_id in (1, 2, 3):
+        b = cluster.brokers[broker_id]
+        wait_until(lambda b=b, i=broker_id: asyncio.run(_throttle_of_one_produce(b, app, sasl_ports[i], "alice")) > 0,
+                   20, f"broker {broker_id} throttling alice's {app}")

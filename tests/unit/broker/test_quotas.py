@@ -55,7 +55,7 @@ def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
     assert quotas.throttle(r, 0.0) == 10_000
     assert r.response == {"throttle_time_ms": 10_000}
     rows = list(quotas.metric_rows())
-    assert rows == [("produce", "", "app", 1000.0, pytest.approx(2000.0), 10_000.0)]
+    assert rows == [("produce", "", "app", 1000.0, pytest.approx(2000.0), 10_000.0, 20_000.0)]
 
 
 @pytest.mark.parametrize("size", [1_000, 50_000])  # up to 5 s of quota per request
