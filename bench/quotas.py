@@ -5,7 +5,7 @@
 
 One standalone broker with Kafka's default quota windows (quota.window.num 11 x quota.window.size.seconds 1).
 For each client library (confluent-kafka, kafka-python, aiokafka, Moldau's) and each quota:
-  * produce: ``producer_byte_rate=1048576`` on one client id; 1 KiB records as fast as the client takes them;
+  * produce: ``producer_byte_rate=1048576`` on one client id; 8 KiB records as fast as the client takes them;
   * fetch: ``consumer_byte_rate=1048576``; a consumer re-reading a 64 MiB topic from the start, again and again;
   * request: ``request_percentage`` (default 10) on a tight loop of Metadata requests;
 first the unthrottled client alone (``--alone-s``), then the throttled and the unthrottled client together: after
@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +44,11 @@ from tests.integration.harness import BrokerProcess  # noqa: E402
 
 CLIENTS = ("confluent", "kafka-python", "aiokafka", "moldau")
 QUOTAS = {"produce": "producer_byte_rate", "fetch": "consumer_byte_rate", "request": "request_percentage"}
-VALUE = b"q" * 1024
+VALUE = b"q" * 8192  # large enough records that even the pure-Python clients produce well above the quota
 TOPIC, READ_TOPIC = "quota-produce", "quota-read"
+# Each producer's own buffer: a throttled producer then waits for the broker instead of filling gigabytes of
+# client memory at full CPU (librdkafka's default queue holds 1 GB), which would slow the unthrottled one down.
+BUFFER = 16 * 1048576
 
 
 def log(msg: str) -> None:
@@ -87,7 +92,7 @@ def confluent_worker(role: str, bootstrap: str, client_id: str, until: float, c:
     conf = {"bootstrap.servers": bootstrap, "client.id": client_id,
             "throttle_cb": lambda e: c.throttle(e.throttle_time * 1000)}
     if role == "produce":
-        p = Producer({**conf, "linger.ms": 5})
+        p = Producer({**conf, "linger.ms": 5, "queue.buffering.max.kbytes": BUFFER // 1024})
 
         def acked(err: Any, msg: Any) -> None:
             if err is None:
@@ -141,7 +146,8 @@ def kafka_python_worker(role: str, bootstrap: str, client_id: str, until: float,
     logging.getLogger("kafka").addHandler(_ThrottleLog(c))
     logging.getLogger("kafka").setLevel(logging.WARNING)
     if role == "produce":
-        p = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, max_block_ms=500)
+        p = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, max_block_ms=500,
+                          buffer_memory=BUFFER)
 
         def acked(_: Any) -> None:
             c.count += len(VALUE)
@@ -199,12 +205,12 @@ async def aiokafka_worker(role: str, bootstrap: str, client_id: str, until: floa
         while time.monotonic() < until:
             try:
                 fut = await asyncio.wait_for(p.send(TOPIC, VALUE), max(until - time.monotonic(), 0.01))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             fut.add_done_callback(acked)
         try:
             await asyncio.wait_for(p.stop(), 2)  # what is still buffered after the run is not counted
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
     elif role == "fetch":
         tp = TopicPartition(READ_TOPIC, 0)
@@ -236,7 +242,8 @@ async def moldau_worker(role: str, bootstrap: str, client_id: str, until: float,
     from moldau.protocol.api import ApiKey
 
     if role == "produce":
-        p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5})
+        p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                      "buffer.memory": BUFFER})
         await p.start()
 
         def acked(f: asyncio.Future[Any]) -> None:
@@ -245,7 +252,7 @@ async def moldau_worker(role: str, bootstrap: str, client_id: str, until: float,
         while time.monotonic() < until:
             try:
                 fut = await asyncio.wait_for(p.send(TOPIC, VALUE), max(until - time.monotonic(), 0.01))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             fut.add_done_callback(acked)
         conns = list(p.cluster._conns.values())
@@ -283,9 +290,14 @@ def run_worker(args: argparse.Namespace) -> None:
     until = args.until
     fn: Callable[..., Any] = {"confluent": confluent_worker, "kafka-python": kafka_python_worker,
                               "aiokafka": aiokafka_worker, "moldau": moldau_worker}[args.client]
-    result = fn(args.role, args.bootstrap, args.client_id, until, c)
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
+    try:
+        result = fn(args.role, args.bootstrap, args.client_id, until, c)
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+    except Exception:  # e.g. a close() timing out on what is still buffered: the counts so far stand
+        if time.monotonic() < until:
+            raise
+        traceback.print_exc()
     c.report()
 
 
@@ -329,6 +341,7 @@ class Row:
     broker_throttle_s: float
     alone: float  # the unthrottled client's rate alone
     together: float  # ... next to the throttled one
+    load: tuple[float, float]  # the machine's 1-minute load average after the alone and the together phase
 
 
 def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: argparse.Namespace) -> Row:
@@ -340,6 +353,7 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
     start = time.monotonic() + 3.0  # process start-ups
     alone = finish(start_worker(client, quota, broker.bootstrap, f"alone-{tag}", start + args.alone_s))
     alone_rate = rate_between(alone, start + 2.0, start + args.alone_s)
+    load_alone = os.getloadavg()[0]
     with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
         admin.alter_client_quotas([({"client-id": slow}, {key: bound})])
         try:
@@ -350,6 +364,7 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
             recorded0 = broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)
             time.sleep(max(m1 - time.monotonic(), 0))
             recorded1 = broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)
+            load_together = os.getloadavg()[0]
             throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
             slow_r, fast_r = (finish(p) for p in procs)
         finally:
@@ -361,7 +376,7 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
         throttled = rate_between(slow_r, m0, m1)
         with_warmup = rate_between(slow_r, t0, m1)
     row = Row(client, quota, bound, throttled, with_warmup, slow_r["throttle_max_ms"], throttle_s, alone_rate,
-              rate_between(fast_r, m0, m1))
+              rate_between(fast_r, m0, m1), (load_alone, load_together))
     log(f"{row}")
     return row
 
@@ -374,7 +389,7 @@ def prefill(bootstrap: str, mib: int) -> None:
     for t in (TOPIC, READ_TOPIC):
         admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1)])[t].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
-    for _ in range(mib * 1024):
+    for _ in range(mib * 1048576 // len(VALUE)):
         while True:
             try:
                 p.produce(READ_TOPIC, VALUE)
@@ -429,14 +444,14 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\nquota windows 11 x 1 s; measured over {args.seconds:.0f} s after a {args.warmup_s:.0f} s warm-up\n")
     print("| client | quota | throttled client | vs quota | incl. warm-up | throttle seen by client (max) | "
-          "broker throttle total | unthrottled alone | unthrottled beside | ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "broker throttle total | unthrottled alone | unthrottled beside | ratio | load avg (alone, beside) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         name = f"{QUOTAS[r.quota]}={r.bound:g}"
         print(f"| {r.client} | {name} | {fmt_rate(r.quota, r.throttled)} | {r.throttled / r.bound:.2f}x | "
               f"{r.throttled_with_warmup / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
               f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, r.alone)} | {fmt_alone(r.quota, r.together)} | "
-              f"{r.together / r.alone:.2f} |")
+              f"{r.together / r.alone:.2f} | {r.load[0]:.0f}, {r.load[1]:.0f} |" if r.alone else f"{r} |")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from typing import Any
 
 from moldau.broker.quota_config import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     QuotaConfigs,
@@ -42,6 +43,9 @@ PRODUCE_KEY, FETCH_KEY = 0, 1
 # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, SaslHandshake, ApiVersions, SaslAuthenticate:
 # cluster actions and the connection's own set-up are never throttled.
 EXEMPT_KEYS = frozenset({4, 5, 6, 7, 17, 18, 36})
+# CreateTopics, DeleteTopics, CreatePartitions: controller_mutation_rate (KIP-599). From these versions on the
+# quota is strict (a request above it gets THROTTLING_QUOTA_EXCEEDED); older clients are throttled instead.
+MUTATION_STRICT_FROM = {19: 6, 20: 5, 37: 3}
 SENSOR_EXPIRY_MS = 3600 * 1000
 INT_MAX = 2**31 - 1  # max.connection.creation.rate's default: no limit  # Kafka expires an idle client's sensors after an hour
 
@@ -106,6 +110,7 @@ class ClientQuotaManager:
     configs: QuotaConfigs
     window_num: int = 11
     window_size_ms: int = 1000
+    burst_samples: int = 0  # the token bucket holds this many samples' quota (0: window_num - 1)
     sensors: dict[tuple[str, str], Sensor] = field(default_factory=dict)
     _cache: dict[tuple[str, str], Resolved | None] = field(default_factory=dict)
     _cache_version: int = -1
@@ -164,8 +169,20 @@ class ClientQuotaManager:
         return int(throttle)
 
     def burst(self, bound: float) -> float:
-        """The token bucket's size: what the quota allows over (num - 1) samples."""
-        return bound * (self.window_num - 1) * self.window_size_ms / 1000.0
+        """The token bucket's size: what the quota allows over (num - 1) samples (controller mutations: num)."""
+        return bound * (self.burst_samples or self.window_num - 1) * self.window_size_ms / 1000.0
+
+    def deficit_ms(self, user: str, client_id: str, now_ms: float) -> float:
+        """How long until the client's bucket is back at zero (0 when it is not below, or without a quota)."""
+        resolved = self.resolve(user, client_id)
+        if resolved is None:
+            return 0.0
+        sensor = self.sensors.get((resolved.user_tag, resolved.client_tag))
+        if sensor is None:
+            return 0.0
+        bound = sensor.bound
+        tokens = min(self.burst(bound), sensor.tokens + bound * max(now_ms - sensor.tokens_ms, 0.0) / 1000.0)
+        return -tokens / bound * 1000.0 if tokens < 0 else 0.0
 
     def max_value_in_window(self, user: str, client_id: str) -> float | None:
         """What the quota allows over one window (Kafka's getMaxValueInQuotaWindow); None without a quota."""
@@ -251,18 +268,47 @@ class ConnectionQuotas:
         return rate.measure(now_ms) > bound
 
 
+@dataclass(slots=True)
+class MutationBudget:
+    """One CreateTopics, CreatePartitions or DeleteTopics request under controller_mutation_rate (KIP-599): a
+    strict request is refused a mutation while the client's bucket is below zero (THROTTLING_QUOTA_EXCEEDED);
+    each accepted mutation takes its partitions out, possibly below zero. The response's throttle time is the
+    time until the bucket is back at zero."""
+
+    manager: ClientQuotaManager
+    user: str
+    client_id: str
+    strict: bool
+    clock: Callable[[], float]
+
+    def refused(self) -> bool:
+        return self.strict and self.manager.deficit_ms(self.user, self.client_id, self.clock() * 1000.0) > 0
+
+    def record(self, partitions: int) -> None:
+        if partitions > 0:
+            self.manager.record(self.user, self.client_id, float(partitions), self.clock() * 1000.0)
+
+    def throttle_ms(self) -> int:
+        return int(self.manager.deficit_ms(self.user, self.client_id, self.clock() * 1000.0))
+
+
 class BrokerQuotas:
     """The client quotas of one broker: the configs every broker holds (ZooKeeper watch or the standalone
     metadata file), the three client managers and the connection quotas. ``throttle`` is the network layer's one
     call per response, ``connection_delay`` its one call per accepted connection."""
 
     def __init__(self, window_num: int = 11, window_size_seconds: int = 1,
-                 clock: Callable[[], float] = time.monotonic, max_connection_creation_rate: float = INT_MAX) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_connection_creation_rate: float = INT_MAX,
+                 controller_window_num: int = 11, controller_window_size_seconds: int = 1) -> None:
         self.configs = QuotaConfigs()
         size_ms = window_size_seconds * 1000
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.configs, window_num, size_ms)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, window_num, size_ms)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, window_num, size_ms)
+        # KIP-599's token bucket holds quota x controller.quota.window.num x controller.quota.window.size.seconds.
+        self.mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, self.configs, controller_window_num,
+                                           controller_window_size_seconds * 1000,
+                                           burst_samples=controller_window_num)
         self.connections = ConnectionQuotas(max_connection_creation_rate, self.configs, window_num, size_ms)
         self.clock = clock
 
@@ -292,6 +338,17 @@ class BrokerQuotas:
         self.configs.replace_all(entries)
 
     # --- enforcement
+    def mutations(self, request: Request) -> MutationBudget | None:
+        """The controller_mutation_rate budget of a CreateTopics, CreatePartitions or DeleteTopics request (None:
+        the client has no such quota)."""
+        if not self.mutation.enabled:
+            return None
+        user, client_id = user_of(request.principal), request.header.client_id or ""
+        if self.mutation.resolve(user, client_id) is None:
+            return None
+        strict = request.version >= MUTATION_STRICT_FROM.get(request.api_key, 1 << 15)
+        return MutationBudget(self.mutation, user, client_id, strict, self.clock)
+
     def fetch_limit(self, request: Request) -> float | None:
         """The most record bytes a consumer's fetch response may carry under its quota (None: no quota)."""
         if not self.fetch.enabled:
@@ -312,9 +369,12 @@ class BrokerQuotas:
         key = request.api_key
         if key in EXEMPT_KEYS:
             return 0
+        response = request.response
+        # A mutation quota's throttle time is in the response already (MutationBudget): the channel is muted too.
+        mutation_ms = int(response.get("throttle_time_ms") or 0) if key in MUTATION_STRICT_FROM and response else 0
         produce, fetch, req = self.produce.enabled, self.fetch.enabled, self.request.enabled
         if not (produce or fetch or req):
-            return 0
+            return mutation_ms
         user, client_id = user_of(request.principal), request.header.client_id or ""
         now = self.now_ms()
         throttle = 0
@@ -327,14 +387,14 @@ class BrokerQuotas:
                 throttle = self.fetch.record(user, client_id, fetch_response_bytes(request.response), now)
         if req:
             throttle = max(throttle, self.request.record(user, client_id, local_seconds * 100.0, now))
-        response = request.response
         if throttle > 0 and response is not None and "throttle_time_ms" in response:
             response["throttle_time_ms"] = max(int(response["throttle_time_ms"]), throttle)
-        return throttle
+        return max(throttle, mutation_ms)
 
     def metric_rows(self) -> Iterator[tuple[str, str, str, float, float, float, float]]:
         """(quota type, user, client id, bound, rate, throttle ms total, recorded total) per measured entity."""
         now = self.now_ms()
-        for name, manager in (("produce", self.produce), ("fetch", self.fetch), ("request", self.request)):
+        for name, manager in (("produce", self.produce), ("fetch", self.fetch), ("request", self.request),
+                              ("controller_mutation", self.mutation)):
             for user, client_id, sensor, rate in manager.rows(now):
                 yield name, user, client_id, sensor.bound, rate, sensor.throttle_ms_total, sensor.recorded_total

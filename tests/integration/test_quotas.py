@@ -28,8 +28,8 @@ from moldau.sync import AdminClient
 
 from .harness import BrokerProcess, free_port, wait_until
 from .secure import USERS
-from .test_security_cluster import scram_tool
 from .test_cluster import Cluster, cluster, zookeeper  # noqa: F401
+from .test_security_cluster import scram_tool
 
 pytestmark = [pytest.mark.integration]
 
@@ -316,3 +316,52 @@ def test_scram_user_quotas_and_client_quotas_most_specific_wins(cluster: Cluster
         b = cluster.brokers[broker_id]
         wait_until(lambda b=b, i=broker_id: asyncio.run(_throttle_of_one_produce(b, app, sasl_ports[i], "alice")) > 0,
                    20, f"broker {broker_id} throttling alice's {app}")
+
+
+async def _mutate(broker: BrokerProcess, client_id: str, api: ApiKey, version: int, body: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """One CreateTopics/DeleteTopics/CreatePartitions request at ``version`` on a new connection (so neither
+    the broker's mute nor the client's wait after an earlier throttled answer holds it back)."""
+    async with BrokerConnection("127.0.0.1", broker.port, client_id=client_id) as conn:
+        return await conn.send(api_for(api), body, version)
+
+
+def _create(broker: BrokerProcess, client_id: str, version: int, topics: dict[str, int]) -> dict[str, Any]:
+    return asyncio.run(_mutate(broker, client_id, ApiKey.CREATE_TOPICS, version, {
+        "topics": [{"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+                   for n, p in topics.items()], "timeout_ms": 10000, "validate_only": False}))
+
+
+def test_controller_mutation_rate_refuses_new_clients_and_throttles_old_ones(broker: BrokerProcess) -> None:
+    """KIP-599: controller_mutation_rate=0.1 (a bucket of 0.1 x 11 s = 1.1 partitions, refilled at 0.1/s: once
+    below zero it stays there for the whole test). CreateTopics v6+, DeleteTopics v5+ and CreatePartitions v3+
+    are refused with THROTTLING_QUOTA_EXCEEDED while the client is below zero; older versions go through and
+    are throttled (throttle_time_ms), as Kafka does."""
+    tag = uuid.uuid4().hex[:8]
+    client_id, a, b, c, d = f"mut-{tag}", f"a-{tag}", f"b-{tag}", f"c-{tag}", f"d-{tag}"
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.alter_client_quotas([({"client-id": client_id}, {"controller_mutation_rate": 0.1})])
+        try:
+            # a takes the bucket to 0.1, b (accepted: the bucket was not below zero) to -2.9, c is refused.
+            r = _create(broker, client_id, 6, {a: 1, b: 3, c: 1})
+            assert [(t["name"], t["error_code"]) for t in r["topics"]] == [(a, 0), (b, 0), (c, 89)]
+            assert 20_000 < r["throttle_time_ms"] <= 29_000  # 2.9 partitions at 0.1/s
+            assert _create(broker, client_id, 5, {d: 1})["topics"][0]["error_code"] == 0  # v5: throttled only
+            assert _create(broker, f"other-{tag}", 7, {c: 1})["topics"][0]["error_code"] == 0  # no quota
+            more = asyncio.run(_mutate(broker, client_id, ApiKey.CREATE_PARTITIONS, 3, {
+                "topics": [{"name": b, "count": 4, "assignments": None}], "timeout_ms": 10000,
+                "validate_only": False}))
+            assert more["results"][0]["error_code"] == 89 and more["throttle_time_ms"] > 20_000
+            old = asyncio.run(_mutate(broker, client_id, ApiKey.CREATE_PARTITIONS, 2, {
+                "topics": [{"name": b, "count": 4, "assignments": None}], "timeout_ms": 10000,
+                "validate_only": False}))
+            assert old["results"][0]["error_code"] == 0 and old["throttle_time_ms"] > 20_000
+            strict = asyncio.run(_mutate(broker, client_id, ApiKey.DELETE_TOPICS, 5,
+                                         {"topic_names": [a], "timeout_ms": 10000}))
+            assert strict["responses"][0]["error_code"] == 89
+            lenient = asyncio.run(_mutate(broker, client_id, ApiKey.DELETE_TOPICS, 4,
+                                          {"topic_names": [a, b, c, d], "timeout_ms": 10000}))
+            assert [t["error_code"] for t in lenient["responses"]] == [0, 0, 0, 0]
+            assert lenient["throttle_time_ms"] > 20_000
+        finally:
+            admin.alter_client_quotas([({"client-id": client_id}, {"controller_mutation_rate": None})])
