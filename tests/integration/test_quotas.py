@@ -130,45 +130,6 @@ async def _throttle_of_one_produce(broker: BrokerProcess, client_id: str, port: 
     return int(response["throttle_time_ms"])
 
 
-def test_a_quota_change_reaches_every_broker(cluster: Cluster) -> None:  # noqa: F811
-    cluster.start([1, 2, 3])
-    client_id = f"q-{uuid.uuid4().hex[:6]}"
-
-    def configs(*argv: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "moldau.tools.configs", "--bootstrap-server",
-                               cluster.brokers[1].bootstrap, *argv], capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
-
-    # kafka-configs' way: user+client pairs, defaults, then a client id of its own.
-    configs("--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
-            "--entity-default", "--add-config", "request_percentage=50")
-    configs("--alter", "--entity-type", "clients", "--entity-name", client_id, "--add-config",
-            "producer_byte_rate=1000")
-    assert configs("--describe", "--entity-type", "clients", "--entity-name", client_id).strip() == (
-        f"Quota configs for client-id '{client_id}' are producer_byte_rate=1000.0")
-    # Kafka's znodes.
-    assert json.loads(cluster.kazoo.get(f"/config/clients/{client_id}")[0])["config"] == {
-        "producer_byte_rate": "1000"}
-    assert json.loads(cluster.kazoo.get("/config/users/alice/clients/<default>")[0])["config"] == {
-        "request_percentage": "50.0"}
-    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
-        for broker_id in (1, 2, 3):
-            found = admin.describe_client_quotas([], broker_id=broker_id)
-            assert ({"client-id": client_id}, {"producer_byte_rate": 1000.0}) in found
-            assert ({"user": "alice", "client-id": None}, {"request_percentage": 50.0}) in found
-    # Every broker applies it from its /config/changes watch: a 64 KiB request is far above 1000 B/s.
-    for broker in cluster.brokers.values():
-        wait_until(lambda b=broker: asyncio.run(_throttle_of_one_produce(b, client_id)) > 0, 20,
-                   f"broker {broker.broker_id} throttling {client_id}")
-    # Removing it frees the client on every broker (a new client id has no rate yet).
-    configs("--alter", "--entity-type", "clients", "--entity-name", client_id, "--delete-config",
-            "producer_byte_rate")
-    for broker in cluster.brokers.values():
-        wait_until(lambda b=broker: asyncio.run(_throttle_of_one_produce(b, client_id)) == 0, 20,
-                   f"broker {broker.broker_id} no longer throttling {client_id}")
-
-
 def test_a_consumer_is_held_to_its_quota(broker_factory: Callable[..., BrokerProcess], topic: str) -> None:
     """kafka-python reading a full topic under consumer_byte_rate: fetch responses sized to the quota and the
     channel muted after each throttled one keep it at the quota."""
@@ -274,10 +235,11 @@ def test_a_throttled_reassignment_copies_at_its_rate(cluster: Cluster, tmp_path:
         assert json.loads(cluster.kazoo.get(f"/config/brokers/{broker_id}")[0])["config"] == {}
 
 
-def test_scram_user_quotas_and_client_quotas_most_specific_wins(cluster: Cluster) -> None:  # noqa: F811
-    """Three brokers with a SASL_PLAINTEXT (SCRAM-SHA-256, users in ZooKeeper) listener for clients: a user
-    quota applies to the SCRAM principal, a client-id quota to whoever uses that client id, a user + client-id
-    quota beats both (Kafka's precedence order); removing that quota applies on every broker at once."""
+def test_quotas_on_a_cluster_scram_users_client_ids_most_specific_wins(cluster: Cluster) -> None:  # noqa: F811
+    """Three brokers with a SASL_PLAINTEXT (SCRAM-SHA-256, users in ZooKeeper) listener for clients. Quotas set
+    with the admin API and moldau-configs land in Kafka's znodes and every broker describes them; a user quota applies to the SCRAM
+    principal, a client-id quota to whoever uses that client id, a user + client-id quota beats both (Kafka's
+    precedence order), on every broker; removing a quota applies on every broker at once, without a restart."""
     for user, password in USERS.items():
         scram_tool("--zookeeper", cluster.connect, "--alter", "--entity-type", "users", "--entity-name", user,
                    "--add-config", f"SCRAM-SHA-256=[password={password}]")
@@ -290,13 +252,32 @@ def test_scram_user_quotas_and_client_quotas_most_specific_wins(cluster: Cluster
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}))
         b.start()
+    cluster.kazoo.start(timeout=10)
+    wait_until(lambda: sorted(cluster.kazoo.get_children("/brokers/ids")) == ["1", "2", "3"], 30, "registration")
     app, other = f"app-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
     with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
         admin.alter_client_quotas([
             ({"user": "alice"}, {"producer_byte_rate": 1000}),  # alice: 1000 B/s whatever her client id
             ({"client-id": app}, {"producer_byte_rate": 1000}),  # the client id app: 1000 B/s for anyone
-            ({"user": "alice", "client-id": app}, {"producer_byte_rate": 1e9}),  # alice's app: unbounded
+            ({"user": "bob", "client-id": None}, {"request_percentage": 50}),  # each of bob's client ids
         ])
+    # kafka-configs' way (pairs of --entity-type and --entity-name): alice's app is unbounded.
+    proc = subprocess.run([sys.executable, "-m", "moldau.tools.configs", "--bootstrap-server",
+                           cluster.brokers[1].bootstrap, "--alter", "--entity-type", "users", "--entity-name",
+                           "alice", "--entity-type", "clients", "--entity-name", app, "--add-config",
+                           "producer_byte_rate=1000000000"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # Kafka's znodes; alice's keeps her SCRAM credentials next to the quota.
+    assert json.loads(cluster.kazoo.get(f"/config/clients/{app}")[0])["config"] == {"producer_byte_rate": "1000"}
+    alice = json.loads(cluster.kazoo.get("/config/users/alice")[0])["config"]
+    assert alice["producer_byte_rate"] == "1000" and "SCRAM-SHA-256" in alice
+    assert json.loads(cluster.kazoo.get("/config/users/bob/clients/<default>")[0])["config"] == {
+        "request_percentage": "50.0"}
+    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
+        for broker_id in (1, 2, 3):
+            found = admin.describe_client_quotas([], broker_id=broker_id)
+            assert ({"client-id": app}, {"producer_byte_rate": 1000.0}) in found
+            assert ({"user": "bob", "client-id": None}, {"request_percentage": 50.0}) in found
 
     def throttles(broker_id: int) -> dict[tuple[str, str], bool]:
         b = cluster.brokers[broker_id]
@@ -305,11 +286,11 @@ def test_scram_user_quotas_and_client_quotas_most_specific_wins(cluster: Cluster
 
     expected = {("alice", app): False,  # users/alice/clients/app beats users/alice and clients/app
                 ("alice", other): True,  # users/alice
-                ("bob", app): True,  # clients/app
-                ("bob", other): False}  # no quota
-    for broker_id in (1, 2, 3):
+                ("bob", app): True,  # clients/app (bob's request_percentage is another key)
+                ("bob", other): False}  # no producer_byte_rate
+    for broker_id in (1, 2, 3):  # each broker applies the changes from its /config/changes watch
         wait_until(lambda i=broker_id: throttles(i) == expected, 20, f"broker {broker_id}'s quotas")
-    # Without the user + client-id quota, alice's app falls back to users/alice, on every broker, no restart.
+    # Without the user + client-id quota, alice's app falls back to users/alice, on every broker.
     with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
         admin.alter_client_quotas([({"user": "alice", "client-id": app}, {"producer_byte_rate": None})])
     for broker_id in (1, 2, 3):
