@@ -8,9 +8,9 @@ For each client library (confluent-kafka, kafka-python, aiokafka, Moldau's) and 
   * produce: ``producer_byte_rate=1048576`` on one client id; 8 KiB records as fast as the client takes them;
   * fetch: ``consumer_byte_rate=1048576``; a consumer re-reading a 64 MiB topic from the start, again and again;
   * request: ``request_percentage`` (default 0.02) on a tight loop of Metadata requests;
-first the unthrottled client alone (``--alone-s``), then the throttled and the unthrottled client together: after
-``--warmup-s`` (which holds Kafka's first-window allowance, quota x (num - 1) x size, that a new client gets at
-once) both are measured over ``--seconds``. Each client runs in a process of its own (so one client's GIL or
+first the unthrottled client alone (``--alone-s``), then the throttled and the unthrottled client together: from
+the throttled client's first answer plus ``--warmup-s`` (which holds the first-window allowance, quota x (num - 1)
+x size, that a new client gets at once, as in Kafka) both are measured over ``--seconds``. Each client runs in a process of its own (so one client's GIL or
 event loop cannot slow the other). Rates are what the clients count (bytes acknowledged / records' bytes
 received / Metadata answers); the throttled client's request time is the broker's
 ``moldau_client_quota_recorded_total`` over the same interval. "throttle" is the largest throttle time the
@@ -53,6 +53,7 @@ BUFFER = 16 * 1048576
 # per request kept kafka-python and aiokafka below 1 MiB/s on the loaded machine, and Moldau's idempotent
 # producer hit OUT_OF_ORDER_SEQUENCE_NUMBER and stalled (also on main: reported, not this benchmark's subject).
 BATCH = 1048576
+STARTUP_S = 8.0  # the together phase's slack for client start-up
 
 
 def log(msg: str) -> None:
@@ -91,7 +92,7 @@ class Counter:
 
 
 def confluent_worker(role: str, bootstrap: str, client_id: str, until: float, c: Counter) -> None:
-    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
     conf = {"bootstrap.servers": bootstrap, "client.id": client_id,
             "throttle_cb": lambda e: c.throttle(e.throttle_time * 1000)}
@@ -124,8 +125,11 @@ def confluent_worker(role: str, bootstrap: str, client_id: str, until: float, c:
     else:
         p = Producer(conf)
         while time.monotonic() < until:
-            p.list_topics(timeout=10)
-            c.count += 1
+            try:
+                p.list_topics(timeout=max(until - time.monotonic(), 0.1))
+                c.count += 1
+            except KafkaException:  # no answer before the end of the run: a throttle time can be seconds
+                pass
             p.poll(0)  # serves throttle_cb
 
 
@@ -145,7 +149,7 @@ class _ThrottleLog(logging.Handler):
 def kafka_python_worker(role: str, bootstrap: str, client_id: str, until: float, c: Counter) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
     from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaTimeoutError
+    from kafka.errors import KafkaError, KafkaTimeoutError
 
     logging.getLogger("kafka").addHandler(_ThrottleLog(c))
     logging.getLogger("kafka").setLevel(logging.WARNING)
@@ -177,8 +181,11 @@ def kafka_python_worker(role: str, bootstrap: str, client_id: str, until: float,
     else:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id)
         while time.monotonic() < until:
-            admin.list_topics()
-            c.count += 1
+            try:
+                admin.list_topics()
+                c.count += 1
+            except KafkaError:  # the connection paused by a throttle time: NodeNotReadyError
+                time.sleep(0.01)
         admin.close()
 
 
@@ -323,7 +330,7 @@ def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
 def rate_between(result: dict[str, Any], t0: float, t1: float) -> float:
     """Count per second between t0 and t1 (monotonic), from the worker's samples."""
     def at(t: float) -> float:
-        before = [n for ts, n in result["samples"] if ts <= t]
+        before = [float(n) for ts, n in result["samples"] if ts <= t]
         return float(before[-1]) if before else 0.0
     return (at(t1) - at(t0)) / (t1 - t0)
 
@@ -358,27 +365,34 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
     alone = finish(start_worker(client, quota, broker.bootstrap, f"alone-{tag}", start + args.alone_s))
     alone_rate = rate_between(alone, start + 2.0, start + args.alone_s)
     load_alone = os.getloadavg()[0]
+    recorded: list[tuple[float, float]] = []  # the broker's running total for the throttled client
     with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
         admin.alter_client_quotas([({"client-id": slow}, {key: bound})])
         try:
-            t0 = time.monotonic() + 3.0
-            m0, m1 = t0 + args.warmup_s, t0 + args.warmup_s + args.seconds
-            procs = [start_worker(client, quota, broker.bootstrap, cid, m1 + 0.5) for cid in (slow, fast)]
-            time.sleep(max(m0 - time.monotonic(), 0))
-            recorded0 = broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)
-            time.sleep(max(m1 - time.monotonic(), 0))
-            recorded1 = broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)
+            # The warm-up counts from the throttled client's first answer (a client process can take seconds to
+            # start on the loaded machine, and its first-window allowance must not fall into the measurement).
+            until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
+            procs = [start_worker(client, quota, broker.bootstrap, cid, until) for cid in (slow, fast)]
+            while time.monotonic() < until:
+                recorded.append((time.monotonic(),
+                                 broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)))
+                time.sleep(0.5)
             load_together = os.getloadavg()[0]
             throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
             slow_r, fast_r = (finish(p) for p in procs)
         finally:
             admin.alter_client_quotas([({"client-id": slow}, {key: None})])
+    first = next((t for t, n in slow_r["samples"] if n > 0), until)
+    m0 = first + args.warmup_s
+    m1 = min(m0 + args.seconds, until)
+    if m1 - m0 < args.seconds:
+        log(f"{client} {quota}: measured over {m1 - m0:.0f} s only (slow start)")
     if quota == "request":  # the client counts requests; the broker knows their handler time
-        throttled = (recorded1 - recorded0) / args.seconds
-        with_warmup = recorded1 / (m1 - t0)
+        throttled = rate_between({"samples": recorded}, m0, m1)
+        with_warmup = rate_between({"samples": recorded}, first, m1)
     else:
         throttled = rate_between(slow_r, m0, m1)
-        with_warmup = rate_between(slow_r, t0, m1)
+        with_warmup = rate_between(slow_r, first, m1)
     row = Row(client, quota, bound, throttled, with_warmup, slow_r["throttle_max_ms"], throttle_s, alone_rate,
               rate_between(fast_r, m0, m1), (load_alone, load_together))
     log(f"{row}")
