@@ -482,7 +482,7 @@ def main() -> None:
           "broker throttle total | unthrottled alone | unthrottled beside | ratio | load avg (alone, beside) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        name = f"{QUOTAS[r.quota]}={r.bound:g}"
+        name = f"{QUOTAS[r.quota]}={r.bound:.0f}" if r.quota != "request" else f"{QUOTAS[r.quota]}={r.bound:g}"
         print(f"| {r.client} | {name} | {fmt_rate(r.quota, r.throttled)} | {r.throttled / r.bound:.2f}x | "
               f"{r.throttled_with_warmup / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
               f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, r.alone)} | {fmt_alone(r.quota, r.together)} | "

@@ -132,12 +132,14 @@ def main() -> None:
                                                                   "replicas": [1, 3]}]}))
 
         def tool(*argv: str) -> str:
-            proc = subprocess.run([sys.executable, "-m", "moldau.tools.reassign_partitions", "--bootstrap-server",
-                                   bootstrap, "--reassignment-json-file", str(plan), *argv], capture_output=True,
-                                  text=True, timeout=120, cwd=ROOT)
-            if proc.returncode != 0:
-                raise RuntimeError(proc.stderr)
-            return proc.stdout
+            for _ in range(3):  # the loaded machine: a connect can time out
+                proc = subprocess.run([sys.executable, "-m", "moldau.tools.reassign_partitions", "--bootstrap-server",
+                                       bootstrap, "--reassignment-json-file", str(plan), *argv],
+                                      capture_output=True, text=True, timeout=120, cwd=ROOT)
+                if proc.returncode == 0:
+                    return proc.stdout
+                log(proc.stderr.strip())
+            raise RuntimeError(proc.stderr)
 
         started = time.monotonic()
         log(tool("--execute", "--throttle", str(args.throttle)).strip())
