@@ -331,6 +331,11 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("quota.window.num", "int", 11, "Samples kept for client quota rates (byte rates, request percentage, "
        "connection creation rate).", AT_LEAST_1),
     _s("quota.window.size.seconds", "int", 1, "Length of one client quota sample.", AT_LEAST_1),
+    _s("controller.quota.window.num", "int", 11, "Samples of the controller mutation quota "
+       "(controller_mutation_rate, KIP-599): its token bucket holds quota x this x "
+       "controller.quota.window.size.seconds partition mutations.", AT_LEAST_1),
+    _s("controller.quota.window.size.seconds", "int", 1, "Length of one controller mutation quota sample.",
+       AT_LEAST_1),
     _s("moldau.socket.partial.requests.max.bytes", "long", 268435456, "Moldau's own bound on the memory "
        "held by partially received request frames, summed over all connections. When a new chunk takes "
        "the total above it, the connection holding the largest partial frame is closed (slow-loris "

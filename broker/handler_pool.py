@@ -55,7 +55,9 @@ class HandlerPool:
                 return
             t0 = time.perf_counter()
             request.dequeued_at = t0
+            c0 = time.thread_time()
             self.handle(request)
+            request.cpu_seconds = time.thread_time() - c0
             self.metrics.handler_busy(time.perf_counter() - t0)
 
     def handle(self, request: Request) -> None:

@@ -64,8 +64,6 @@ BROKER_ROWS: tuple[tuple[str, str, Any, str, str], ...] = (
     ("controller.quorum.request.timeout.ms", "int", 2000, "r", "kraft"),
     ("controller.quorum.retry.backoff.ms", "int", 20, "r", "kraft"),
     ("controller.quorum.voters", "list", [], "r", "kraft"),
-    ("controller.quota.window.num", "int", 11, "r", "quota"),
-    ("controller.quota.window.size.seconds", "int", 1, "r", "quota"),
     ("create.topic.policy.class.name", "class", None, "r", "plugin"),
     ("delegation.token.expiry.check.interval.ms", "long", 3600000, "r", "token"),
     ("delegation.token.expiry.time.ms", "long", 86400000, "r", "token"),

@@ -55,6 +55,7 @@ brokers can live in one test process. Names use the `moldau_` prefix and Prometh
     moldau_client_quota_bound{quota,user,client_id}   the quota in force for that entity
     moldau_client_quota_throttle_time_seconds_total{quota,user,client_id}  Produce/Fetch/Request throttle-time
                                               (as a running total)
+    moldau_client_quota_recorded_total{quota,user,client_id}  bytes, or request time (percent x s), recorded
 
 What the byte counters count: `bytes_in` every byte read from client sockets (request frames with their size
 prefix); `bytes_out` every byte written to them, sendfile included. The two fetch counters split the *record
@@ -224,7 +225,7 @@ class _ClientQuotaCollector(Collector):
     LABELS = ["quota", "user", "client_id"]
 
     def __init__(self) -> None:
-        self.fn: Callable[[], Iterable[tuple[str, str, str, float, float, float]]] | None = None
+        self.fn: Callable[[], Iterable[tuple[str, str, str, float, float, float, float]]] | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         rate = GaugeMetricFamily("moldau_client_quota_rate", "Measured rate of a quota entity over the quota "
@@ -234,19 +235,25 @@ class _ClientQuotaCollector(Collector):
                                   labels=self.LABELS)
         throttle = CounterMetricFamily("moldau_client_quota_throttle_time_seconds", "Throttle time imposed on "
                                        "the entity's clients (their channels muted for it)", labels=self.LABELS)
+        recorded = CounterMetricFamily("moldau_client_quota_recorded", "Everything recorded against the entity's "
+                                       "quota: bytes (produce, fetch) or percent of one thread x seconds "
+                                       "(request); its increase over an interval is the rate over that interval",
+                                       labels=self.LABELS)
         fn = self.fn
         if fn is not None:
             try:
-                for quota, user, client_id, q, measured, throttle_ms in fn():
+                for quota, user, client_id, q, measured, throttle_ms, total in fn():
                     labels = [quota, user, client_id]
                     rate.add_metric(labels, measured)
                     bound.add_metric(labels, q)
                     throttle.add_metric(labels, throttle_ms / 1000.0)
+                    recorded.add_metric(labels, total)
             except Exception:
                 log.exception("metrics callback for client quotas failed")
         yield rate
         yield bound
         yield throttle
+        yield recorded
 
 
 def _safe(fn: Callable[[], float], what: str) -> Callable[[], float]:
@@ -485,9 +492,10 @@ class BrokerMetrics:
     def set_transactional_ids_callback(self, fn: Callable[[], Iterable[tuple[str, int]]]) -> None:
         """(state, count) rows for moldau_transactional_ids."""
         self.transactional_ids.fn = fn
-    def set_client_quota_callback(self, fn: Callable[[], Iterable[tuple[str, str, str, float, float, float]]]
-                                  ) -> None:
-        """`fn()` yields (quota type, user, client id, quota, rate, throttle ms so far), read on the scrape
+    def set_client_quota_callback(
+            self, fn: Callable[[], Iterable[tuple[str, str, str, float, float, float, float]]]) -> None:
+        """`fn()` yields (quota type, user, client id, quota, rate, throttle ms so far, recorded so far), read on
+        the scrape
         thread."""
         self.client_quotas.fn = fn
 

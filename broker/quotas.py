@@ -3,9 +3,13 @@
 Each quota type (produce bytes, fetch bytes, request time) has a ``ClientQuotaManager`` holding one ``Rate`` per
 quota entity matched (broker/quota_config.py decides which clients share it). A rate is Kafka's sampled rate:
 ``quota.window.num`` samples of ``quota.window.size.seconds``, divided by the elapsed window but never by less
-than ``(num - 1) x size`` (so a new client cannot burst past the quota on a short window). When a recorded value
-takes the rate above the bound, the throttle time is Kafka's ``(rate - bound) / bound x window``: the time the
-client must stay silent for the rate to come back down to the bound. The connection sends the response with
+than ``(num - 1) x size``; it is what the metrics show. The throttle time comes from a token bucket over the same
+window (as Kafka's KIP-599 controller mutation quota): it fills at the quota up to ``quota x (num - 1) x size``
+(the sampled rate's first-window allowance), each request takes its value out, and a client that took it below
+zero must stay silent until it is back at zero. Kafka's ``(rate - bound) / bound x window`` on the sampled rate
+lets a burst come back every ``num x size`` seconds, when its samples expire (bench/quotas.py measured Moldau's
+producer alternating 11 MB bursts and 5 s silences, 0.7-1.1x its quota over 30 s); the bucket holds a busy
+client to the quota on any interval after its first allowance. The connection sends the response with
 that ``throttle_time_ms`` at once and then reads nothing from the client for that long (broker/network.py).
 
 What is recorded (per request, never per record): Produce, the request's size on the wire; Fetch from a
@@ -24,6 +28,7 @@ from typing import Any
 
 from moldau.broker.quota_config import (
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     QuotaConfigs,
@@ -38,6 +43,9 @@ PRODUCE_KEY, FETCH_KEY = 0, 1
 # LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, SaslHandshake, ApiVersions, SaslAuthenticate:
 # cluster actions and the connection's own set-up are never throttled.
 EXEMPT_KEYS = frozenset({4, 5, 6, 7, 17, 18, 36})
+# CreateTopics, DeleteTopics, CreatePartitions: controller_mutation_rate (KIP-599). From these versions on the
+# quota is strict (a request above it gets THROTTLING_QUOTA_EXCEEDED); older clients are throttled instead.
+MUTATION_STRICT_FROM = {19: 6, 20: 5, 37: 3}
 SENSOR_EXPIRY_MS = 3600 * 1000
 INT_MAX = 2**31 - 1  # max.connection.creation.rate's default: no limit  # Kafka expires an idle client's sensors after an hour
 
@@ -87,8 +95,11 @@ class Sensor:
     bound: float
     rate: Rate
     last_record_ms: float
+    tokens: float = 0.0  # the token bucket (see the module docstring), as of tokens_ms
+    tokens_ms: float = 0.0
     throttle_ms_total: float = 0.0
     throttled_responses: int = 0
+    recorded_total: float = 0.0  # everything recorded (bytes, or percent x seconds): rates over any interval
 
 
 @dataclass(slots=True)
@@ -99,6 +110,7 @@ class ClientQuotaManager:
     configs: QuotaConfigs
     window_num: int = 11
     window_size_ms: int = 1000
+    burst_samples: int = 0  # the token bucket holds this many samples' quota (0: window_num - 1)
     sensors: dict[tuple[str, str], Sensor] = field(default_factory=dict)
     _cache: dict[tuple[str, str], Resolved | None] = field(default_factory=dict)
     _cache_version: int = -1
@@ -138,18 +150,39 @@ class ClientQuotaManager:
             return 0
         tags = (resolved.user_tag, resolved.client_tag)
         sensor = self.sensors.get(tags)
+        burst = self.burst(resolved.bound)
         if sensor is None:
             sensor = self.sensors[tags] = Sensor(resolved.bound, Rate(self.window_num, self.window_size_ms, now_ms),
-                                                 now_ms)
+                                                 now_ms, tokens=burst, tokens_ms=now_ms)
             self._prune(now_ms)
         sensor.last_record_ms = now_ms
+        sensor.recorded_total += value
         sensor.rate.record(value, now_ms)
-        throttle = _throttle_ms(sensor.rate, sensor.bound, now_ms)
-        if throttle <= 0:
+        bound = sensor.bound
+        tokens = min(burst, sensor.tokens + bound * max(now_ms - sensor.tokens_ms, 0.0) / 1000.0) - value
+        sensor.tokens, sensor.tokens_ms = tokens, now_ms
+        if tokens >= 0:
             return 0
+        throttle = -tokens / bound * 1000.0
         sensor.throttle_ms_total += throttle
         sensor.throttled_responses += 1
         return int(throttle)
+
+    def burst(self, bound: float) -> float:
+        """The token bucket's size: what the quota allows over (num - 1) samples (controller mutations: num)."""
+        return bound * (self.burst_samples or self.window_num - 1) * self.window_size_ms / 1000.0
+
+    def deficit_ms(self, user: str, client_id: str, now_ms: float) -> float:
+        """How long until the client's bucket is back at zero (0 when it is not below, or without a quota)."""
+        resolved = self.resolve(user, client_id)
+        if resolved is None:
+            return 0.0
+        sensor = self.sensors.get((resolved.user_tag, resolved.client_tag))
+        if sensor is None:
+            return 0.0
+        bound = sensor.bound
+        tokens = min(self.burst(bound), sensor.tokens + bound * max(now_ms - sensor.tokens_ms, 0.0) / 1000.0)
+        return -tokens / bound * 1000.0 if tokens < 0 else 0.0
 
     def max_value_in_window(self, user: str, client_id: str) -> float | None:
         """What the quota allows over one window (Kafka's getMaxValueInQuotaWindow); None without a quota."""
@@ -235,18 +268,47 @@ class ConnectionQuotas:
         return rate.measure(now_ms) > bound
 
 
+@dataclass(slots=True)
+class MutationBudget:
+    """One CreateTopics, CreatePartitions or DeleteTopics request under controller_mutation_rate (KIP-599): a
+    strict request is refused a mutation while the client's bucket is below zero (THROTTLING_QUOTA_EXCEEDED);
+    each accepted mutation takes its partitions out, possibly below zero. The response's throttle time is the
+    time until the bucket is back at zero."""
+
+    manager: ClientQuotaManager
+    user: str
+    client_id: str
+    strict: bool
+    clock: Callable[[], float]
+
+    def refused(self) -> bool:
+        return self.strict and self.manager.deficit_ms(self.user, self.client_id, self.clock() * 1000.0) > 0
+
+    def record(self, partitions: int) -> None:
+        if partitions > 0:
+            self.manager.record(self.user, self.client_id, float(partitions), self.clock() * 1000.0)
+
+    def throttle_ms(self) -> int:
+        return int(self.manager.deficit_ms(self.user, self.client_id, self.clock() * 1000.0))
+
+
 class BrokerQuotas:
     """The client quotas of one broker: the configs every broker holds (ZooKeeper watch or the standalone
     metadata file), the three client managers and the connection quotas. ``throttle`` is the network layer's one
     call per response, ``connection_delay`` its one call per accepted connection."""
 
     def __init__(self, window_num: int = 11, window_size_seconds: int = 1,
-                 clock: Callable[[], float] = time.monotonic, max_connection_creation_rate: float = INT_MAX) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_connection_creation_rate: float = INT_MAX,
+                 controller_window_num: int = 11, controller_window_size_seconds: int = 1) -> None:
         self.configs = QuotaConfigs()
         size_ms = window_size_seconds * 1000
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.configs, window_num, size_ms)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.configs, window_num, size_ms)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.configs, window_num, size_ms)
+        # KIP-599's token bucket holds quota x controller.quota.window.num x controller.quota.window.size.seconds.
+        self.mutation = ClientQuotaManager(CONTROLLER_MUTATION_RATE, self.configs, controller_window_num,
+                                           controller_window_size_seconds * 1000,
+                                           burst_samples=controller_window_num)
         self.connections = ConnectionQuotas(max_connection_creation_rate, self.configs, window_num, size_ms)
         self.clock = clock
 
@@ -276,25 +338,43 @@ class BrokerQuotas:
         self.configs.replace_all(entries)
 
     # --- enforcement
+    def mutations(self, request: Request) -> MutationBudget | None:
+        """The controller_mutation_rate budget of a CreateTopics, CreatePartitions or DeleteTopics request (None:
+        the client has no such quota)."""
+        if not self.mutation.enabled:
+            return None
+        user, client_id = user_of(request.principal), request.header.client_id or ""
+        if self.mutation.resolve(user, client_id) is None:
+            return None
+        strict = request.version >= MUTATION_STRICT_FROM.get(request.api_key, 1 << 15)
+        return MutationBudget(self.mutation, user, client_id, strict, self.clock)
+
     def fetch_limit(self, request: Request) -> float | None:
         """The most record bytes a consumer's fetch response may carry under its quota (None: no quota)."""
         if not self.fetch.enabled:
             return None
         return self.fetch.max_value_in_window(user_of(request.principal), request.header.client_id or "")
 
-    def pipelining_allowed(self) -> bool:
-        """False while any producer_byte_rate or request_percentage quota exists (the network layer then answers
-        Produce requests one at a time, so a throttled client's mute holds back its next request)."""
-        return not (self.produce.enabled or self.request.enabled)
+    def pipelining_allowed(self, principal: str, client_id: str) -> bool:
+        """False for a client under a producer_byte_rate or request_percentage quota (the network layer then
+        answers its Produce requests one at a time, so its mute after a throttled answer holds back its next
+        request); every other client keeps pipelining."""
+        if not (self.produce.enabled or self.request.enabled):
+            return True
+        user = user_of(principal)
+        return self.produce.resolve(user, client_id) is None and self.request.resolve(user, client_id) is None
 
     def throttle(self, request: Request, local_seconds: float) -> int:
         """Record a request about to be answered; its throttle time in ms, also set in the response."""
         key = request.api_key
         if key in EXEMPT_KEYS:
             return 0
+        response = request.response
+        # A mutation quota's throttle time is in the response already (MutationBudget): the channel is muted too.
+        mutation_ms = int(response.get("throttle_time_ms") or 0) if key in MUTATION_STRICT_FROM and response else 0
         produce, fetch, req = self.produce.enabled, self.fetch.enabled, self.request.enabled
         if not (produce or fetch or req):
-            return 0
+            return mutation_ms
         user, client_id = user_of(request.principal), request.header.client_id or ""
         now = self.now_ms()
         throttle = 0
@@ -307,14 +387,14 @@ class BrokerQuotas:
                 throttle = self.fetch.record(user, client_id, fetch_response_bytes(request.response), now)
         if req:
             throttle = max(throttle, self.request.record(user, client_id, local_seconds * 100.0, now))
-        response = request.response
         if throttle > 0 and response is not None and "throttle_time_ms" in response:
             response["throttle_time_ms"] = max(int(response["throttle_time_ms"]), throttle)
-        return throttle
+        return max(throttle, mutation_ms)
 
-    def metric_rows(self) -> Iterator[tuple[str, str, str, float, float, float]]:
-        """(quota type, user, client id, bound, rate, throttle ms total) per measured entity."""
+    def metric_rows(self) -> Iterator[tuple[str, str, str, float, float, float, float]]:
+        """(quota type, user, client id, bound, rate, throttle ms total, recorded total) per measured entity."""
         now = self.now_ms()
-        for name, manager in (("produce", self.produce), ("fetch", self.fetch), ("request", self.request)):
+        for name, manager in (("produce", self.produce), ("fetch", self.fetch), ("request", self.request),
+                              ("controller_mutation", self.mutation)):
             for user, client_id, sensor, rate in manager.rows(now):
-                yield name, user, client_id, sensor.bound, rate, sensor.throttle_ms_total
+                yield name, user, client_id, sensor.bound, rate, sensor.throttle_ms_total, sensor.recorded_total

@@ -28,6 +28,9 @@ class Request:
     received_at: float = field(default_factory=time.perf_counter)
     dequeued_at: float = 0.0
     local_done_at: float = 0.0  # set when a handler returns an awaitable; else at respond (remote = 0)
+    # CPU time of the worker's synchronous part (decode + handler call), for request_percentage (docs/quotas.md);
+    # -1 until measured.
+    cpu_seconds: float = -1.0
     responded_at: float = 0.0
     # The response body (a dict for the API's response encoder), or None for "no response" (acks=0).
     response: dict[str, Any] | None = None

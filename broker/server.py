@@ -114,7 +114,10 @@ class BrokerServer:
         self.dynamic = DynamicBrokerConfig(config, self.broker_id)  # replaced in start() once the id is known
         # Client quotas (docs/quotas.md): filled from ZooKeeper or the metadata file in start().
         self.quotas = BrokerQuotas(int(config.get("quota.window.num")), int(config.get("quota.window.size.seconds")),
-                                   max_connection_creation_rate=int(config.get("max.connection.creation.rate")))
+                                   max_connection_creation_rate=int(config.get("max.connection.creation.rate")),
+                                   controller_window_num=int(config.get("controller.quota.window.num")),
+                                   controller_window_size_seconds=int(
+                                       config.get("controller.quota.window.size.seconds")))
         self.cleaner_service: CleanerService | None = None
         self.remote_log_manager: RemoteLogManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -288,7 +291,7 @@ class BrokerServer:
             assert self.zk_mode.cluster is not None
             cluster = self.zk_mode.cluster
         auth = self.authorizer
-        topics = TopicDeps(self.broker_id, self.config, metadata, auth)
+        topics = TopicDeps(self.broker_id, self.config, metadata, auth, self.quotas)
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas,
                                  remote=self.remote_log_manager), topics=topics,

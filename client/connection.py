@@ -123,6 +123,9 @@ class BrokerConnection:
         self.late_responses = 0  # responses that arrived after their request timed out or was cancelled
         # KIP-219: a response's throttle_time_ms (a broker quota) holds the next request to this broker back.
         self.throttled_until = 0.0  # loop time
+        # Requests held back by a throttle time leave the wait in the order they came (asyncio.Lock is FIFO): timers
+        # with the same deadline may fire in any order, and an idempotent producer's batches must go out in order.
+        self._throttle_gate = asyncio.Lock()
         self.throttle_time_ms_total = 0
 
     def __repr__(self) -> str:
@@ -315,10 +318,12 @@ class BrokerConnection:
 
     async def _honour_throttle(self) -> None:
         """Wait out the throttle time the broker last asked for (Kafka's clients do the same since KIP-219)."""
-        if self.throttled_until:
-            wait = self.throttled_until - asyncio.get_running_loop().time()
-            if wait > 0:
-                await asyncio.sleep(wait)
+        gate = self._throttle_gate
+        if gate.locked() or self.throttled_until > asyncio.get_running_loop().time():
+            async with gate:  # behind every request already waiting, even once the throttle time is over
+                wait = self.throttled_until - asyncio.get_running_loop().time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             self._check_usable()
 
     def _check_usable(self) -> None:

@@ -239,6 +239,7 @@ class TopicDeps:
     config: BrokerConfig
     metadata: MetadataStore
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
+    quotas: BrokerQuotas | None = None  # controller_mutation_rate of CreateTopics/DeleteTopics/CreatePartitions
 
 
 @dataclass(slots=True)

@@ -61,6 +61,8 @@ async def handle_create_partitions(ctx: PartitionAdminDeps, request: Request, bo
     for t in body["topics"]:
         counts[t["name"]] = counts.get(t["name"], 0) + 1
     results: list[CreatePartitionsResponseResults] = []
+    quotas = ctx.topics.quotas
+    budget = quotas.mutations(request) if quotas is not None else None  # controller_mutation_rate (KIP-599)
     for t in body["topics"]:
         name = t["name"]
         entry: CreatePartitionsResponseResults = {"name": name, "error_code": ErrorCode.NONE,
@@ -84,12 +86,17 @@ async def handle_create_partitions(ctx: PartitionAdminDeps, request: Request, bo
             plan = plan_new_partitions(existing, t["count"], t["assignments"], brokers)
             if body["validate_only"]:
                 continue
+            if budget is not None:
+                if budget.refused():
+                    raise TopicCreationError(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                             "The throttling quota has been exceeded.")
+                budget.record(len(plan))
             timeout = body["timeout_ms"]
             await ctx.cluster.create_partitions(name, plan, timeout if timeout > 0 else None)
             log.info("topic %s: added partitions %s", name, sorted(plan))
         except (TopicCreationError, TopicError) as exc:
             entry["error_code"], entry["error_message"] = exc.code, exc.message
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": budget.throttle_ms() if budget is not None else 0, "results": results}
 
 
 class DelayedDeleteRecords(DelayedOperation):

@@ -1,5 +1,6 @@
 """CreateTopics (Create on the cluster or on the topic) and DeleteTopics (Delete on the topic); refusals answer
-TOPIC_AUTHORIZATION_FAILED."""
+TOPIC_AUTHORIZATION_FAILED. Both count their partitions against the client's controller_mutation_rate
+(KIP-599, broker/quotas.py MutationBudget)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
 
 log = logging.getLogger("moldau.apis.topics")
 
+THROTTLED = "The throttling quota has been exceeded."
+
 
 async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTopicsRequest
                                ) -> CreateTopicsResponse:
@@ -34,6 +37,7 @@ async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTop
         seen[t["name"]] = seen.get(t["name"], 0) + 1
     creatable = set(seen) if ctx.auth.cluster(request, Operation.CREATE) else \
         ctx.auth.allowed_names(request, Operation.CREATE, ResourceType.TOPIC, seen)
+    budget = ctx.quotas.mutations(request) if ctx.quotas is not None else None
     for t in body["topics"]:
         name = t["name"]
         entry: CreateTopicsResponseTopics = {"name": name, "error_code": ErrorCode.NONE, "error_message": None,
@@ -54,6 +58,10 @@ async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTop
             plan = plan_topic(ctx, name, t["num_partitions"], t["replication_factor"], t["assignments"], configs)
             entry["num_partitions"] = len(plan)
             entry["replication_factor"] = len(plan[0]) if plan else -1
+            if not body["validate_only"] and budget is not None:
+                if budget.refused():
+                    raise TopicCreationError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                budget.record(len(plan))
             if not body["validate_only"]:
                 topic = await create_topic(ctx, name, plan, configs,
                                            timeout_ms=body["timeout_ms"] if body["timeout_ms"] > 0 else None)
@@ -65,7 +73,7 @@ async def handle_create_topics(ctx: TopicDeps, request: Request, body: CreateTop
             entry["error_code"] = exc.code
             entry["error_message"] = exc.message
             entry["num_partitions"] = entry["replication_factor"] = -1
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": budget.throttle_ms() if budget is not None else 0, "topics": results}
 
 
 async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTopicsRequest
@@ -76,6 +84,7 @@ async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTop
     else:
         wanted = [(name, None) for name in body["topic_names"]]
     responses: list[DeleteTopicsResponseResponses] = []
+    budget = ctx.quotas.mutations(request) if ctx.quotas is not None else None
     for name, topic_id in wanted:
         entry: DeleteTopicsResponseResponses = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         responses.append(entry)
@@ -101,9 +110,14 @@ async def handle_delete_topics(ctx: TopicDeps, request: Request, body: DeleteTop
         if not ctx.config.get("delete.topic.enable"):
             entry["error_code"] = ErrorCode.TOPIC_DELETION_DISABLED
             continue
+        if budget is not None and topic is not None:
+            if budget.refused():
+                entry["error_code"], entry["error_message"] = ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED
+                continue
+            budget.record(len(topic.partitions))
         try:
             await ctx.metadata.delete_topic(name)
         except TopicError as exc:
             entry["error_code"] = exc.code
             entry["error_message"] = exc.message
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"throttle_time_ms": budget.throttle_ms() if budget is not None else 0, "responses": responses}

@@ -1,6 +1,7 @@
 """Client quotas with real clients: a confluent-kafka producer held to its producer_byte_rate next to an
-unthrottled one on the same broker, a kafka-python consumer held to its consumer_byte_rate, and a quota change
-seen (and enforced) by every broker of a cluster."""
+unthrottled one on the same broker, a kafka-python consumer held to its consumer_byte_rate, a quota change
+seen (and enforced) by every broker of a cluster, and user quotas of SCRAM principals next to client-id quotas
+(the most specific entity wins). Long rate measurements with four client libraries: bench/quotas.py."""
 
 from __future__ import annotations
 
@@ -22,10 +23,13 @@ from confluent_kafka import Producer
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.records import build_batch
+from moldau.security import ClientSecurity
 from moldau.sync import AdminClient
 
-from .harness import BrokerProcess, wait_until
+from .harness import BrokerProcess, free_port, wait_until
+from .secure import USERS
 from .test_cluster import Cluster, cluster, zookeeper  # noqa: F401
+from .test_security_cluster import scram_tool
 
 pytestmark = [pytest.mark.integration]
 
@@ -112,53 +116,18 @@ def test_a_producer_is_held_to_its_quota_while_another_is_not(broker_factory: Ca
         assert admin.describe_client_quotas([]) == []
 
 
-async def _throttle_of_one_produce(broker: BrokerProcess, client_id: str) -> int:
-    """One 64 KiB Produce from a new connection; the throttle time the broker answers with."""
+async def _throttle_of_one_produce(broker: BrokerProcess, client_id: str, port: int | None = None,
+                                   user: str | None = None) -> int:
+    """One 64 KiB Produce from a new connection (SASL_PLAINTEXT with SCRAM-SHA-256 as ``user`` on ``port``, if
+    given); the throttle time the broker answers with."""
     batch = build_batch([(None, b"x" * 65536, [], 1000)])
-    async with BrokerConnection("127.0.0.1", broker.port, client_id=client_id) as conn:
+    security = None if user is None else ClientSecurity("SASL_PLAINTEXT", mechanism="SCRAM-SHA-256",
+                                                        username=user, password=USERS[user])
+    async with BrokerConnection("127.0.0.1", port or broker.port, client_id=client_id, security=security) as conn:
         response = await conn.send(api_for(ApiKey.PRODUCE), {
             "transactional_id": None, "acks": 1, "timeout_ms": 5000,
             "topic_data": [{"name": "no-such-topic-quota", "partition_data": [{"index": 0, "records": batch}]}]})
     return int(response["throttle_time_ms"])
-
-
-def test_a_quota_change_reaches_every_broker(cluster: Cluster) -> None:  # noqa: F811
-    cluster.start([1, 2, 3])
-    client_id = f"q-{uuid.uuid4().hex[:6]}"
-
-    def configs(*argv: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "moldau.tools.configs", "--bootstrap-server",
-                               cluster.brokers[1].bootstrap, *argv], capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
-
-    # kafka-configs' way: user+client pairs, defaults, then a client id of its own.
-    configs("--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
-            "--entity-default", "--add-config", "request_percentage=50")
-    configs("--alter", "--entity-type", "clients", "--entity-name", client_id, "--add-config",
-            "producer_byte_rate=1000")
-    assert configs("--describe", "--entity-type", "clients", "--entity-name", client_id).strip() == (
-        f"Quota configs for client-id '{client_id}' are producer_byte_rate=1000.0")
-    # Kafka's znodes.
-    assert json.loads(cluster.kazoo.get(f"/config/clients/{client_id}")[0])["config"] == {
-        "producer_byte_rate": "1000"}
-    assert json.loads(cluster.kazoo.get("/config/users/alice/clients/<default>")[0])["config"] == {
-        "request_percentage": "50.0"}
-    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
-        for broker_id in (1, 2, 3):
-            found = admin.describe_client_quotas([], broker_id=broker_id)
-            assert ({"client-id": client_id}, {"producer_byte_rate": 1000.0}) in found
-            assert ({"user": "alice", "client-id": None}, {"request_percentage": 50.0}) in found
-    # Every broker applies it from its /config/changes watch: a 64 KiB request is far above 1000 B/s.
-    for broker in cluster.brokers.values():
-        wait_until(lambda b=broker: asyncio.run(_throttle_of_one_produce(b, client_id)) > 0, 20,
-                   f"broker {broker.broker_id} throttling {client_id}")
-    # Removing it frees the client on every broker (a new client id has no rate yet).
-    configs("--alter", "--entity-type", "clients", "--entity-name", client_id, "--delete-config",
-            "producer_byte_rate")
-    for broker in cluster.brokers.values():
-        wait_until(lambda b=broker: asyncio.run(_throttle_of_one_produce(b, client_id)) == 0, 20,
-                   f"broker {broker.broker_id} no longer throttling {client_id}")
 
 
 def test_a_consumer_is_held_to_its_quota(broker_factory: Callable[..., BrokerProcess], topic: str) -> None:
@@ -264,3 +233,116 @@ def test_a_throttled_reassignment_copies_at_its_rate(cluster: Cluster, tmp_path:
     assert not [k for k in json.loads(cluster.kazoo.get("/config/topics/heavy")[0])["config"] if "throttled" in k]
     for broker_id in (1, 2):
         assert json.loads(cluster.kazoo.get(f"/config/brokers/{broker_id}")[0])["config"] == {}
+
+
+def test_quotas_on_a_cluster_scram_users_client_ids_most_specific_wins(cluster: Cluster) -> None:  # noqa: F811
+    """Three brokers with a SASL_PLAINTEXT (SCRAM-SHA-256, users in ZooKeeper) listener for clients. Quotas set
+    with the admin API and moldau-configs land in Kafka's znodes and every broker describes them; a user quota applies to the SCRAM
+    principal, a client-id quota to whoever uses that client id, a user + client-id quota beats both (Kafka's
+    precedence order), on every broker; removing a quota applies on every broker at once, without a restart."""
+    for user, password in USERS.items():
+        scram_tool("--zookeeper", cluster.connect, "--alter", "--entity-type", "users", "--entity-name", user,
+                   "--add-config", f"SCRAM-SHA-256=[password={password}]")
+    sasl_ports: dict[int, int] = {}
+    for i in (1, 2, 3):  # PLAINTEXT (listed first: inter-broker and the harness's) plus CLIENTS
+        b = cluster.brokers[i] = BrokerProcess(cluster.root / f"broker{i}", broker_id=i)
+        sasl_ports[i] = free_port()
+        b.overrides.update(cluster.settings(i, {
+            "listeners": f"PLAINTEXT://127.0.0.1:{b.port},CLIENTS://127.0.0.1:{sasl_ports[i]}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENTS:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "SCRAM-SHA-256"}))
+        b.start()
+    cluster.kazoo.start(timeout=10)
+    wait_until(lambda: sorted(cluster.kazoo.get_children("/brokers/ids")) == ["1", "2", "3"], 30, "registration")
+    app, other = f"app-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
+        admin.alter_client_quotas([
+            ({"user": "alice"}, {"producer_byte_rate": 1000}),  # alice: 1000 B/s whatever her client id
+            ({"client-id": app}, {"producer_byte_rate": 1000}),  # the client id app: 1000 B/s for anyone
+            ({"user": "bob", "client-id": None}, {"request_percentage": 50}),  # each of bob's client ids
+        ])
+    # kafka-configs' way (pairs of --entity-type and --entity-name): alice's app is unbounded.
+    proc = subprocess.run([sys.executable, "-m", "moldau.tools.configs", "--bootstrap-server",
+                           cluster.brokers[1].bootstrap, "--alter", "--entity-type", "users", "--entity-name",
+                           "alice", "--entity-type", "clients", "--entity-name", app, "--add-config",
+                           "producer_byte_rate=1000000000"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # Kafka's znodes; alice's keeps her SCRAM credentials next to the quota.
+    assert json.loads(cluster.kazoo.get(f"/config/clients/{app}")[0])["config"] == {"producer_byte_rate": "1000"}
+    alice = json.loads(cluster.kazoo.get("/config/users/alice")[0])["config"]
+    assert alice["producer_byte_rate"] == "1000" and "SCRAM-SHA-256" in alice
+    assert json.loads(cluster.kazoo.get("/config/users/bob/clients/<default>")[0])["config"] == {
+        "request_percentage": "50.0"}
+    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
+        for broker_id in (1, 2, 3):
+            found = admin.describe_client_quotas([], broker_id=broker_id)
+            assert ({"client-id": app}, {"producer_byte_rate": 1000.0}) in found
+            assert ({"user": "bob", "client-id": None}, {"request_percentage": 50.0}) in found
+
+    def throttles(broker_id: int) -> dict[tuple[str, str], bool]:
+        b = cluster.brokers[broker_id]
+        return {(user, cid): asyncio.run(_throttle_of_one_produce(b, cid, sasl_ports[broker_id], user)) > 0
+                for user in ("alice", "bob") for cid in (app, other)}
+
+    expected = {("alice", app): False,  # users/alice/clients/app beats users/alice and clients/app
+                ("alice", other): True,  # users/alice
+                ("bob", app): True,  # clients/app (bob's request_percentage is another key)
+                ("bob", other): False}  # no producer_byte_rate
+    for broker_id in (1, 2, 3):  # each broker applies the changes from its /config/changes watch
+        wait_until(lambda i=broker_id: throttles(i) == expected, 20, f"broker {broker_id}'s quotas")
+    # Without the user + client-id quota, alice's app falls back to users/alice, on every broker.
+    with AdminClient({"bootstrap.servers": cluster.bootstrap()}) as admin:
+        admin.alter_client_quotas([({"user": "alice", "client-id": app}, {"producer_byte_rate": None})])
+    for broker_id in (1, 2, 3):
+        b = cluster.brokers[broker_id]
+        wait_until(lambda b=b, i=broker_id: asyncio.run(_throttle_of_one_produce(b, app, sasl_ports[i], "alice")) > 0,
+                   20, f"broker {broker_id} throttling alice's {app}")
+
+
+async def _mutate(broker: BrokerProcess, client_id: str, api: ApiKey, version: int, body: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """One CreateTopics/DeleteTopics/CreatePartitions request at ``version`` on a new connection (so neither
+    the broker's mute nor the client's wait after an earlier throttled answer holds it back)."""
+    async with BrokerConnection("127.0.0.1", broker.port, client_id=client_id) as conn:
+        return await conn.send(api_for(api), body, version)
+
+
+def _create(broker: BrokerProcess, client_id: str, version: int, topics: dict[str, int]) -> dict[str, Any]:
+    return asyncio.run(_mutate(broker, client_id, ApiKey.CREATE_TOPICS, version, {
+        "topics": [{"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+                   for n, p in topics.items()], "timeout_ms": 10000, "validate_only": False}))
+
+
+def test_controller_mutation_rate_refuses_new_clients_and_throttles_old_ones(broker: BrokerProcess) -> None:
+    """KIP-599: controller_mutation_rate=0.1 (a bucket of 0.1 x 11 s = 1.1 partitions, refilled at 0.1/s: once
+    below zero it stays there for the whole test). CreateTopics v6+, DeleteTopics v5+ and CreatePartitions v3+
+    are refused with THROTTLING_QUOTA_EXCEEDED while the client is below zero; older versions go through and
+    are throttled (throttle_time_ms), as Kafka does."""
+    tag = uuid.uuid4().hex[:8]
+    client_id, a, b, c, d = f"mut-{tag}", f"a-{tag}", f"b-{tag}", f"c-{tag}", f"d-{tag}"
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.alter_client_quotas([({"client-id": client_id}, {"controller_mutation_rate": 0.1})])
+        try:
+            # a takes the bucket to 0.1, b (accepted: the bucket was not below zero) to -2.9, c is refused.
+            r = _create(broker, client_id, 6, {a: 1, b: 3, c: 1})
+            assert [(t["name"], t["error_code"]) for t in r["topics"]] == [(a, 0), (b, 0), (c, 89)]
+            assert 20_000 < r["throttle_time_ms"] <= 29_000  # 2.9 partitions at 0.1/s
+            assert _create(broker, client_id, 5, {d: 1})["topics"][0]["error_code"] == 0  # v5: throttled only
+            assert _create(broker, f"other-{tag}", 7, {c: 1})["topics"][0]["error_code"] == 0  # no quota
+            more = asyncio.run(_mutate(broker, client_id, ApiKey.CREATE_PARTITIONS, 3, {
+                "topics": [{"name": b, "count": 4, "assignments": None}], "timeout_ms": 10000,
+                "validate_only": False}))
+            assert more["results"][0]["error_code"] == 89 and more["throttle_time_ms"] > 20_000
+            old = asyncio.run(_mutate(broker, client_id, ApiKey.CREATE_PARTITIONS, 2, {
+                "topics": [{"name": b, "count": 4, "assignments": None}], "timeout_ms": 10000,
+                "validate_only": False}))
+            assert old["results"][0]["error_code"] == 0 and old["throttle_time_ms"] > 20_000
+            strict = asyncio.run(_mutate(broker, client_id, ApiKey.DELETE_TOPICS, 5,
+                                         {"topic_names": [a], "timeout_ms": 10000}))
+            assert strict["responses"][0]["error_code"] == 89
+            lenient = asyncio.run(_mutate(broker, client_id, ApiKey.DELETE_TOPICS, 4,
+                                          {"topic_names": [a, b, c, d], "timeout_ms": 10000}))
+            assert [t["error_code"] for t in lenient["responses"]] == [0, 0, 0, 0]
+            assert lenient["throttle_time_ms"] > 20_000
+        finally:
+            admin.alter_client_quotas([({"client-id": client_id}, {"controller_mutation_rate": None})])

@@ -23,10 +23,10 @@ class Clock:
 
 
 def request(api_key: int, size: int, client_id: str = "app", principal: str = "User:ANONYMOUS",
-            response: dict[str, Any] | None = None, replica_id: int = -1) -> Request:
+            response: dict[str, Any] | None = None, replica_id: int = -1, version: int = 4) -> Request:
     frame = bytearray(size)
     INT32.pack_into(frame, 0, replica_id)  # Fetch: replica_id is the body's first field (v4-12)
-    r = Request(RequestHeader(api_key, 4, 1, client_id), REGISTRY[api_key], frame, 0, "127.0.0.1",
+    r = Request(RequestHeader(api_key, version, 1, client_id), REGISTRY[api_key], frame, 0, "127.0.0.1",
                 principal=principal)
     r.response = response if response is not None else {"throttle_time_ms": 0}
     return r
@@ -55,7 +55,7 @@ def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
     assert quotas.throttle(r, 0.0) == 10_000
     assert r.response == {"throttle_time_ms": 10_000}
     rows = list(quotas.metric_rows())
-    assert rows == [("produce", "", "app", 1000.0, pytest.approx(2000.0), 10_000.0)]
+    assert rows == [("produce", "", "app", 1000.0, pytest.approx(2000.0), 10_000.0, 20_000.0)]
 
 
 @pytest.mark.parametrize("size", [1_000, 50_000])  # up to 5 s of quota per request
@@ -127,3 +127,28 @@ def test_connection_creation_rates() -> None:
     refused = [quotas.connection_delay("10.0.0.2")[1] for _ in range(7)]
     assert refused == [False] * 5 + [True] * 2
     assert not quotas.connection_delay("10.0.0.3")[1]
+
+
+@pytest.mark.parametrize(("api_key", "strict_from"), [(ApiKey.CREATE_TOPICS, 6), (ApiKey.DELETE_TOPICS, 5),
+                                                      (ApiKey.CREATE_PARTITIONS, 3)])
+def test_controller_mutation_rate_is_strict_for_new_versions(api_key: int, strict_from: int) -> None:
+    """KIP-599: a token bucket of quota x 11 x 1 s partitions; a request from a version that knows
+    THROTTLING_QUOTA_EXCEEDED is refused while the bucket is below zero, an older one is only throttled."""
+    clock = Clock()
+    quotas = BrokerQuotas(clock=clock)
+    assert quotas.mutations(request(api_key, 16, version=strict_from)) is None  # no quota: no budget
+    quotas.configs.set(QuotaEntity(None, "app"), {"controller_mutation_rate": 2.0})  # bucket: 22 partitions
+    budget = quotas.mutations(request(api_key, 16, version=strict_from))
+    assert budget is not None and budget.strict and not budget.refused()
+    budget.record(20)
+    assert not budget.refused() and budget.throttle_ms() == 0
+    budget.record(10)  # accepted while the bucket was above zero: now 8 below
+    assert budget.refused() and budget.throttle_ms() == 4000  # 8 partitions at 2/s
+    old = quotas.mutations(request(api_key, 16, version=strict_from - 1))
+    assert old is not None and not old.strict and not old.refused()
+    # The network layer mutes the channel for the response's throttle time.
+    r = request(api_key, 16, version=strict_from, response={"throttle_time_ms": budget.throttle_ms()})
+    assert quotas.throttle(r, 0.0) == 4000
+    clock.now += 4.0
+    assert not budget.refused() and budget.throttle_ms() == 0
+    assert quotas.mutations(request(api_key, 16, client_id="other")) is None

@@ -395,3 +395,28 @@ async def test_a_throttled_response_holds_the_next_request_back(serve: Any) -> N
         assert gaps and gaps[0] >= 0.35
     finally:
         await conn.close()
+
+
+async def test_requests_held_back_by_a_throttle_go_out_in_order(serve: Any) -> None:
+    """Twenty requests sent while a throttle time runs leave the wait in the order they were sent (an idempotent
+    producer's batches must: out of order, the broker answers OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+    names = [f"t{i}" for i in range(20)]
+    seen: list[str] = []
+
+    async def script(peer: Peer) -> None:
+        await peer.handshake()
+        req = await peer.read_request()
+        peer.respond(req, {**metadata_response("a"), "throttle_time_ms": 200})
+        for _ in names:
+            req = await peer.read_request()
+            seen.append(req.body["topics"][0]["name"])
+            peer.respond(req, metadata_response(seen[-1]))
+        await linger(peer)
+
+    conn = await client(await serve(script))
+    try:
+        await conn.send(METADATA, metadata_request("a"))
+        await asyncio.gather(*(conn.send(METADATA, metadata_request(n)) for n in names))
+        assert seen == names
+    finally:
+        await conn.close()

@@ -1,0 +1,493 @@
+"""Client quotas with four clients: a throttled client held to its quota next to an unthrottled one (issue #23).
+
+    .venv/bin/python bench/quotas.py                                  # every client, every quota: ~15 min
+    .venv/bin/python bench/quotas.py --clients confluent --quotas produce --seconds 30
+
+One standalone broker with Kafka's default quota windows (quota.window.num 11 x quota.window.size.seconds 1).
+For each client library (confluent-kafka, kafka-python, aiokafka, Moldau's) and each quota:
+  * produce: ``producer_byte_rate=1048576`` on one client id; 8 KiB records as fast as the client takes them;
+  * fetch: ``consumer_byte_rate=1048576``; a consumer re-reading a 64 MiB topic from the start, again and again;
+  * request: ``request_percentage`` (default 0.02) on a tight loop of Metadata requests;
+first the unthrottled client alone (``--alone-s``), then the throttled and the unthrottled client together: from
+the throttled client's first answer plus ``--warmup-s`` (which holds the first-window allowance, quota x (num - 1)
+x size, that a new client gets at once, as in Kafka) both are measured over ``--seconds``. Each client runs in a process of its own (so one client's GIL or
+event loop cannot slow the other). Rates are what the clients count (bytes acknowledged / records' bytes
+received / Metadata answers); the throttled client's request time is the broker's
+``moldau_client_quota_recorded_total`` over the same interval. "throttle" is the largest throttle time the
+throttled client itself saw (librdkafka's throttle_cb, kafka-python's throttle log, the responses aiokafka's
+connection returned, Moldau's connection total) and the throttle time the broker imposed on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.integration.harness import BrokerProcess  # noqa: E402
+
+CLIENTS = ("confluent", "kafka-python", "aiokafka", "moldau")
+QUOTAS = {"produce": "producer_byte_rate", "fetch": "consumer_byte_rate", "request": "request_percentage"}
+VALUE = b"q" * 8192  # large enough records that even the pure-Python clients produce well above the quota
+TOPIC, READ_TOPIC = "quota-produce", "quota-read"
+# Each producer's own buffer: a throttled producer then waits for the broker instead of filling gigabytes of
+# client memory at full CPU (librdkafka's default queue holds 1 GB), which would slow the unthrottled one down.
+BUFFER = 16 * 1048576
+# librdkafka's batch.size (1 MB) for every producer: with the pure-Python clients' 16 KiB default, two 8 KiB records
+# per request kept kafka-python and aiokafka below 1 MiB/s on the loaded machine, and Moldau's idempotent
+# producer hit OUT_OF_ORDER_SEQUENCE_NUMBER and stalled (also on main: reported, not this benchmark's subject).
+BATCH = 1048576
+STARTUP_S = 8.0  # the together phase's slack for client start-up
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------------- workers
+class Counter:
+    """A running count (bytes or requests) sampled every 0.25 s with its monotonic time (one clock for every
+    process on the machine), plus the largest throttle time the client reported."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.throttle_max_ms = 0.0
+        self.throttled = 0
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def throttle(self, ms: float) -> None:
+        if ms > 0:
+            self.throttled += 1
+            self.throttle_max_ms = max(self.throttle_max_ms, ms)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.25):
+            self.samples.append((time.monotonic(), self.count))
+
+    def report(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append((time.monotonic(), self.count))
+        print(json.dumps({"samples": self.samples, "throttle_max_ms": self.throttle_max_ms,
+                          "throttled": self.throttled}), flush=True)
+
+
+def confluent_worker(role: str, bootstrap: str, client_id: str, until: float, c: Counter) -> None:
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+    conf = {"bootstrap.servers": bootstrap, "client.id": client_id,
+            "throttle_cb": lambda e: c.throttle(e.throttle_time * 1000)}
+    if role == "produce":
+        p = Producer({**conf, "linger.ms": 5, "queue.buffering.max.kbytes": BUFFER // 1024})
+
+        def acked(err: Any, msg: Any) -> None:
+            if err is None:
+                c.count += len(msg.value())
+        while time.monotonic() < until:
+            try:
+                p.produce(TOPIC, VALUE, on_delivery=acked)
+            except BufferError:
+                p.poll(0.05)
+                continue
+            p.poll(0)
+        p.purge(in_queue=True)
+        p.flush(5)
+    elif role == "fetch":
+        cons = Consumer({**conf, "group.id": client_id, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+        cons.assign([TopicPartition(READ_TOPIC, 0, 0)])
+        while time.monotonic() < until:
+            for m in cons.consume(1000, 0.2):
+                if m.error() is None:
+                    c.count += len(m.value())
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    cons.seek(TopicPartition(READ_TOPIC, 0, 0))
+        cons.close()
+    else:
+        p = Producer(conf)
+        while time.monotonic() < until:
+            try:
+                p.list_topics(timeout=max(until - time.monotonic(), 0.1))
+                c.count += 1
+            except KafkaException:  # no answer before the end of the run: a throttle time can be seconds
+                pass
+            p.poll(0)  # serves throttle_cb
+
+
+class _ThrottleLog(logging.Handler):
+    """kafka-python logs each throttled response ('... throttled by broker (N ms)') and pauses the connection."""
+
+    def __init__(self, c: Counter) -> None:
+        super().__init__()
+        self.c = c
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r"throttled by broker \((\d+) ms\)", record.getMessage())
+        if m:
+            self.c.throttle(float(m.group(1)))
+
+
+def kafka_python_worker(role: str, bootstrap: str, client_id: str, until: float, c: Counter) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError, KafkaTimeoutError
+
+    logging.getLogger("kafka").addHandler(_ThrottleLog(c))
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    if role == "produce":
+        p = KafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, max_block_ms=500,
+                          batch_size=BATCH)
+
+        def acked(_: Any) -> None:
+            c.count += len(VALUE)
+        sent = 0
+        while time.monotonic() < until:
+            # kafka-python 3 has no buffer.memory (its queue is unbounded): bound what is unanswered here, or a
+            # throttled producer spends a core filling memory and slows the unthrottled one down.
+            if (sent - c.count) > BUFFER:
+                time.sleep(0.01)
+                continue
+            try:
+                p.send(TOPIC, VALUE).add_callback(acked)
+                sent += len(VALUE)
+            except KafkaTimeoutError:
+                continue
+        p.close(timeout=2)
+    elif role == "fetch":
+        tp = TopicPartition(READ_TOPIC, 0)
+        cons = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, group_id=None,
+                             enable_auto_commit=False)
+        cons.assign([tp])
+        cons.seek_to_beginning(tp)
+        end = cons.end_offsets([tp])[tp]
+        while time.monotonic() < until:
+            for records in cons.poll(timeout_ms=200).values():
+                c.count += sum(len(r.value) for r in records)
+            if cons.position(tp) >= end:
+                cons.seek_to_beginning(tp)
+        cons.close()
+    else:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=client_id)
+        while time.monotonic() < until:
+            try:
+                admin.list_topics()
+                c.count += 1
+            except KafkaError:  # the connection paused by a throttle time: NodeNotReadyError
+                time.sleep(0.01)
+        admin.close()
+
+
+async def aiokafka_worker(role: str, bootstrap: str, client_id: str, until: float, c: Counter) -> None:
+    from aiokafka import AIOKafkaClient, AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.conn import AIOKafkaConnection
+
+    # aiokafka does not read throttle_time_ms (nor wait it out): observe what its connection receives.
+    send = AIOKafkaConnection.send
+
+    def observed(self: Any, request: Any, expect_response: bool = True) -> Any:
+        fut = send(self, request, expect_response)
+
+        async def inspect() -> Any:
+            response = await fut
+            c.throttle(float(getattr(response, "throttle_time_ms", 0) or 0))
+            return response
+        return inspect() if expect_response else fut
+    AIOKafkaConnection.send = observed  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    if role == "produce":
+        p = AIOKafkaProducer(bootstrap_servers=bootstrap, client_id=client_id, linger_ms=5, max_batch_size=BATCH)
+        await p.start()
+
+        def acked(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                c.count += len(VALUE)
+        while time.monotonic() < until:
+            try:
+                fut = await asyncio.wait_for(p.send(TOPIC, VALUE), max(until - time.monotonic(), 0.01))
+            except TimeoutError:
+                break
+            fut.add_done_callback(acked)
+        try:
+            await asyncio.wait_for(p.stop(), 2)  # what is still buffered after the run is not counted
+        except TimeoutError:
+            pass
+    elif role == "fetch":
+        tp = TopicPartition(READ_TOPIC, 0)
+        cons = AIOKafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id, group_id=None,
+                                enable_auto_commit=False)
+        await cons.start()
+        cons.assign([tp])
+        await cons.seek_to_beginning(tp)
+        end = (await cons.end_offsets([tp]))[tp]
+        while time.monotonic() < until:
+            for records in (await cons.getmany(timeout_ms=200)).values():
+                c.count += sum(len(r.value) for r in records)
+            if await cons.position(tp) >= end:
+                await cons.seek_to_beginning(tp)
+        await cons.stop()
+    else:
+        client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id)
+        await client.bootstrap()
+        while time.monotonic() < until:
+            await client.fetch_all_metadata()
+            c.count += 1
+        await client.close()
+    del loop
+
+
+async def moldau_worker(role: str, bootstrap: str, client_id: str, until: float, c: Counter) -> None:
+    from moldau.aio import Consumer, Producer, TopicPartition
+    from moldau.connection import BrokerConnection, api_for
+    from moldau.protocol.api import ApiKey
+
+    if role == "produce":
+        p = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
+                      "buffer.memory": BUFFER, "batch.size": BATCH,
+                      # Moldau's idempotent producer gets OUT_OF_ORDER_SEQUENCE_NUMBER from a single broker now and
+                      # then and stalls (with or without quotas or Produce pipelining; reported, not this bench's
+                      # subject): the other three clients are not idempotent by default either.
+                      "enable.idempotence": False})
+        await p.start()
+
+        def acked(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                c.count += len(VALUE)
+        while time.monotonic() < until:
+            try:
+                fut = await asyncio.wait_for(p.send(TOPIC, VALUE), max(until - time.monotonic(), 0.01))
+            except TimeoutError:
+                break
+            fut.add_done_callback(acked)
+        conns = list(p.cluster._conns.values())
+        try:
+            await p.close(timeout=2)  # what is still buffered after the run is not counted
+        except TimeoutError:
+            pass
+    elif role == "fetch":
+        tp = TopicPartition(READ_TOPIC, 0)
+        cons = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "enable.auto.commit": False})
+        await cons.start()
+        cons.assign([tp])
+        cons.seek_to_beginning(tp)
+        end = (await cons.end_offsets([tp]))[tp]
+        while time.monotonic() < until:
+            for records in (await cons.getmany(timeout_ms=200)).values():
+                c.count += sum(len(r.value) for r in records)
+            if await cons.position(tp) >= end:
+                cons.seek_to_beginning(tp)
+        conns = list(cons._cluster._conns.values())
+        await cons.close(autocommit=False)
+    else:
+        host, port = bootstrap.rsplit(":", 1)
+        async with BrokerConnection(host, int(port), client_id=client_id) as conn:
+            while time.monotonic() < until:
+                await conn.send(api_for(ApiKey.METADATA), {"topics": None, "allow_auto_topic_creation": False})
+                c.count += 1
+            conns = [conn]
+    # Moldau's connection waits out each throttle time before its next request; it keeps their sum.
+    c.throttle(float(sum(conn.throttle_time_ms_total for conn in conns)))
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    c = Counter()
+    until = args.until
+    fn: Callable[..., Any] = {"confluent": confluent_worker, "kafka-python": kafka_python_worker,
+                              "aiokafka": aiokafka_worker, "moldau": moldau_worker}[args.client]
+    try:
+        result = fn(args.role, args.bootstrap, args.client_id, until, c)
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+    except Exception:  # e.g. a close() timing out on what is still buffered: the counts so far stand
+        if time.monotonic() < until:
+            raise
+        traceback.print_exc()
+    c.report()
+
+
+# ----------------------------------------------------------------------------------------------- coordinator
+def start_worker(client: str, role: str, bootstrap: str, client_id: str, until: float) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, __file__, "--worker", "--client", client, "--role", role,
+                             "--bootstrap", bootstrap, "--client-id", client_id, "--until", repr(until)],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"worker failed ({proc.returncode}): {out[-2000:]}")
+    return dict(json.loads(lines[-1]))
+
+
+def rate_between(result: dict[str, Any], t0: float, t1: float) -> float:
+    """Count per second between t0 and t1 (monotonic), from the worker's samples."""
+    def at(t: float) -> float:
+        before = [float(n) for ts, n in result["samples"] if ts <= t]
+        return float(before[-1]) if before else 0.0
+    return (at(t1) - at(t0)) / (t1 - t0)
+
+
+def broker_metric(broker: BrokerProcess, name: str, quota: str, client_id: str) -> float:
+    m = re.search(rf'^{name}{{client_id="{client_id}",quota="{quota}",user=""}} (\S+)$', broker.fetch_metrics(),
+                  re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+@dataclass
+class Row:
+    client: str
+    quota: str
+    bound: float
+    throttled: float  # rate over the measured interval: B/s or % of a handler
+    throttled_with_warmup: float
+    client_throttle_ms: float
+    broker_throttle_s: float
+    alone: float  # the unthrottled client's rate alone
+    together: float  # ... next to the throttled one
+    load: tuple[float, float]  # the machine's 1-minute load average after the alone and the together phase
+
+
+def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: argparse.Namespace) -> Row:
+    from moldau.sync import AdminClient
+
+    tag = f"{client}-{quota}-{int(time.time()) % 100000}"
+    slow, fast = f"slow-{tag}", f"fast-{tag}"
+    key = QUOTAS[quota]
+    start = time.monotonic() + 3.0  # process start-ups
+    alone = finish(start_worker(client, quota, broker.bootstrap, f"alone-{tag}", start + args.alone_s))
+    alone_rate = rate_between(alone, start + 2.0, start + args.alone_s)
+    load_alone = os.getloadavg()[0]
+    recorded: list[tuple[float, float]] = []  # the broker's running total for the throttled client
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.alter_client_quotas([({"client-id": slow}, {key: bound})])
+        try:
+            # The warm-up counts from the throttled client's first answer (a client process can take seconds to
+            # start on the loaded machine, and its first-window allowance must not fall into the measurement).
+            until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
+            procs = [start_worker(client, quota, broker.bootstrap, cid, until) for cid in (slow, fast)]
+            while time.monotonic() < until:
+                recorded.append((time.monotonic(),
+                                 broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)))
+                time.sleep(0.5)
+            load_together = os.getloadavg()[0]
+            throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
+            slow_r, fast_r = (finish(p) for p in procs)
+        finally:
+            admin.alter_client_quotas([({"client-id": slow}, {key: None})])
+    first = next((t for t, n in slow_r["samples"] if n > 0), until)
+    if os.environ.get("QUOTA_BENCH_DEBUG"):
+        log(f"slow samples: {[(round(t - first, 1), n) for t, n in slow_r['samples'][::4]]}")
+    m0 = first + args.warmup_s
+    m1 = min(m0 + args.seconds, until)
+    if m1 - m0 < args.seconds:
+        log(f"{client} {quota}: measured over {m1 - m0:.0f} s only (slow start)")
+    if quota == "request":  # the client counts requests; the broker knows their handler time
+        throttled = rate_between({"samples": recorded}, m0, m1)
+        with_warmup = rate_between({"samples": recorded}, first, m1)
+    else:
+        throttled = rate_between(slow_r, m0, m1)
+        with_warmup = rate_between(slow_r, first, m1)
+    row = Row(client, quota, bound, throttled, with_warmup, slow_r["throttle_max_ms"], throttle_s, alone_rate,
+              rate_between(fast_r, m0, m1), (load_alone, load_together))
+    log(f"{row}")
+    return row
+
+
+def prefill(bootstrap: str, mib: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for t in (TOPIC, READ_TOPIC):
+        admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1)])[t].result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for _ in range(mib * 1048576 // len(VALUE)):
+        while True:
+            try:
+                p.produce(READ_TOPIC, VALUE)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
+def fmt_rate(quota: str, v: float) -> str:
+    return f"{v:.3f} %" if quota == "request" else f"{v / 1048576:.2f} MiB/s"
+
+
+def fmt_alone(quota: str, v: float) -> str:
+    return f"{v:.0f} req/s" if quota == "request" else f"{v / 1048576:.1f} MiB/s"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clients", nargs="+", default=list(CLIENTS), choices=CLIENTS)
+    ap.add_argument("--quotas", nargs="+", default=list(QUOTAS), choices=list(QUOTAS))
+    ap.add_argument("--byte-rate", type=int, default=1048576)
+    # A tight Metadata loop takes 0.07-0.35% of a handler's time (measured here): the quota must be below that.
+    ap.add_argument("--request-percentage", type=float, default=0.02)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--warmup-s", type=float, default=5.0)
+    ap.add_argument("--alone-s", type=float, default=10.0)
+    ap.add_argument("--read-topic-mib", type=int, default=64)
+    # worker mode (one client in its own process)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--client", help=argparse.SUPPRESS)
+    ap.add_argument("--role", help=argparse.SUPPRESS)
+    ap.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    ap.add_argument("--client-id", help=argparse.SUPPRESS)
+    ap.add_argument("--until", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        run_worker(args)
+        return
+    root = Path(tempfile.mkdtemp(prefix="moldau-bench-quotas-"))
+    broker = BrokerProcess(root / "broker")
+    rows: list[Row] = []
+    try:
+        broker.start()
+        prefill(broker.bootstrap, args.read_topic_mib)
+        for quota in args.quotas:
+            bound = args.request_percentage if quota == "request" else float(args.byte_rate)
+            for client in args.clients:
+                try:
+                    rows.append(measure(broker, client, quota, bound, args))
+                except Exception as exc:  # one client's failure does not lose the others' rows
+                    log(f"{client} {quota}: {exc}")
+    finally:
+        broker.kill()
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\nquota windows 11 x 1 s; measured over {args.seconds:.0f} s after a {args.warmup_s:.0f} s warm-up\n")
+    print("| client | quota | throttled client | vs quota | incl. warm-up | throttle seen by client (max) | "
+          "broker throttle total | unthrottled alone | unthrottled beside | ratio | load avg (alone, beside) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        name = f"{QUOTAS[r.quota]}={r.bound:.0f}" if r.quota != "request" else f"{QUOTAS[r.quota]}={r.bound:g}"
+        print(f"| {r.client} | {name} | {fmt_rate(r.quota, r.throttled)} | {r.throttled / r.bound:.2f}x | "
+              f"{r.throttled_with_warmup / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
+              f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, r.alone)} | {fmt_alone(r.quota, r.together)} | "
+              f"{r.together / r.alone:.2f} | {r.load[0]:.0f}, {r.load[1]:.0f} |" if r.alone else f"{r} |")
+
+
+if __name__ == "__main__":
+    main()
