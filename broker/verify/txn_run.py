@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import sys
 import time
 from pathlib import Path
 from typing import TextIO
@@ -108,6 +109,9 @@ class TxnRun(Run):
                                                   lambda: group_caught_up(bootstrap, group, input_ends, readers[0]),
                                                   CATCH_UP_TIMEOUT_S, self.say):
                 self.say("consume-transform-produce caught up with the input")
+            elif a.verbose:  # where the workers are stuck
+                for task in working:
+                    task.print_stack(file=sys.stderr)
             stop_workers.set()
             await asyncio.gather(*working)
             if await wait_until("last stable offsets up to the high watermarks",

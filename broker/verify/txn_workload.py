@@ -34,6 +34,16 @@ CLIENT = {"request.timeout.ms": 10000, "metadata.max.age.ms": 5000, "max.block.m
           "delivery.timeout.ms": 120000, "transaction.timeout.ms": TXN_TIMEOUT_MS, "linger.ms": 5}
 
 
+def _stray_cancel(what: str) -> bool:
+    """True (logged with its traceback) for a CancelledError that a client call raised although nobody cancelled
+    this task; False when the task is being cancelled (re-raise)."""
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
+        return False
+    log.warning("%s raised CancelledError without a cancellation", what, exc_info=True)
+    return True
+
+
 async def _close_producer(producer: Producer | None) -> None:
     if producer is not None:
         with contextlib.suppress(Exception):
@@ -51,8 +61,12 @@ async def _transactional_producer(bootstrap: str, transactional_id: str, stop: a
             await producer.start()
             await producer.init_transactions()
             return producer
+        except asyncio.CancelledError:
+            if not _stray_cancel(f"{transactional_id}: init_transactions"):
+                raise
+            await _close_producer(producer)
         except Exception as exc:  # noqa: BLE001 - a coordinator moving or down: try again
-            log.debug("%s: init_transactions: %s", transactional_id, exc)
+            log.info("%s: init_transactions: %s", transactional_id, exc)
             await _close_producer(producer)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), RETRY_S)
@@ -82,6 +96,12 @@ class _TxnProducerBase:
             meta = future.result()
             self.history.ack(value, meta.topic, meta.partition, meta.offset)
             self.counters.acked += 1
+
+    abort_ratio = 0.0
+
+    def _abort_due(self, n: int) -> bool:
+        """Whether transaction ``n`` (from 1) is aborted on purpose: every 1/abort_ratio-th, spread evenly."""
+        return int(n * self.abort_ratio) > int((n - 1) * self.abort_ratio)
 
     def _begin(self) -> tuple[Txn, int]:
         assert self.producer is not None
@@ -117,7 +137,7 @@ class _TxnProducerBase:
             await self.producer.abort_transaction()
             txn.outcome, txn.note = ABORTED, why or f"aborted after the {txn.note}"
         except Exception as exc:  # noqa: BLE001
-            log.debug("%s: abort: %s", self.transactional_id, exc)
+            log.info("%s: abort: %s", self.transactional_id, exc)
             if txn.outcome != UNKNOWN:  # no commit was asked for: it can never become visible
                 txn.outcome, txn.note = ABORTED, f"{why}; the abort failed ({type(exc).__name__})"
             await self._drop_producer()
@@ -134,7 +154,7 @@ class _TxnProducerBase:
 
 
 class TxnProducer(_TxnProducerBase):
-    """Transactions over 2-4 partitions (of every data topic), ``abort_ratio`` of them aborted on purpose, at
+    """Transactions over 2-4 partitions (of every data topic), ``abort_ratio`` of them aborted on purpose (evenly), at
     ``rate`` records/s: one transaction after the other, each with the records due since the last one began
     (at least one per partition, at most MAX_TXN_RECORDS), so a slow commit makes the next transaction bigger."""
 
@@ -152,7 +172,12 @@ class TxnProducer(_TxnProducerBase):
                 if not await self._ensure_producer(stop):
                     break
                 due = int((loop.time() - t0) * self.rate) - self.counter
-                await self._one_transaction(max(1, min(MAX_TXN_RECORDS, due)))
+                try:
+                    await self._one_transaction(max(1, min(MAX_TXN_RECORDS, due)))
+                except asyncio.CancelledError:
+                    if not _stray_cancel(f"{self.transactional_id}: transaction"):
+                        raise
+                    await self._drop_producer()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), max(0.0, t0 + self.counter / self.rate - loop.time()))
         finally:
@@ -160,7 +185,7 @@ class TxnProducer(_TxnProducerBase):
 
     async def _one_transaction(self, records: int) -> None:
         txn, n = self._begin()
-        abort = self.rng.random() < self.abort_ratio
+        abort = self._abort_due(n)
         try:
             tps = self.rng.sample(self.partitions, min(len(self.partitions), self.rng.randint(2, 4)))
             for i in range(max(records, len(tps))):
@@ -188,6 +213,8 @@ class CtpWorker(_TxnProducerBase):
         super().__init__(bootstrap, transactional_id, history, counters, config)
         self.name, self.input_topic, self.output_topic = name, input_topic, output_topic
         self.output_partitions, self.abort_ratio, self.rng = output_partitions, abort_ratio, rng
+        self._assigned: set[TopicPartition] = set()
+        self._logged = 0.0
         self.consumer_config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
                                 "isolation.level": "read_committed", "enable.auto.commit": False,
                                 "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
@@ -203,26 +230,55 @@ class CtpWorker(_TxnProducerBase):
                     break
                 try:
                     batches = await consumer.getmany(timeout_ms=500, max_records=100)
+                except asyncio.CancelledError:
+                    if not _stray_cancel("getmany"):
+                        raise
+                    continue
                 except Exception as exc:  # noqa: BLE001 - faults make reads fail for a while: keep reading
                     self.counters.consumer_errors += 1
-                    log.debug("%s: %s", self.name, exc)
+                    log.info("%s: %s", self.name, exc)
                     await asyncio.sleep(RETRY_S)
                     continue
+                await self._log_new_assignment(consumer, batches)
                 records = [r for rs in batches.values() for r in rs]
                 if not records:
                     continue
                 self.history.read(self.name, READ_COMMITTED,
                                   [(r.topic, r.partition, r.offset, r.value) for r in records])
-                if not await self._process(consumer, batches):
-                    await self._rewind(consumer)
+                try:
+                    if not await self._process(consumer, batches):
+                        await self._rewind(consumer, stop)
+                except asyncio.CancelledError:
+                    if not _stray_cancel("process"):
+                        raise
+                    await self._drop_producer()
+                    await self._rewind(consumer, stop)
         finally:
             await self._drop_producer()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(consumer.close(autocommit=False), 15)
 
+    async def _log_new_assignment(self, consumer: Consumer, batches: dict[TopicPartition, list[Any]]) -> None:
+        """--verbose: where the worker starts on each partition it was given (a start past records it never
+        processed shows as ctp_missing)."""
+        if not log.isEnabledFor(logging.INFO):
+            return
+        assigned = consumer.assignment()
+        now = time.monotonic()
+        if assigned == self._assigned and now - self._logged < 10:
+            return
+        self._logged = now
+        for tp in sorted(assigned):
+            with contextlib.suppress(Exception):
+                first = batches[tp][0].offset if batches.get(tp) else None
+                log.info("%s: %s %s/%d, position %d, first record read %s", self.name,
+                         "has" if tp in self._assigned else "assigned", tp.topic, tp.partition,
+                         await consumer.position(tp), first)
+        self._assigned = set(assigned)
+
     async def _process(self, consumer: Consumer, batches: dict[TopicPartition, list[Any]]) -> bool:
         txn, n = self._begin()
-        abort = self.rng.random() < self.abort_ratio
+        abort = self._abort_due(n)
         try:
             for records in batches.values():
                 for r in records:
@@ -238,19 +294,26 @@ class CtpWorker(_TxnProducerBase):
             return False
         return await self._end(txn, commit=not abort, why="aborted on purpose")
 
-    async def _rewind(self, consumer: Consumer) -> None:
-        """Back to the group's committed offsets (read_committed: waits for a pending transactional commit)."""
-        for tp in sorted(consumer.assignment()):
+    async def _rewind(self, consumer: Consumer, stop: asyncio.Event) -> None:
+        """Back to the group's committed offsets (read_committed: waits for a pending transactional commit),
+        asked again until they are known: going on from the current position would skip the batch whose
+        transaction was aborted (the checker reports its inputs as ctp_missing)."""
+        while not stop.is_set():
+            tps = sorted(consumer.assignment())
             try:
-                committed = await consumer.committed(tp)
-            except Exception as exc:  # noqa: BLE001 - e.g. the partition was revoked meanwhile
-                log.debug("%s: committed %s: %s", self.name, tp, exc)
+                committed = await consumer.committed_offsets(tps)
+            except Exception as exc:  # noqa: BLE001 - the group coordinator moving or down: ask again
+                log.info("%s: committed offsets: %s", self.name, exc)
+                await asyncio.sleep(RETRY_S)
                 continue
-            with contextlib.suppress(Exception):
-                if committed is None:
-                    consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, committed)
+            assigned = consumer.assignment()
+            for tp, om in committed.items():
+                if tp in assigned:
+                    if om is None:
+                        consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, om.offset)
+            return
 
 
 class TxnReader:
@@ -275,7 +338,7 @@ class TxnReader:
                     batches = await consumer.getmany(timeout_ms=500, max_records=5000)
                 except Exception as exc:  # noqa: BLE001
                     self.counters.consumer_errors += 1
-                    log.debug("%s: %s", self.name, exc)
+                    log.info("%s: %s", self.name, exc)
                     await asyncio.sleep(RETRY_S)
                     continue
                 for tp, records in batches.items():
