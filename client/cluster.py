@@ -296,7 +296,10 @@ class Cluster:
         try:
             conn = await self._connect(node_id, state)
         except BaseException as exc:
-            fut.set_exception(exc)
+            # The callers sharing this attempt hear a connection error, never this caller's cancellation: a
+            # CancelledError there (the loser of _first_connection's race, cancelled) stopped tasks nobody cancelled.
+            fut.set_exception(KafkaConnectionError(f"connection to broker {node_id} abandoned") if isinstance(
+                exc, asyncio.CancelledError) else exc)
             fut.exception()
             raise
         fut.set_result(conn)
