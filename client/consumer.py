@@ -365,10 +365,8 @@ class Consumer:
                 out[tp] = taken
                 st.position = taken[-1].offset + 1
                 max_records -= len(taken)
-            if not rest and st.fetch_offset is not None and st.fetch_offset > st.position:
-                # Everything buffered is returned: what lies below the fetch offset was skipped (control
-                # batches, aborted transactions: Fetcher._skip_empty), so the position moves past it now.
-                st.position = st.fetch_offset
+            if not rest:
+                st.pass_skipped()  # control batches or aborted transactions fetched after what it just returned
         return out
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,

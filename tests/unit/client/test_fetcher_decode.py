@@ -115,3 +115,9 @@ def test_a_fetch_of_control_batches_only_does_not_skip_records_still_buffered() 
     assert st.position == 11  # past the marker once the buffer is empty
     Fetcher._skip_empty(st, build_marker_batch(7, 0, True, 0, 1_000, base_offset=11), 11)
     assert (st.fetch_offset, st.position) == (12, 12)  # nothing buffered: straight past it
+    # A fetch that advanced the fetch offset (records on their way to the buffer, not yet there) moves nothing:
+    # only the skipped ranges do.
+    st.fetch_offset = 20
+    consumer._buffer[tp] = decode_partition("in", 0, build_batch(records(12, 2), base_offset=12), 12,
+                                            check_crcs=True)
+    assert [r.offset for r in consumer._drain(100)[tp]] == [12, 13] and st.position == 14
