@@ -117,6 +117,8 @@ class ReplicaManager:
         self.log_dir_failure_listeners: list[Callable[[Path, bool], None]] = []
         # Internal writers (the group coordinator) waiting for the HW: tp -> [(offset, future)].
         self._hw_waiters: dict[TopicPartition, list[tuple[int, asyncio.Future[ErrorCode]]]] = {}
+        # The coordinators' loads waiting for a local replica to lead (wait_until_leader): tp -> futures.
+        self._leader_waiters: dict[TopicPartition, list[asyncio.Future[None]]] = {}
         # Replication throttles (broker/replication_quota.py), set by the server: the leader's side is applied by
         # Fetch to followers' fetches, the follower's by the replica fetchers.
         self.leader_throttle: ReplicationQuota | None = None
@@ -151,6 +153,8 @@ class ReplicaManager:
             partition.min_insync_replicas = int(topic.configs.get("min.insync.replicas",
                                                                   self.min_insync_replicas))
             partition.apply_state(state, self.clock.time_ms())
+            if partition.is_leader:
+                self._wake_leader_waiters(tp)
 
     # ------------------------------------------------------------------ dynamic configs
     def update_topic_config(self, topic: str, configs: dict[str, str]) -> None:
@@ -214,6 +218,8 @@ class ReplicaManager:
         if became_leader or not partition.is_leader:
             for listener in self.role_listeners:
                 listener(partition, partition.is_leader)
+        if became_leader:
+            self._wake_leader_waiters(tp)
         if was_leader and not partition.is_leader:
             log.info("%s-%d: follower now (leader %d, epoch %d)", topic, state.partition, state.leader,
                      state.leader_epoch)
@@ -262,6 +268,33 @@ class ReplicaManager:
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
+
+    async def wait_until_leader(self, topic: str, index: int) -> Partition:
+        """The local replica once it leads. The group and transaction coordinators load a partition when the
+        metadata names this broker its leader, which can come before the LeaderAndIsr that makes the local replica
+        one: after a restart, before its log is even opened here (read then, it looked empty and every
+        transactional id and group of the partition was forgotten). The caller cancels the wait when the
+        leadership goes elsewhere."""
+        tp = (topic, index)
+        while True:
+            partition = self.partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                return partition
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._leader_waiters.setdefault(tp, []).append(fut)
+            try:
+                await fut
+            finally:
+                waiters = [w for w in self._leader_waiters.get(tp, []) if w is not fut]
+                if waiters:
+                    self._leader_waiters[tp] = waiters
+                else:
+                    self._leader_waiters.pop(tp, None)
+
+    def _wake_leader_waiters(self, tp: TopicPartition) -> None:
+        for fut in self._leader_waiters.get(tp, []):
+            if not fut.done():
+                fut.set_result(None)
 
     def leader_partition(self, topic: str, index: int) -> tuple[Partition | None, ErrorCode]:
         partition = self.partitions.get((topic, index))

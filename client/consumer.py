@@ -367,6 +367,8 @@ class Consumer:
                 out[tp] = taken
                 st.position = taken[-1].offset + 1
                 max_records -= len(taken)
+            if not rest:
+                st.pass_skipped()  # control batches or aborted transactions fetched after what it just returned
         return out
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,

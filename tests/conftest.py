@@ -52,7 +52,7 @@ SIDE_INTEGRATION = (
     "tests/integration/test_hostile_input.py", "tests/integration/test_quotas.py",
     "tests/integration/test_s3_storage.py", "tests/integration/test_security_hostile.py",
     "tests/integration/test_tiered_storage.py", "tests/integration/test_transactions_log.py",
-    "tests/integration/test_transactions_worker_kill.py",
+    "tests/integration/test_transactions_worker_kill.py", "tests/integration/test_verify_txn.py",
 )
 
 

@@ -170,9 +170,9 @@ class OffsetStore:
         return groups
 
     async def _read_log(self, partition: int, epoch: int, loaded: dict[str, _LoadedGroup]) -> None:
-        p = self.replica_manager.get_partition(OFFSETS_TOPIC, partition)
-        if p is None:
-            return
+        # Not get_partition(): the metadata that made this broker coordinator may precede the LeaderAndIsr that
+        # opens the local replica (after a restart), whose log would look empty until then.
+        p = await self.replica_manager.wait_until_leader(OFFSETS_TOPIC, partition)
         log_ = p.log
         offset = log_.log_start_offset
         # To the log end, as Kafka's GroupMetadataManager: a new leader's high watermark may lag behind commits its

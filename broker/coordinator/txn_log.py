@@ -127,9 +127,9 @@ class TxnStateStore:
 
     async def _read_log(self, partition: int, generation: int,
                         loaded: dict[str, fmt.TransactionLogValue | None]) -> None:
-        p = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if p is None:
-            return
+        # Not get_partition(): the metadata that made this broker coordinator may precede the LeaderAndIsr that
+        # opens the local replica (after a restart), whose log would look empty until then.
+        p = await self.replica_manager.wait_until_leader(TRANSACTION_STATE_TOPIC, partition)
         log_ = p.log
         offset = log_.log_start_offset
         # To the log end, not the high watermark: a new leader's HW may still lag behind what its predecessor

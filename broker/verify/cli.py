@@ -40,6 +40,11 @@ from .cluster import FAULTS, fault_unavailable
 from .history import History
 from .run import Run
 from .tiered import remote_segments
+from .txn_checker import TxnReport, check_txn
+from .txn_history import TxnHistory
+from .txn_run import TxnRun, add_txn_arguments, recheck_txn, validate_txn
+
+WORKLOADS = ("idempotent", "txn")
 
 EXIT_ANOMALIES = 2
 EXIT_INTERRUPTED = 130
@@ -74,6 +79,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=100.0, help="records per second (default 100)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of writing (default 60)")
     p.add_argument("--consumers", type=int, default=2, help="consumers in the group (default 2; 0: none)")
+    p.add_argument("--workload", choices=WORKLOADS, default="idempotent",
+                   help="idempotent (default): one idempotent producer, a consumer group; txn: transactional "
+                   "producers, consume-transform-produce workers, read_committed checks (docs/reliability.md)")
+    add_txn_arguments(p)
     p.add_argument("--faults", default="", help=f"comma-separated faults for a launched cluster: {','.join(FAULTS)}")
     p.add_argument("--fault-interval", type=float, default=10.0, help="seconds from one fault to the next "
                    "(default 10)")
@@ -113,6 +122,7 @@ def validate(args: argparse.Namespace) -> None:
     for flag in ("partitions", "rate", "duration", "fault_interval", "final_read_timeout"):
         if getattr(args, flag) <= 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be positive")
+    validate_txn(args)
     if args.consumers < 0:
         raise UsageError("--consumers must be 0 or more")
     if args.replication_factor is None:
@@ -141,7 +151,7 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError(f"expected KEY=VALUE, got {item!r}")
 
 
-def output(args: argparse.Namespace, report: Report, extra: dict[str, Any]) -> None:
+def output(args: argparse.Namespace, report: Report | TxnReport, extra: dict[str, Any]) -> None:
     if args.json:
         print(json.dumps({**extra, **report.to_json()}, indent=2))
         return
@@ -151,16 +161,20 @@ def output(args: argparse.Namespace, report: Report, extra: dict[str, Any]) -> N
     print(report.table())
 
 
-async def recheck(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
+async def recheck(args: argparse.Namespace) -> tuple[Report | TxnReport, dict[str, Any]]:
     from .history import FINAL_READ
     from .workload import final_read
 
     path = Path(args.recheck)
     try:
-        history = History.load(path)
-        topic, partitions = str(history.meta["topic"]), int(history.meta["partitions"])
-    except (OSError, ValueError, KeyError) as exc:
+        data = json.loads(path.read_text())
+        txn_history = TxnHistory.from_json(data) if data.get("workload") == "txn" else None
+        history = History() if txn_history else History.from_json(data)
+        topic, partitions = str(data["meta"]["topic"]), int(data["meta"]["partitions"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ToolError(f"--recheck: cannot read a history from {path}: {exc}") from None
+    if txn_history is not None:  # --workload txn
+        return await recheck_txn(args, txn_history)
     history.reads.pop(FINAL_READ, None)
     connect = {**args.client_config, "bootstrap.servers": args.bootstrap_server}
     complete = await final_read(connect, topic, partitions, history, args.final_read_timeout)
@@ -198,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report.ok else EXIT_ANOMALIES
 
 
-def run_once(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
+def run_once(args: argparse.Namespace) -> tuple[Report | TxnReport, dict[str, Any]]:
     workdir = Path(args.data) if args.data else Path(tempfile.mkdtemp(prefix="moldau-verify-"))
-    run = Run(args, workdir, progress=sys.stderr)
+    run = (TxnRun if args.workload == "txn" else Run)(args, workdir, progress=sys.stderr)
     t0 = time.monotonic()
     try:
         history = asyncio.run(run.execute())
@@ -209,9 +223,15 @@ def run_once(args: argparse.Namespace) -> tuple[Report, dict[str, Any]]:
                           + (" and the launched cluster with it" if args.launch else "")) from None
     except (ClientError, ValueError, TimeoutError, OSError, RuntimeError) as exc:
         raise ToolError(f"{exc} (cluster data and logs: {workdir})" if args.launch else str(exc)) from None
-    report = check(history)
-    if args.history:
-        history.save(Path(args.history))
+    report: Report | TxnReport
+    if isinstance(run, TxnRun):  # --workload txn
+        report = check_txn(run.txn_history)
+        if args.history:
+            run.txn_history.save(Path(args.history))
+    else:
+        report = check(history)
+        if args.history:
+            history.save(Path(args.history))
     extra: dict[str, Any] = {"topic": args.topic, "seconds": round(time.monotonic() - t0, 1),
                              "faults": dict(run.counters.faults), "final_read_complete": run.final_complete,
                              "fault_log": run.fault_log}

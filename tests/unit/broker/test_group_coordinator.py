@@ -97,6 +97,9 @@ class FakeReplicaManager:
     def get_partition(self, topic: str, index: int) -> FakePartition | None:
         return self.partitions.get((topic, index))
 
+    async def wait_until_leader(self, topic: str, index: int) -> FakePartition:
+        return self.partitions[(topic, index)]  # every fake partition leads
+
     def append(self, topic: str, index: int, records: bytes, acks: int) -> Result:
         if self.fail_with is not None:
             return Result(self.fail_with)

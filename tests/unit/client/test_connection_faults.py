@@ -420,3 +420,37 @@ async def test_requests_held_back_by_a_throttle_go_out_in_order(serve: Any) -> N
         assert seen == names
     finally:
         await conn.close()
+
+
+async def test_a_cancelled_connection_attempt_fails_its_sharers_with_a_connection_error() -> None:
+    """Callers asking for a broker's connection while one attempt is under way share it. When the caller that
+    started it is cancelled (the loser of the staggered race to the first broker that answers), the others heard
+    CancelledError, though nobody cancelled them: a consumer's poll under a broker kill ended its task (found by
+    moldau-verify --workload txn). They hear a connection error now, which every caller retries."""
+    from moldau.cluster import BOOTSTRAP_NODE_BASE, Cluster
+    from moldau.config import consumer_config
+    from moldau.errors import KafkaConnectionError
+
+    accepted = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set()  # never answers ApiVersions: the attempt hangs until cancelled
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    cluster = Cluster(consumer_config(None, bootstrap_servers=f"127.0.0.1:{port}"))
+    try:
+        first = asyncio.create_task(cluster.connection(BOOTSTRAP_NODE_BASE))
+        await asyncio.wait_for(accepted.wait(), 10)
+        second = asyncio.create_task(cluster.connection(BOOTSTRAP_NODE_BASE))
+        await asyncio.sleep(0)  # second now waits on the shared attempt
+        first.cancel()
+        with pytest.raises(KafkaConnectionError, match="abandoned"):
+            await asyncio.wait_for(second, 10)
+        assert first.cancelled() and not second.cancelled()
+    finally:
+        await cluster.close()
+        server.close()
+        await server.wait_closed()

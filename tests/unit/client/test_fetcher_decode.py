@@ -90,3 +90,34 @@ def test_an_aborted_transaction_starting_after_the_fetch_offset_is_skipped_from_
     got = decode_partition("t", 0, data, 0, check_crcs=True, aborted_transactions=[
         {"producer_id": 6, "first_offset": 1}])
     assert [r.value for r in got] == [b"c0", b"c3"]
+
+
+def test_a_fetch_of_control_batches_only_does_not_skip_records_still_buffered() -> None:
+    """A consumer polling fewer records than it had buffered, whose next fetch held only a commit marker, moved its
+    position past the marker and so past the buffered records, which it then dropped (a read_committed
+    consume-transform-produce worker of moldau-verify --workload txn never processed them)."""
+    from moldau.aio import Consumer, TopicPartition
+    from moldau.fetcher import Fetcher
+
+    consumer = Consumer(bootstrap_servers="127.0.0.1:9", group_id=None)
+    tp = TopicPartition("in", 0)
+    consumer.assign([tp])
+    st = consumer._states[tp]
+    fetched = decode_partition("in", 0, build_batch(records(0, 10), base_offset=0), 0, check_crcs=True)
+    st.seek(0)
+    consumer._buffer[tp] = fetched
+    st.fetch_offset = 10
+    assert [r.offset for r in consumer._drain(4)[tp]] == [0, 1, 2, 3]  # 4..9 still buffered
+    marker = build_marker_batch(7, 0, True, 0, 1_000, base_offset=10)
+    Fetcher._skip_empty(st, marker, 10)  # the next fetch: only the COMMIT marker at offset 10
+    assert st.fetch_offset == 11 and st.position == 4
+    assert [r.offset for r in consumer._drain(100)[tp]] == [4, 5, 6, 7, 8, 9]
+    assert st.position == 11  # past the marker once the buffer is empty
+    Fetcher._skip_empty(st, build_marker_batch(7, 0, True, 0, 1_000, base_offset=11), 11)
+    assert (st.fetch_offset, st.position) == (12, 12)  # nothing buffered: straight past it
+    # A fetch that advanced the fetch offset (records on their way to the buffer, not yet there) moves nothing:
+    # only the skipped ranges do.
+    st.fetch_offset = 20
+    consumer._buffer[tp] = decode_partition("in", 0, build_batch(records(12, 2), base_offset=12), 12,
+                                            check_crcs=True)
+    assert [r.offset for r in consumer._drain(100)[tp]] == [12, 13] and st.position == 14

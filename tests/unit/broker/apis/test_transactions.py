@@ -399,3 +399,68 @@ async def test_the_next_transaction_waits_for_the_markers_of_the_previous(tmp_pa
     assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): E.CONCURRENT_TRANSACTIONS}
     env.markers.answer = E.NONE
     await until(lambda: meta.state is TxnState.COMPLETE_COMMIT, "CompleteCommit")
+
+
+def reopen_replica(env: Env, topic: str, partition: int, leader_epoch: int) -> None:
+    """What a LeaderAndIsr does for a replica this broker has not opened yet (after a restart)."""
+    from moldau.broker.metadata import PartitionState
+
+    state = PartitionState(partition, leader=0, leader_epoch=leader_epoch, replicas=[0], isr=[0])
+    assert env.replica_manager.become_leader_or_follower(topic, state, {}) == E.NONE
+
+
+async def test_a_coordinator_named_before_its_replica_leads_waits_for_it(tmp_path: Path) -> None:
+    """After a restart the metadata can name this broker leader of a __transaction_state partition before the
+    LeaderAndIsr opens the local replica. The load waits for the replica instead of reading nothing: it used to
+    forget every transactional id of the partition, so a PrepareCommit was never completed (its partitions' last
+    stable offset stuck for good) and the producer got a new producer id (found by moldau-verify --workload txn
+    with a kill -9)."""
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    await ready(env)
+    pid = (await init(env))["producer_id"]
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the broker "dies" before its markers are written
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    partition = env.txn.store.partition_for("tx")
+    epoch = env.txn.store.epoch_of(partition)
+    assert epoch is not None
+    env.txn.on_resign(partition)
+    del env.replica_manager.partitions[(TRANSACTION_STATE_TOPIC, partition)]  # restarted: not open yet
+    env.markers.answer = E.NONE
+    env.markers.calls.clear()
+    env.txn.on_become_leader(partition, epoch + 1)  # the metadata says "leader" ...
+    await asyncio.sleep(0.05)
+    assert (await init(env))["error_code"] == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert env.txn.store.get("tx") is None and env.markers.calls == []
+    reopen_replica(env, TRANSACTION_STATE_TOPIC, partition, epoch + 1)  # ... and then the LeaderAndIsr comes
+    await until(lambda: (m := env.txn.store.get("tx")) is not None and m.state is TxnState.COMPLETE_COMMIT,
+                "the resumed commit")
+    assert env.markers.calls[-1][:3] == (pid, 0, True)
+    again = await init(env)
+    assert (again["error_code"], again["producer_id"], again["producer_epoch"]) == (E.NONE, pid, 1)
+
+
+async def test_the_offsets_load_waits_for_its_replica_to_lead(tmp_path: Path) -> None:
+    """The group coordinator's load has the same wait: read before the replica is open, a group's committed
+    offsets were forgotten after a restart (its consumers started over from auto.offset.reset)."""
+    from moldau.protocol import consumer_offsets as fmt
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    assert (await env.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}))["error_code"] == E.NONE
+    await until(lambda: 0 in env.coordinator.store.owned, "the offsets partition")
+    p = env.replica_manager.get_partition("__consumer_offsets", 0)
+    assert p is not None
+    record = (fmt.offset_key("g", "a", 0), fmt.offset_value(42, -1, "", 10), [], 10)
+    p.log.append_as_follower(build_batch([record], base_offset=p.log.log_end_offset))
+    env.coordinator.on_resign(0)
+    del env.replica_manager.partitions[("__consumer_offsets", 0)]
+    env.coordinator.on_become_leader(0)
+    await asyncio.sleep(0.05)
+    assert 0 in env.coordinator.store.loading and env.coordinator.store.get_group("g") is None
+    reopen_replica(env, "__consumer_offsets", 0, 1)
+    await until(lambda: 0 in env.coordinator.store.owned, "the reload")
+    group = env.coordinator.store.get_group("g")
+    assert group is not None and group.offsets[("a", 0)].offset == 42
