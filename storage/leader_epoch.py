@@ -1,5 +1,10 @@
 """The leader-epoch cache of a partition: (epoch, start offset) pairs, persisted in ``leader-epoch-checkpoint``.
 
+Every change rewrites the file (write, rename) without fsync; :meth:`sync` makes it durable and runs when the log
+flushes (as Kafka since KAFKA-15046): an fsync per partition on every leader change made a LeaderAndIsr of
+thousands of partitions, and each follower's first append in a new epoch, wait on the disk. After a crash the
+log's recovery re-derives the epochs of the unflushed segments from their batches (``Log._load``).
+
 Each appended batch carries the leader epoch it was written under; the first offset written under a new epoch
 starts a new entry. Followers use :meth:`end_offset_for` (OffsetForLeaderEpoch) to find where to truncate.
 """
@@ -12,6 +17,7 @@ from pathlib import Path
 from moldau.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
+    fsync_file,
     read_leader_epochs,
     write_leader_epochs,
 )
@@ -25,6 +31,7 @@ logger = logging.getLogger(__name__)
 class LeaderEpochCache:
     def __init__(self, dir: Path) -> None:
         self.path = dir / LEADER_EPOCH_CHECKPOINT
+        self._unsynced = False
         try:
             self.entries: list[tuple[int, int]] = read_leader_epochs(self.path)
         except CheckpointError as exc:
@@ -32,7 +39,14 @@ class LeaderEpochCache:
             self.entries = []
 
     def _flush(self) -> None:
-        write_leader_epochs(self.path, self.entries)
+        write_leader_epochs(self.path, self.entries, durable=False)
+        self._unsynced = True
+
+    def sync(self) -> None:
+        """fsyncs the checkpoint if it changed since the last sync."""
+        if self._unsynced:
+            fsync_file(self.path)
+            self._unsynced = False
 
     @property
     def latest_epoch(self) -> int:

@@ -104,6 +104,7 @@ class Log(LogTransactions):
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        new: bool = False,
     ) -> None:
         self.dir = Path(dir)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
@@ -121,6 +122,7 @@ class Log(LogTransactions):
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._pending_flush_offset: int | None = None
         self._dir_dirty = False
+        self._parent_dirty = new  # a new log's own directory entry: made durable by its first flush
         self.producer_state = ProducerStateManager(self.dir)
         self.leader_epoch_cache = LeaderEpochCache(self.dir)
         self.last_flush_ms = self.clock.time_ms()
@@ -182,6 +184,10 @@ class Log(LogTransactions):
         # Segments from the one holding the recovery point on may hold unflushed data: re-validate them.
         first_unflushed = self._bases[max(bisect_right(self._bases, recovery_point) - 1, 0)]
         recovered = False
+        if not clean_shutdown:
+            # The epochs of the unflushed segments come from their batches (the checkpoint is synced only with
+            # the flush, so it may lack or outlive them).
+            self.leader_epoch_cache.truncate_from_end(first_unflushed)
         for i, seg in enumerate(self._segments):
             if clean_shutdown or seg.base_offset < first_unflushed:
                 if seg.load():
@@ -196,7 +202,7 @@ class Log(LogTransactions):
                 recovered = True
                 continue
             recovered = True
-            truncated = seg.recover()
+            truncated = seg.recover(self._reassign_epoch)
             if truncated:
                 logger.warning(
                     "%s: truncated %d invalid bytes from segment %d", self, truncated, seg.base_offset
@@ -217,6 +223,10 @@ class Log(LogTransactions):
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self._rebuild_producer_state()
+
+    def _reassign_epoch(self, h: BatchHeader) -> None:
+        if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
 
     def _rebuild_producer_state(self) -> None:
         leo = self.log_end_offset
@@ -599,6 +609,10 @@ class Log(LogTransactions):
         if self._dir_dirty:
             fsync_dir(self.dir)
             self._dir_dirty = False
+        if self._parent_dirty:
+            fsync_dir(self.dir.parent)
+            self._parent_dirty = False
+        self.leader_epoch_cache.sync()
         if target > self.recovery_point:
             for seg in self._segments:
                 if seg.base_offset < target and seg.next_offset > self.recovery_point:

@@ -49,6 +49,9 @@ class LogManager:
         self.default_config = default_config
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._logs: dict[TopicPartition, Log] = {}
+        # Logs per dir, kept as logs come and go: placing a new log must not walk all of them (10,000 partitions
+        # created by one LeaderAndIsr made that quadratic).
+        self._dir_counts: dict[Path, int] = {}
         # Log dirs that failed (an I/O error: disk full, gone, read-only): never written again until a restart.
         self.offline_dirs: set[Path] = set()
         self._locks: list[int] = []
@@ -108,6 +111,7 @@ class LogManager:
                     continue
                 if tp in self._logs:
                     raise StorageError(f"{tp[0]}-{tp[1]} exists in both {self._logs[tp].dir.parent} and {d}")
+                self._count(d, 1)
                 self._logs[tp] = Log(
                     child,
                     topic_configs.get(tp[0], self.default_config),
@@ -142,9 +146,11 @@ class LogManager:
     def partition_counts(self) -> dict[Path, int]:
         """Partitions per log dir (every configured dir appears, possibly with 0)."""
         counts = {d: 0 for d in self.log_dirs}
-        for log in self._logs.values():
-            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
+        counts.update(self._dir_counts)
         return counts
+
+    def _count(self, d: Path, delta: int) -> None:
+        self._dir_counts[d] = self._dir_counts.get(d, 0) + delta
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created in the log dir holding the fewest partitions if it does not exist."""
@@ -162,11 +168,15 @@ class LogManager:
         if not online:
             raise StorageError("every log dir is offline")
         target = min(online, key=lambda d: counts[d])  # ties: the first listed dir
+        # The new directory's entry in ``target`` becomes durable at the log's first flush (Log.flush syncs the
+        # parent of a new log), not here: one fsync of the log dir per created partition made a LeaderAndIsr
+        # of thousands of new partitions take seconds, and unflushed data is not durable anyway.
         log = Log(
-            target / f"{topic}-{partition}", config or self.default_config, self.clock, clean_shutdown=True
+            target / f"{topic}-{partition}", config or self.default_config, self.clock, clean_shutdown=True,
+            new=True,
         )
-        fsync_dir(target)
         self._logs[(topic, partition)] = log
+        self._count(target, 1)
         logger.info("created log %s-%d in %s", topic, partition, target)
         return log
 
@@ -182,6 +192,7 @@ class LogManager:
             return []
         self.offline_dirs.add(d)
         gone = [tp for tp, lg in self._logs.items() if lg.dir.parent == d]
+        self._dir_counts.pop(d, None)
         for tp in gone:
             lg = self._logs.pop(tp)
             try:
@@ -196,6 +207,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self._count(log.dir.parent, -1)
         log.close(take_snapshot=False)
         doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(log.dir, doomed)
@@ -264,6 +276,7 @@ class LogManager:
                 os.fsync(f.fileno())
             fsync_dir(d)
         self._logs.clear()
+        self._dir_counts.clear()
         self._release_locks()
 
     def close(self) -> None:
@@ -271,4 +284,5 @@ class LogManager:
         for log in self.all_logs():
             log.close(take_snapshot=False)
         self._logs.clear()
+        self._dir_counts.clear()
         self._release_locks()

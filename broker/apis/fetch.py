@@ -135,7 +135,13 @@ async def _with_remote(ctx: ReplicaDeps, reads: list[RemoteRequest], response: F
 
 
 class DelayedFetch(DelayedOperation):
-    __slots__ = ("ctx", "body", "version", "future", "denied")
+    """A fetch waiting for ``min_bytes``. A wake-up (an append or a high-watermark move on one of its partitions)
+    only schedules a check at the end of the event loop's turn: a follower's fetch moves the high watermark of
+    every partition it names, and re-reading all partitions of each waiting fetch once per moved partition made
+    one fetch over n partitions cost n x n reads. At most one check is pending per operation; it runs after
+    every change of the turn, so no wake-up is lost."""
+
+    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due")
 
     def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any],
                  denied: list[FetchResponseResponses]) -> None:
@@ -145,14 +151,26 @@ class DelayedFetch(DelayedOperation):
         self.version = version
         self.future = future
         self.denied = denied  # the unauthorized topics' answers, added to the final response
+        self._check_due = False
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
             return self.force_complete()
+        if not self._check_due:
+            self._check_due = True
+            self.future.get_loop().call_soon(self._check)
+        return False
+
+    def _check(self) -> None:
+        self._check_due = False
+        if self.is_completed:
+            return
+        if self.future.done():
+            self.force_complete()
+            return
         _, total, error, _ = _read_all(self.ctx, self.body, self.version)
         if error or total >= self.body["min_bytes"]:
-            return self.force_complete()
-        return False
+            self.force_complete()
 
     def on_complete(self) -> None:
         # The answer is read at the end of this turn of the event loop, not now: completion usually comes from
