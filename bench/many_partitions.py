@@ -126,11 +126,15 @@ def write_everywhere(bootstrap: str, targets: list[tuple[str, int]], start: floa
     """Seconds from ``start`` until one acks=all record has been written to every partition (retrying the rest)."""
     pending = set(targets)
     p = producer(bootstrap, len(targets), timeout_ms=5000)
+    done: list[tuple[str, int]] = []
+
+    def delivered(err: Any, m: Any) -> None:
+        if err is None:
+            done.append((m.topic(), m.partition()))
+
     while pending and time.monotonic() - start < timeout:
-        done: list[tuple[str, int]] = []
         for topic, part in pending:
-            p.produce(topic, VALUE, partition=part,
-                      on_delivery=lambda err, m: err is None and done.append((m.topic(), m.partition())))
+            p.produce(topic, VALUE, partition=part, on_delivery=delivered)
         p.flush(30)
         pending.difference_update(done)
     if pending:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.load_stats import LoadStats
 from moldau.storage.log_txn import LogTransactions, apply_control_batch
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
@@ -105,6 +107,7 @@ class Log(LogTransactions):
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
         new: bool = False,
+        stats: LoadStats | None = None,
     ) -> None:
         self.dir = Path(dir)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
@@ -128,7 +131,7 @@ class Log(LogTransactions):
         self.last_flush_ms = self.clock.time_ms()
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        self._load(recovery_point, log_start_offset, clean_shutdown, stats if stats is not None else LoadStats())
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset})"
@@ -170,7 +173,9 @@ class Log(LogTransactions):
                 p.unlink(missing_ok=True)
         return bases
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool, stats: LoadStats) -> None:
+        started = time.perf_counter()
+        recovered_before = stats.segments_recovered
         if recover_swaps(self.dir):
             clean_shutdown = False  # swapped-in segments have no trusted indexes: revalidate
         bases = sorted(self._remove_stray_files())
@@ -184,6 +189,7 @@ class Log(LogTransactions):
         # Segments from the one holding the recovery point on may hold unflushed data: re-validate them.
         first_unflushed = self._bases[max(bisect_right(self._bases, recovery_point) - 1, 0)]
         recovered = False
+        recover_s = 0.0
         if not clean_shutdown:
             # The epochs of the unflushed segments come from their batches (the checkpoint is synced only with
             # the flush, so it may lack or outlive them).
@@ -202,7 +208,11 @@ class Log(LogTransactions):
                 recovered = True
                 continue
             recovered = True
+            scan_started = time.perf_counter()
             truncated = seg.recover(self._reassign_epoch)
+            recover_s += time.perf_counter() - scan_started
+            stats.segments_recovered += 1
+            stats.bytes_recovered += seg.size
             if truncated:
                 logger.warning(
                     "%s: truncated %d invalid bytes from segment %d", self, truncated, seg.base_offset
@@ -222,7 +232,14 @@ class Log(LogTransactions):
         self.recovery_point = leo if (clean_shutdown or recovered) else min(recovery_point, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        replay_started = time.perf_counter()
         self._rebuild_producer_state()
+        done = time.perf_counter()
+        stats.logs += 1
+        stats.segments_trusted += len(self._segments) - (stats.segments_recovered - recovered_before)
+        stats.recover_s += recover_s
+        stats.producer_state_s += done - replay_started
+        stats.open_s += replay_started - started - recover_s
 
     def _reassign_epoch(self, h: BatchHeader) -> None:
         if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +30,7 @@ from moldau.storage.checkpoint import (
 )
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import LogDirLockedError, StorageError
+from moldau.storage.load_stats import LoadStats
 from moldau.storage.log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class LogManager:
         # Logs per dir, kept as logs come and go: placing a new log must not walk all of them (10,000 partitions
         # created by one LeaderAndIsr made that quadratic).
         self._dir_counts: dict[Path, int] = {}
+        self.load_stats = LoadStats()
         # Log dirs that failed (an I/O error: disk full, gone, read-only): never written again until a restart.
         self.offline_dirs: set[Path] = set()
         self._locks: list[int] = []
@@ -89,14 +92,18 @@ class LogManager:
         if self._loaded:
             return
         topic_configs = topic_configs or {}
+        stats = self.load_stats
+        started = time.perf_counter()
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             # a brand-new dir (no partition, no checkpoint yet) was never shut down at all: say so, not "unclean"
             fresh = not clean and not (d / RECOVERY_POINT_CHECKPOINT).exists() and not any(
                 child.is_dir() for child in d.iterdir())
+            checkpoints_started = time.perf_counter()
             recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            stats.checkpoints_s += time.perf_counter() - checkpoints_started
             for child in sorted(d.iterdir()):
                 if not child.is_dir():
                     continue
@@ -119,6 +126,7 @@ class LogManager:
                     recovery_point=recovery_points.get(tp, 0),
                     log_start_offset=start_offsets.get(tp, 0),
                     clean_shutdown=clean,
+                    stats=stats,
                 )
             if clean:
                 marker.unlink()
@@ -126,6 +134,8 @@ class LogManager:
             logger.info("loaded %s (%s)", d, "new log dir" if fresh else "clean shutdown" if clean
                         else "unclean shutdown")
         self._loaded = True
+        stats.total_s = time.perf_counter() - started
+        logger.info("%s", stats.summary())
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -170,3 +170,17 @@ def test_a_new_log_dir_is_not_called_unclean(tmp_path: Path, clock: ManualClock,
     loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded")]
     assert loaded == [f"loaded {tmp_path / 'new'} (new log dir)", f"loaded {tmp_path / 'new'} (clean shutdown)"]
     assert "unclean" not in caplog.text
+
+
+def test_a_partition_holds_one_descriptor(tmp_path: Path, clock: ManualClock) -> None:
+    """One open file per segment (its .log): index files are opened only to write entries out, so 10,000
+    partitions fit under a 20,000 descriptor limit."""
+    import os
+
+    manager = LogManager([tmp_path / "d"], small_config(index_interval_bytes=1), clock)
+    manager.load()
+    before = len(os.listdir("/proc/self/fd"))
+    for p in range(40):
+        manager.get_or_create_log("t", p).append_as_leader(batch(3), 0)  # index entries on every batch
+    assert len(os.listdir("/proc/self/fd")) - before <= 40
+    manager.shutdown()

@@ -176,3 +176,20 @@ def test_clean_shutdown_marker_skips_recovery(tmp_path: Path, clock: ManualClock
     recovered = manager.get_log("t", 0)
     assert recovered is not None and recovered.log_end_offset == 0  # recovered: the first batch is corrupt
     manager.close()
+
+
+def test_leader_epochs_of_the_unflushed_tail_come_from_its_batches(make_log: MakeLog, log_dir: Path) -> None:
+    """The leader-epoch checkpoint is written without fsync (synced with the log's flush), so after a crash it may
+    be gone or stale: recovery re-derives the epochs of the segments past the recovery point from their batches."""
+    log = make_log(small_config(segment_bytes=1 << 20))
+    for epoch in (0, 0, 3, 3, 7):
+        log.append_as_leader(batch(2, value_size=30), epoch)
+    assert log.leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
+    log.close(take_snapshot=False)
+    (log_dir / "leader-epoch-checkpoint").write_text("0\n1\n9 100\n")  # a stale file from a later epoch
+    again = reopen(make_log, recovery_point=0)
+    assert again.leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
+    assert again.end_offset_for_epoch(3) == (3, 8)
+    again.flush()  # syncs the rewritten checkpoint; a clean reopen trusts it
+    again.close()
+    assert reopen(make_log, clean_shutdown=True).leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
