@@ -126,6 +126,7 @@ class Log(LogTransactions):
         self._pending_flush_offset: int | None = None
         self._dir_dirty = False
         self._parent_dirty = new  # a new log's own directory entry: made durable by its first flush
+        self.on_roll: Callable[[Log], None] | None = None  # the log manager flushes rolled segments soon after
         self.producer_state = ProducerStateManager(self.dir)
         self.leader_epoch_cache = LeaderEpochCache(self.dir)
         self.last_flush_ms = self.clock.time_ms()
@@ -389,9 +390,19 @@ class Log(LogTransactions):
         self._dir_dirty = True
         self.producer_state.map_end_offset = new_base
         self.producer_state.take_snapshot()
-        # Kafka flushes the finished segment in the background; flush_due() does it here.
+        # Kafka flushes the finished segment in the background; so does the log manager (flush_rolled).
         self._pending_flush_offset = new_base
+        if self.on_roll is not None:
+            self.on_roll(self)
         return seg
+
+    def flush_rolled(self) -> bool:
+        """fsyncs the segments finished by rolls (up to the active one) and moves the recovery point there."""
+        offset = self._pending_flush_offset
+        if offset is None:
+            return False
+        self.flush(offset)
+        return True
 
     # --- reads -----------------------------------------------------------------------------------------------
 

@@ -193,3 +193,26 @@ def test_leader_epochs_of_the_unflushed_tail_come_from_its_batches(make_log: Mak
     again.flush()  # syncs the rewritten checkpoint; a clean reopen trusts it
     again.close()
     assert reopen(make_log, clean_shutdown=True).leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
+
+
+def test_after_a_crash_only_segments_past_the_last_roll_flush_are_rescanned(tmp_path: Path,
+                                                                            clock: ManualClock) -> None:
+    """Rolled segments are flushed (the broker runs flush_logs on the rolled logs within a second), the recovery
+    point checkpoint follows, and a restart without the clean-shutdown marker re-scans only the active segment."""
+    manager = LogManager([tmp_path / "d"], small_config(segment_bytes=600), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(12):
+        log.append_as_leader(batch(2, value_size=100), 0)
+    segments = len(list((tmp_path / "d" / "t-0").glob("*.log")))
+    assert segments >= 4 and log.recovery_point == 0
+    assert LogManager.flush_logs(manager.take_rolled()) == 1 and manager.take_rolled() == []
+    assert log.recovery_point == log.active_segment.base_offset > 0
+    manager.checkpoint()
+    manager.close()  # a crash: no clean-shutdown marker
+    again = LogManager([tmp_path / "d"], small_config(segment_bytes=600), clock)
+    again.load()
+    assert again.load_stats.segments_recovered == 1
+    assert again.load_stats.segments_trusted == segments - 1
+    assert again.get_log("t", 0).log_end_offset == 24  # type: ignore[union-attr]
+    again.close()
