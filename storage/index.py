@@ -55,10 +55,15 @@ class _IndexFile:
         self.path = path
         self.max_entries = max(1, max_index_size // self.entry_size)
         self.existed = path.exists()
-        if not self.existed:
-            path.touch()
+        self._on_disk = self.existed  # a new index's file is created with its first write-out (or at close)
         self._pending = bytearray()
         self._closed = False
+
+    def _ensure_file(self) -> None:
+        if not self._on_disk:
+            with open(self.path, "ab"):
+                pass
+            self._on_disk = True
 
     def _read_all(self) -> bytes:
         with open(self.path, "rb") as f:
@@ -74,14 +79,18 @@ class _IndexFile:
         os.truncate(self.path, entries * self.entry_size)
 
     def flush_buffer(self) -> None:
-        """Hands pending entries to the OS (no fsync)."""
+        """Hands pending entries to the OS (no fsync); the file exists afterwards."""
         if self._pending:
             with open(self.path, "ab") as f:
                 f.write(self._pending)
             self._pending.clear()
+            self._on_disk = True
+        else:
+            self._ensure_file()
 
     def flush(self) -> None:
         """Writes pending entries and fsyncs the file."""
+        self._on_disk = True
         with open(self.path, "ab") as f:
             if self._pending:
                 f.write(self._pending)

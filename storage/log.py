@@ -106,7 +106,7 @@ class Log(LogTransactions):
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
-        new: bool = False,
+        new: bool = False,  # the directory does not exist yet (the log manager's get_or_create_log)
         stats: LoadStats | None = None,
     ) -> None:
         self.dir = Path(dir)
@@ -132,7 +132,14 @@ class Log(LogTransactions):
         self.last_flush_ms = self.clock.time_ms()
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
-        self._load(recovery_point, log_start_offset, clean_shutdown, stats if stats is not None else LoadStats())
+        if new:
+            # A directory just created holds nothing to load, swap or clean up: one empty segment.
+            self._segments.append(self._new_segment(log_start_offset))
+            self._bases.append(log_start_offset)
+            self._dir_dirty = True
+            self.producer_state.map_end_offset = log_start_offset
+        else:
+            self._load(recovery_point, log_start_offset, clean_shutdown, stats if stats is not None else LoadStats())
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset})"

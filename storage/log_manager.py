@@ -183,10 +183,8 @@ class LogManager:
         # The new directory's entry in ``target`` becomes durable at the log's first flush (Log.flush syncs the
         # parent of a new log), not here: one fsync of the log dir per created partition made a LeaderAndIsr
         # of thousands of new partitions take seconds, and unflushed data is not durable anyway.
-        log = Log(
-            target / f"{topic}-{partition}", config or self.default_config, self.clock, clean_shutdown=True,
-            new=True,
-        )
+        path = target / f"{topic}-{partition}"
+        log = Log(path, config or self.default_config, self.clock, clean_shutdown=True, new=not path.exists())
         self._logs[(topic, partition)] = log
         log.on_roll = self._note_roll
         self._count(target, 1)

@@ -37,7 +37,7 @@ from moldau.broker.metadata import BrokerEndpoint, StandaloneMetadata
 from moldau.broker.producer_ids import FileProducerIdManager
 from moldau.broker.purgatory import ManualTimer, Purgatory
 from moldau.broker.replica_manager import ReplicaManager
-from moldau.broker.request_channel import Request
+from moldau.broker.request_channel import EncodedBody, Request
 from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
@@ -110,7 +110,8 @@ class Env:
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, 10)
         assert isinstance(result, dict), f"{api.name} v{version} answered {result!r}"
-        encoded = api.encode_response(version, result)
+        # A pre-encoded body (a cached Metadata answer) goes out as it is, as the network layer sends it.
+        encoded = result.data if isinstance(result, EncodedBody) else api.encode_response(version, result)
         answer, pos = api.response_decoder(version)(encoded, 0)
         assert pos == len(encoded)
         return answer
