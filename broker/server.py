@@ -30,6 +30,7 @@ from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, Tx
 from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC, TxnStateStore
 from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from moldau.broker.fetch_session import FetchSessionCache
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
@@ -291,7 +292,9 @@ class BrokerServer:
         topics = TopicDeps(self.broker_id, self.config, metadata, auth)
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas,
-                                 remote=self.remote_log_manager), topics=topics,
+                                 remote=self.remote_log_manager, fetch_sessions=FetchSessionCache(
+                                     int(self.config.get("max.incremental.fetch.session.cache.slots")))),
+            topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock, self.txn_coordinator),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
             producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,

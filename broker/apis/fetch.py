@@ -20,6 +20,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ReplicaDeps
+from moldau.broker.fetch_session import FetchSession
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     )
 
 READ_UNCOMMITTED = 0
+SESSION_VERSION = 7  # the first Fetch version with session_id and session_epoch (KIP-227)
 READ_COMMITTED = 1
 
 
@@ -92,8 +94,13 @@ def _record_throttled(ctx: ReplicaDeps, throttled_bytes: int) -> None:
         throttle.record(throttled_bytes)
 
 
-def _response(responses: list[FetchResponseResponses]) -> FetchResponse:
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+def _response(responses: list[FetchResponseResponses], session: FetchSession | None = None,
+              full: bool = True) -> FetchResponse:
+    if session is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
+    kept: Any = session.changed_only(responses, full)  # type: ignore[arg-type]
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session.session_id,
+            "responses": kept}
 
 
 RemoteRequest = tuple["FetchResponseResponsesPartitions", str, int, int, int, bool]
@@ -141,7 +148,7 @@ class DelayedFetch(DelayedOperation):
     one fetch over n partitions cost n x n reads. At most one check is pending per operation; it runs after
     every change of the turn, so no wake-up is lost."""
 
-    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due")
+    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due", "session", "full")
 
     def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any],
                  denied: list[FetchResponseResponses]) -> None:
@@ -152,6 +159,8 @@ class DelayedFetch(DelayedOperation):
         self.future = future
         self.denied = denied  # the unauthorized topics' answers, added to the final response
         self._check_due = False
+        self.session: FetchSession | None = None  # an incremental fetch session (KIP-227): answers what changed
+        self.full = True
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
@@ -186,7 +195,7 @@ class DelayedFetch(DelayedOperation):
             _record_throttled(self.ctx, throttled_bytes)
             reads = _remote_reads(self.ctx, self.body, responses, self.version)
             if not reads:
-                self.future.set_result(_response(responses + self.denied))
+                self.future.set_result(_response(responses + self.denied, self.session, self.full))
                 return
             task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
             future = self.future
@@ -218,6 +227,13 @@ def _unauthorized(ctx: ReplicaDeps, request: Request, body: FetchRequest) -> lis
 
 def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
                  ) -> FetchResponse | asyncio.Future[FetchResponse]:
+    session: FetchSession | None = None
+    full = True
+    if request.version >= SESSION_VERSION and ctx.fetch_sessions is not None:
+        error_code, session, full = ctx.fetch_sessions.resolve(
+            body, ctx.replica_manager.clock.time_ms(), may_create=body["replica_id"] >= 0)  # type: ignore[arg-type]
+        if error_code != ErrorCode.NONE:
+            return {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": []}
     # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
     denied = _unauthorized(ctx, request, body)
     replica_id = body["replica_id"]
@@ -242,7 +258,9 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         _record_throttled(ctx, throttled_bytes)
-        return _response(responses + denied)
+        return _response(responses + denied, session, full)
     future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
-    ctx.fetch_purgatory.try_complete_else_watch(DelayedFetch(ctx, body, request.version, future, denied), keys)
+    delayed = DelayedFetch(ctx, body, request.version, future, denied)
+    delayed.session, delayed.full = session, full
+    ctx.fetch_purgatory.try_complete_else_watch(delayed, keys)
     return future

@@ -33,6 +33,7 @@ from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
 from moldau.broker.coordinator.txn_log import TxnStateStore
 from moldau.broker.dynamic_config import DynamicBrokerConfig
+from moldau.broker.fetch_session import FetchSessionCache
 from moldau.broker.metadata import BrokerEndpoint, StandaloneMetadata
 from moldau.broker.producer_ids import FileProducerIdManager
 from moldau.broker.purgatory import ManualTimer, Purgatory
@@ -152,7 +153,8 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     txn.startup()
     metadata.listeners.append(txn.on_topic_change)
     ctx = BrokerContext(
-        replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+        replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth,
+                             fetch_sessions=FetchSessionCache(1000)), topics=topics,
         groups=GroupDeps(topics, coordinator, clock, txn), control=ControlDeps(0, rm, cluster, auth),
         producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
         transactions=TxnDeps(txn, metadata, coordinator, clock, auth),
