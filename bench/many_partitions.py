@@ -79,7 +79,7 @@ def producer(bootstrap: str, records: int, timeout_ms: int = 300000) -> Producer
     return Producer({"bootstrap.servers": bootstrap, "acks": -1, "linger.ms": 5, "batch.size": 1048576,
                      "queue.buffering.max.messages": max(records + 1000, 100000),
                      "queue.buffering.max.kbytes": 2097151, "compression.type": "none",
-                     "message.timeout.ms": timeout_ms, "sticky.partitioning.linger.ms": 0})
+                     "message.timeout.ms": timeout_ms, "request.timeout.ms": 120000, "sticky.partitioning.linger.ms": 0})
 
 
 def produce(bootstrap: str, targets: list[tuple[str, int]], records: int) -> float:

@@ -88,6 +88,9 @@ class ReplicaManager:
         self.min_insync_replicas = min_insync_replicas
         self.log_manager = log_manager
         self.log_config_for = log_config_for
+        self._last_configs: dict[str, str] | None = None  # become_leader_or_follower's config of the last topic
+        self._last_log_config: Any = None
+        self._last_topic = ""
         self.clock = clock if clock is not None else SystemClock()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -193,8 +196,12 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch < partition.leader_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        config = self.log_config_for(configs)
-        self.topic_overrides[topic] = dict(configs)
+        if configs is not self._last_configs or topic != self._last_topic:
+            # One LeaderAndIsr hands every partition of a topic the same dict: parse it once per topic.
+            self._last_configs, self._last_topic = configs, topic
+            self._last_log_config = self.log_config_for(configs)
+            self.topic_overrides[topic] = dict(configs)
+        config = self._last_log_config
         if partition is None:
             try:
                 log_ = self.log_manager.get_or_create_log(topic, state.partition, config)

@@ -128,7 +128,7 @@ class Log(LogTransactions):
         self._parent_dirty = new  # a new log's own directory entry: made durable by its first flush
         self.on_roll: Callable[[Log], None] | None = None  # the log manager flushes rolled segments soon after
         self.producer_state = ProducerStateManager(self.dir)
-        self.leader_epoch_cache = LeaderEpochCache(self.dir)
+        self.leader_epoch_cache = LeaderEpochCache(self.dir, self._epochs_changed)
         self.last_flush_ms = self.clock.time_ms()
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
@@ -403,8 +403,15 @@ class Log(LogTransactions):
             self.on_roll(self)
         return seg
 
+    def _epochs_changed(self) -> None:
+        if self.on_roll is not None:  # the log manager writes the checkpoint out with the rolled segments
+            self.on_roll(self)
+        else:
+            self.leader_epoch_cache.write_out()
+
     def flush_rolled(self) -> bool:
         """fsyncs the segments finished by rolls (up to the active one) and moves the recovery point there."""
+        self.leader_epoch_cache.write_out()
         offset = self._pending_flush_offset
         if offset is None:
             return False
@@ -679,6 +686,7 @@ class Log(LogTransactions):
         if flush:
             self.flush()
         if take_snapshot:
+            self.leader_epoch_cache.write_out()
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
         for seg in self._segments:

@@ -241,16 +241,18 @@ class LogManager:
         self._rolled[(log.topic, log.partition)] = log
 
     def take_rolled(self) -> list[Log]:
-        """The logs rolled since the last call (for :meth:`flush_logs`, which may run on another thread)."""
+        """The logs rolled, or with changed leader epochs, since the last call (for :meth:`flush_logs`, which may
+        run on another thread)."""
         logs = list(self._rolled.values())
         self._rolled.clear()
         return logs
 
     @staticmethod
     def flush_logs(logs: Sequence[Log]) -> int:
-        """Flushes the rolled segments of ``logs`` (Kafka flushes a segment right after its roll, in the
-        background), so the recovery point follows the rolls and a restart after a crash re-scans only what was
-        written since. Returns how many logs were flushed; a log closed meanwhile is skipped."""
+        """Writes out changed leader-epoch checkpoints and flushes the rolled segments of ``logs`` (Kafka flushes
+        a segment right after its roll, in the background), so the recovery point follows the rolls and a restart
+        after a crash re-scans only what was written since. Returns how many logs were flushed; a log closed
+        meanwhile is skipped."""
         flushed = 0
         for log in logs:
             try:

@@ -216,3 +216,21 @@ def test_after_a_crash_only_segments_past_the_last_roll_flush_are_rescanned(tmp_
     assert again.load_stats.segments_trusted == segments - 1
     assert again.get_log("t", 0).log_end_offset == 24  # type: ignore[union-attr]
     again.close()
+
+
+def test_leader_epoch_checkpoints_are_written_by_the_flush_task(tmp_path: Path, clock: ManualClock) -> None:
+    """A leader change does not write the checkpoint in-line: the log manager's flush task (flush_logs on the
+    rolled and changed logs) writes it; a clean close writes it too."""
+    from moldau.storage.checkpoint import read_leader_epochs
+
+    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    log.leader_epoch_cache.assign(4, 0)
+    checkpoint = tmp_path / "d" / "t-0" / "leader-epoch-checkpoint"
+    assert not checkpoint.exists()
+    LogManager.flush_logs(manager.take_rolled())
+    assert read_leader_epochs(checkpoint) == [(4, 0)]
+    log.leader_epoch_cache.assign(5, 0)
+    manager.shutdown()
+    assert read_leader_epochs(checkpoint) == [(5, 0)]
