@@ -269,7 +269,7 @@ class LogManager:
     def _by_dir(self) -> dict[Path, list[Log]]:
         groups: dict[Path, list[Log]] = {d: [] for d in self.online_dirs}
         for log in self._logs.values():
-            groups.setdefault(log.dir.parent, []).append(log)
+            groups.setdefault(log.parent_dir, []).append(log)
         return groups
 
     def checkpoint(self) -> None:

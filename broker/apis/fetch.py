@@ -39,9 +39,40 @@ SESSION_VERSION = 7  # the first Fetch version with session_id and session_epoch
 READ_COMMITTED = 1
 
 
-def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
+def _to_read(ctx: ReplicaDeps, body: FetchRequest, session: FetchSession | None, full: bool) -> Any:
+    """The topics to read: all of them, or for an incremental session fetch only the partitions that may have
+    something to answer (data past the fetch offset, a moved high watermark or log start offset, or an error).
+    The others would be read only to be left out of the answer: 3,333 of them per follower fetch made reads the
+    leader's largest cost with 10,000 partitions."""
+    if session is None or full:
+        return body["topics"]
+    rm = ctx.replica_manager
+    follower = body["replica_id"] >= 0
+    out = []
+    for t in body["topics"]:
+        name = t["topic"]
+        kept = []
+        for p in t["partitions"]:
+            partition = rm.partitions.get((name, p["partition"]))
+            sp = session.partitions.get((name, p["partition"]))
+            if partition is None or sp is None or not partition.is_leader:
+                kept.append(p)
+                continue
+            log_ = partition.log
+            hw = partition.high_watermark
+            if (p["fetch_offset"] < (log_.log_end_offset if follower else hw) or hw != sp.high_watermark
+                    or log_.log_start_offset != sp.log_start_offset
+                    or p["current_leader_epoch"] not in (-1, partition.leader_epoch)):
+                kept.append(p)
+        if kept:
+            out.append({"topic": name, "partitions": kept})
+    return out
+
+
+def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = None
               ) -> tuple[list[FetchResponseResponses], int, bool, int]:
-    """(responses, bytes read, any error, bytes of throttled replicas: leader.replication.throttled.rate)."""
+    """(responses, bytes read, any error, bytes of throttled replicas: leader.replication.throttled.rate);
+    ``topics``: the part of the request's topics to read (default: all)."""
     replica_id = body["replica_id"]
     consumer = replica_id < 0
     read_committed = consumer and version >= 4 and body["isolation_level"] == READ_COMMITTED
@@ -52,7 +83,7 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int
     rm = ctx.replica_manager
     throttle = None if consumer else rm.leader_throttle
     hold_back = throttle is not None and throttle.exceeded()
-    for t in body["topics"]:
+    for t in body["topics"] if topics is None else topics:
         name = t["topic"]
         partitions: list[FetchResponseResponsesPartitions] = []
         for p in t["partitions"]:
@@ -177,7 +208,8 @@ class DelayedFetch(DelayedOperation):
         if self.future.done():
             self.force_complete()
             return
-        _, total, error, _ = _read_all(self.ctx, self.body, self.version)
+        _, total, error, _ = _read_all(self.ctx, self.body, self.version,
+                                       _to_read(self.ctx, self.body, self.session, self.full))
         if error or total >= self.body["min_bytes"]:
             self.force_complete()
 
@@ -191,7 +223,8 @@ class DelayedFetch(DelayedOperation):
 
     def _respond(self) -> None:
         if not self.future.done():
-            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version)
+            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version,
+                                                         _to_read(self.ctx, self.body, self.session, self.full))
             _record_throttled(self.ctx, throttled_bytes)
             reads = _remote_reads(self.ctx, self.body, responses, self.version)
             if not reads:
@@ -250,7 +283,8 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
             for p in t["partitions"]:
                 ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                     p["log_start_offset"], p["current_leader_epoch"])
-    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version)
+    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version,
+                                                         _to_read(ctx, body, session, full))
     reads = _remote_reads(ctx, body, responses, request.version)
     if reads:
         _record_throttled(ctx, throttled_bytes)

@@ -71,3 +71,18 @@ async def test_follower_fetch_session(tmp_path: Path) -> None:
     assert (await _fetch(env, session_id, 6, []))["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     consumer = await _fetch(env, 0, 0, [_part(0, 0)], replica_id=-1)
     assert consumer["session_id"] == 0 and set(_answered(consumer)) == {0}
+
+
+async def test_incremental_fetch_reads_only_partitions_with_news(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=PARTS)
+    for p in range(PARTS):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    session_id = (await _fetch(env, 0, 0, [_part(p, 0) for p in range(PARTS)]))["session_id"]
+    reads: list[int] = []
+    real = env.replica_manager.read
+    env.replica_manager.read = lambda topic, index, *a, **k: reads.append(index) or real(topic, index, *a, **k)  # type: ignore[method-assign]
+    await _fetch(env, session_id, 1, [])
+    assert reads == []  # nothing new anywhere: no partition is read
+    env.replica_manager.append("t", 1, bytearray(build_batch([(None, b"v", [], None)])), 1)
+    assert _answered(await _fetch(env, session_id, 2, [])) == {1: 0} and reads == [1]
