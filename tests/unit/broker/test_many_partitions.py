@@ -1,6 +1,9 @@
-"""Incremental fetch sessions (KIP-227) on the leader, through the Fetch handler: a follower's full fetch opens a
+"""Work per request that must not grow with the partitions a request names (issue #21).
+
+Incremental fetch sessions (KIP-227) on the leader, through the Fetch handler: a follower's full fetch opens a
 session; its incremental fetches (only changed partitions) are answered with only the partitions that have
-something new; forgotten partitions leave; a wrong epoch or id is refused; a consumer gets no session."""
+something new, and only those are read; forgotten partitions leave; a wrong epoch or id is refused; a consumer
+gets no session. An acks=all request over many partitions completes with checks linear in its partitions."""
 
 from __future__ import annotations
 
@@ -86,3 +89,36 @@ async def test_incremental_fetch_reads_only_partitions_with_news(tmp_path: Path)
     assert reads == []  # nothing new anywhere: no partition is read
     env.replica_manager.append("t", 1, bytearray(build_batch([(None, b"v", [], None)])), 1)
     assert _answered(await _fetch(env, session_id, 2, [])) == {1: 0} and reads == [1]
+
+
+async def test_acks_all_over_many_partitions_costs_linear_checks(tmp_path: Path, monkeypatch: Any) -> None:
+    """A follower fetch moving the HW of n partitions wakes an acks=all request over those n partitions n times;
+    the request settles its partitions in order, so the wake-ups cost O(n) checks in all, not n x n."""
+    import asyncio
+
+    import moldau.broker.apis.produce as produce_module
+
+    n = 150
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=n)
+    for p in range(n):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    answer = asyncio.ensure_future(env.call(ApiKey.PRODUCE, 7, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "t", "partition_data": [
+            {"index": p, "records": build_batch([(None, b"v", [], None)])} for p in range(n)]}]}))
+    await asyncio.sleep(0.05)
+    assert env.ctx.replicas.produce_purgatory.num_delayed == 1
+    checks = 0
+    real = produce_module._check
+
+    def counting(*args: Any) -> bool:
+        nonlocal checks
+        checks += 1
+        return real(*args)
+
+    monkeypatch.setattr(produce_module, "_check", counting)
+    for p in range(n):  # the follower's fetch reports every partition caught up: n HW moves
+        env.replica_manager.update_follower("t", p, 1, 1)
+    result = await asyncio.wait_for(answer, 5)
+    assert all(p["error_code"] == 0 for t in result["responses"] for p in t["partition_responses"])
+    assert checks <= 3 * n
