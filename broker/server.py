@@ -139,7 +139,8 @@ class BrokerServer:
         self.dynamic = dynamic = DynamicBrokerConfig(cfg, self.broker_id)
         if self.zk_mode is not None:
             await self.zk_mode.load_broker_configs(dynamic)
-        self.log_manager = LogManager(self.log_dirs, dynamic.log_config(), self.clock)
+        self.log_manager = LogManager(self.log_dirs, dynamic.log_config(), self.clock,
+                                      int(cfg.get("num.recovery.threads.per.data.dir")))
         self.log_manager.load()
         self.replica_manager = rm = ReplicaManager(
             self.broker_id, self.log_manager, dynamic.log_config, int(dynamic.get("min.insync.replicas")),

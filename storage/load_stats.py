@@ -15,7 +15,17 @@ class LoadStats:
     open_s: float = 0.0  # directories listed, segment files and their (trusted) indexes opened
     recover_s: float = 0.0  # segment scans with index rebuilds
     producer_state_s: float = 0.0  # producer-state snapshot load and replay of the batches past it
-    total_s: float = 0.0
+    total_s: float = 0.0  # wall time; the other times are summed over the logs (and threads)
+
+    def add(self, other: LoadStats) -> None:
+        """Adds one log's figures (logs load on several threads, each with its own LoadStats)."""
+        self.logs += other.logs
+        self.segments_trusted += other.segments_trusted
+        self.segments_recovered += other.segments_recovered
+        self.bytes_recovered += other.bytes_recovered
+        self.open_s += other.open_s
+        self.recover_s += other.recover_s
+        self.producer_state_s += other.producer_state_s
 
     def summary(self) -> str:
         return (f"log loading: {self.logs} logs in {self.total_s:.2f} s: checkpoints {self.checkpoints_s:.2f} s, "

@@ -133,6 +133,7 @@ class Log(LogTransactions):
         self.last_flush_ms = self.clock.time_ms()
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
+        self.load_stats = stats if stats is not None else LoadStats()  # what loading this log took
         if new:
             # A directory just created holds nothing to load, swap or clean up: one empty segment.
             self._segments.append(self._new_segment(log_start_offset))
@@ -140,7 +141,7 @@ class Log(LogTransactions):
             self._dir_dirty = True
             self.producer_state.map_end_offset = log_start_offset
         else:
-            self._load(recovery_point, log_start_offset, clean_shutdown, stats if stats is not None else LoadStats())
+            self._load(recovery_point, log_start_offset, clean_shutdown, self.load_stats)
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset})"

@@ -15,7 +15,9 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from moldau.storage.checkpoint import (
@@ -43,8 +45,10 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 class LogManager:
     def __init__(
-        self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock | None = None
+        self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock | None = None,
+        recovery_threads: int = 1,
     ) -> None:
+        self.recovery_threads = recovery_threads  # num.recovery.threads.per.data.dir
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -95,6 +99,7 @@ class LogManager:
         topic_configs = topic_configs or {}
         stats = self.load_stats
         started = time.perf_counter()
+        pending: dict[TopicPartition, Callable[[], Log]] = {}
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
@@ -117,19 +122,15 @@ class LogManager:
                 except ValueError:
                     logger.warning("ignoring %s: not a <topic>-<partition> directory", child)
                     continue
-                if tp in self._logs:
-                    raise StorageError(f"{tp[0]}-{tp[1]} exists in both {self._logs[tp].dir.parent} and {d}")
+                if tp in self._logs or tp in pending:
+                    raise StorageError(f"{tp[0]}-{tp[1]} exists twice, the second time in {d}")
                 self._count(d, 1)
-                self._logs[tp] = Log(
-                    child,
-                    topic_configs.get(tp[0], self.default_config),
-                    self.clock,
-                    recovery_point=recovery_points.get(tp, 0),
-                    log_start_offset=start_offsets.get(tp, 0),
-                    clean_shutdown=clean,
-                    stats=stats,
-                )
-                self._logs[tp].on_roll = self._note_roll
+                pending[tp] = partial(
+                    Log, child, topic_configs.get(tp[0], self.default_config), self.clock,
+                    recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
+                    clean_shutdown=clean, stats=LoadStats())
+            self._open_logs(pending)
+            pending.clear()
             if clean:
                 marker.unlink()
                 fsync_dir(d)
@@ -138,6 +139,19 @@ class LogManager:
         self._loaded = True
         stats.total_s = time.perf_counter() - started
         logger.info("%s", stats.summary())
+
+    def _open_logs(self, pending: dict[TopicPartition, Callable[[], Log]]) -> None:
+        """Opens (and recovers) one dir's logs on ``recovery_threads`` threads (num.recovery.threads.per.data.dir):
+        loading is mostly file-system calls, which let go of the GIL."""
+        if self.recovery_threads <= 1 or len(pending) <= 1:
+            opened = [make() for make in pending.values()]
+        else:
+            with ThreadPoolExecutor(self.recovery_threads, thread_name_prefix="log-recovery") as pool:
+                opened = list(pool.map(lambda make: make(), pending.values()))
+        for tp, log in zip(pending, opened):
+            log.on_roll = self._note_roll
+            self._logs[tp] = log
+            self.load_stats.add(log.load_stats)
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
