@@ -1,7 +1,7 @@
 """Start-up time of a broker with a large log, after kill -9 and after a clean shutdown (issue #21).
 
     .venv/bin/python bench/recovery.py --gb 10 --partitions 1000
-    .venv/bin/python bench/recovery.py --gb 1 --partitions 100 --segment-mb 16
+    .venv/bin/python bench/recovery.py --gb 1 --partitions 100 --segment-mb 16 --recovery-threads 4
 
 One standalone broker (log.segment.bytes=``--segment-mb``, Kafka's other defaults). A topic of ``--partitions``
 partitions is filled with ``--gb`` GiB (confluent-kafka, idempotent, 10 KB records round-robin over the
@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> str:
     broker = BrokerProcess(root / "b", overrides={
         "log.segment.bytes": str(args.segment_mb << 20),
         "log.flush.offset.checkpoint.interval.ms": str(args.checkpoint_ms),
-        "auto.create.topics.enable": "false"})
+        "auto.create.topics.enable": "false",
+        "num.recovery.threads.per.data.dir": str(args.recovery_threads)})
     rows: list[str] = []
     try:
         broker.start()
@@ -148,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--segment-mb", type=int, default=4)
     parser.add_argument("--checkpoint-ms", type=int, default=5000)
     parser.add_argument("--settle-s", type=float, default=8.0)
+    parser.add_argument("--recovery-threads", type=int, default=1, help="num.recovery.threads.per.data.dir")
     parser.add_argument("--dir", help="work directory (default: a new temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args(argv)
