@@ -94,7 +94,7 @@ class FetchSessionCache:
                 ) -> tuple[ErrorCode, FetchSession | None, bool]:
         """(error, session, full) for a Fetch request; applies an incremental request's partitions to its
         session and rewrites ``body["topics"]`` to every partition of it. ``full``: answer every partition."""
-        session_id, epoch = body["session_id"], body["session_epoch"]
+        session_id, epoch = body.get("session_id", 0), body.get("session_epoch", FINAL_EPOCH)
         if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
             if session_id:
                 self._sessions.pop(session_id, None)

@@ -388,6 +388,18 @@ class ReplicaManager:
         partition = self.partitions.get((topic, index))
         return partition.isr if partition is not None else []
 
+    def may_have_news(self, topic: str, index: int, fetch_offset: int, follower: bool, high_watermark_sent: int,
+                      log_start_sent: int, current_leader_epoch: int) -> bool:
+        """Whether a session fetch must read the partition: data past ``fetch_offset`` (the log end for a
+        follower, the HW for a consumer), a HW or log start offset other than the last answer's, or an error."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader or current_leader_epoch not in (-1, partition.leader_epoch):
+            return True
+        log_ = partition.log
+        hw = partition.high_watermark
+        return (fetch_offset < (log_.log_end_offset if follower else hw) or hw != high_watermark_sent
+                or log_.log_start_offset != log_start_sent)
+
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
              min_one: bool = True, current_leader_epoch: int = -1, read_committed: bool = False) -> ReadResult:
         partition = self.partitions.get((topic, index))

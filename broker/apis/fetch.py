@@ -53,16 +53,9 @@ def _to_read(ctx: ReplicaDeps, body: FetchRequest, session: FetchSession | None,
         name = t["topic"]
         kept = []
         for p in t["partitions"]:
-            partition = rm.partitions.get((name, p["partition"]))
             sp = session.partitions.get((name, p["partition"]))
-            if partition is None or sp is None or not partition.is_leader:
-                kept.append(p)
-                continue
-            log_ = partition.log
-            hw = partition.high_watermark
-            if (p["fetch_offset"] < (log_.log_end_offset if follower else hw) or hw != sp.high_watermark
-                    or log_.log_start_offset != sp.log_start_offset
-                    or p["current_leader_epoch"] not in (-1, partition.leader_epoch)):
+            if sp is None or rm.may_have_news(name, p["partition"], p["fetch_offset"], follower, sp.high_watermark,
+                                              sp.log_start_offset, p["current_leader_epoch"]):
                 kept.append(p)
         if kept:
             out.append({"topic": name, "partitions": kept})
