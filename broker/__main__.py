@@ -56,6 +56,20 @@ async def run(config: BrokerConfig) -> int:
     return server.exit_code
 
 
+def _raise_open_file_limit() -> None:
+    """Every segment holds a descriptor and every client a socket: take the hard limit of open files as the soft
+    one (Kafka's operators raise it for the same reason)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ImportError, ValueError, OSError) as exc:
+        logging.getLogger("moldau.server").warning("cannot raise the open-file limit: %s", exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(prog="moldau-server", description="Run a Moldau broker.")
     parser.add_argument("config", nargs="?", help="server.properties (Kafka's names)")
@@ -71,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"moldau-server: error: cannot read {args.config}: {exc.strerror}", file=sys.stderr)
         return 1
     setup_logging(max(config.broker_id, 0))
+    _raise_open_file_limit()
     if config.get("moldau.event.loop") == "uvloop":
         try:
             import uvloop

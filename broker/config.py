@@ -356,8 +356,8 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        AT_LEAST_1, H),
     _s("compression.type", "string", "producer", "Compression of stored batches; producer keeps the "
        "producer's codec.", COMPRESSION_TYPES, H),
-    _s("num.recovery.threads.per.data.dir", "int", 1, "Accepted for compatibility; logs load sequentially.",
-       AT_LEAST_1, H),
+    _s("num.recovery.threads.per.data.dir", "int", 1, "Threads per log dir that open and recover its logs at "
+       "start-up.", AT_LEAST_1, H),
     # --- segments and indexes
     _s("log.segment.bytes", "int", 1073741824, "Size at which a segment file is rolled.", Range(14), H),
     _s("log.roll.ms", "long", None, "Age at which a segment is rolled even if not full; null = "

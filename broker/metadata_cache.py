@@ -84,6 +84,7 @@ class MetadataCache(MetadataStore):
     # ------------------------------------------------------------------ UpdateMetadata
     def update(self, body: Mapping[str, Any]) -> None:
         """Applies an UpdateMetadata body (already checked for stale epochs)."""
+        self.encoded_answers.clear()  # live brokers or the controller may change without any topic changing
         self._controller_id = int(body["controller_id"])
         if body.get("live_brokers") is not None:
             self._live = {b: {name: BrokerEndpoint(b, host, port, rack) for name, host, port in endpoints}

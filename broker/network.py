@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.broker.apis import ADVERTISED, ADVERTISED_VERSIONS
 from moldau.broker.config import BrokerConfig, parse_ip_overrides
-from moldau.broker.request_channel import Request, RequestChannel
+from moldau.broker.request_channel import EncodedBody, Request, RequestChannel
 from moldau.broker.security.credentials import CredentialStore
 from moldau.broker.security.listener_config import ListenerSecurity
 from moldau.broker.security.principal_mapping import DEFAULT_MAPPER, NoMatchingRule, PrincipalMapper
@@ -418,8 +418,16 @@ class Connection:
         encode_response_header(out, request.header.correlation_id,
                                response_header_version(api.key, api.is_flexible(version)))
         external: list[tuple[int, Any]] = []
+        body = request.response if request.response is not None else {}
         try:
-            api.response_encoder(version)(out, external, request.response or {})
+            if isinstance(body, EncodedBody):
+                at = len(out)
+                out += body.data
+                throttle = body.get("throttle_time_ms", 0)
+                if throttle and body.throttle_at is not None:
+                    INT32.pack_into(out, at + body.throttle_at, int(throttle))
+            else:
+                api.response_encoder(version)(out, external, body)
         except Exception:
             log.exception("failed to encode %s v%d response; closing %s", api.name, version, self.name)
             raise ConnectionError("unencodable response") from None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from moldau.broker.fetch_session import FollowerSession
 from moldau.broker.partition import Partition
 from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
@@ -101,6 +102,7 @@ class Fetcher:
         self.lag: dict[TopicPartition, int] = {}
         self._wakeup = asyncio.Event()
         self._conn: BrokerConnection | None = None
+        self.session = FollowerSession()  # KIP-227: after the first, fetches name only what changed
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
     def add(self, partition: Partition) -> None:
@@ -122,6 +124,7 @@ class Fetcher:
         await self._close()
 
     async def _close(self) -> None:
+        self.session.reset()
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()
@@ -259,7 +262,7 @@ class Fetcher:
     # ------------------------------------------------------------------ fetching
     async def _fetch(self, conn: BrokerConnection) -> bool:
         sent: dict[TopicPartition, FollowState] = {}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[TopicPartition, dict[str, Any]] = {}
         throttle = self.settings.throttle
         hold_back = throttle is not None and throttle.exceeded()
         throttled: set[TopicPartition] = set()
@@ -274,22 +277,35 @@ class Fetcher:
                 throttled.add(tp)
             log_ = st.partition.log
             sent[tp] = st
-            by_topic.setdefault(tp[0], []).append({
+            wanted[tp] = {
                 "partition": tp[1], "current_leader_epoch": st.leader_epoch, "fetch_offset": log_.log_end_offset,
                 "last_fetched_epoch": log_.latest_epoch, "log_start_offset": log_.log_start_offset,
-                "partition_max_bytes": self.settings.partition_max_bytes})
+                "partition_max_bytes": self.settings.partition_max_bytes}
         if not sent:
             return False
         s = self.settings
+        session_id, epoch, changed, forgotten = self.session.build(wanted)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, entry in changed.items():
+            by_topic.setdefault(tp[0], []).append(entry)
+        gone: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         body = {"replica_id": s.broker_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
-                "max_bytes": s.max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "max_bytes": s.max_bytes, "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()], "rack_id": ""}
         response = await conn.send(api_for(ApiKey.FETCH), body)
         error = ErrorCode.for_code(int(response.get("error_code", 0)))
+        if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            log.info("fetch session %d at broker %d: %s; opening a new one", session_id, self.source, error.name)
+            self.session.reset()
+            return True  # the next request is a full one, at once
         if error != ErrorCode.NONE:
             raise ConnectionError(f"fetch answered {error.name}")
-        progressed = False
+        self.session.on_response(int(response.get("session_id", 0)), epoch, changed, forgotten)
+        # An incremental answer leaves out the partitions with nothing new: no answer at all is no error either.
+        progressed = not response["responses"]
         throttled_bytes = 0
         for t in response["responses"]:
             for p in t["partitions"]:

@@ -88,6 +88,9 @@ class ReplicaManager:
         self.min_insync_replicas = min_insync_replicas
         self.log_manager = log_manager
         self.log_config_for = log_config_for
+        self._last_configs: dict[str, str] | None = None  # become_leader_or_follower's config of the last topic
+        self._last_log_config: Any = None
+        self._last_topic = ""
         self.clock = clock if clock is not None else SystemClock()
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -197,8 +200,12 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is not None and state.leader_epoch < partition.leader_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        config = self.log_config_for(configs)
-        self.topic_overrides[topic] = dict(configs)
+        if configs is not self._last_configs or topic != self._last_topic:
+            # One LeaderAndIsr hands every partition of a topic the same dict: parse it once per topic.
+            self._last_configs, self._last_topic = configs, topic
+            self._last_log_config = self.log_config_for(configs)
+            self.topic_overrides[topic] = dict(configs)
+        config = self._last_log_config
         if partition is None:
             try:
                 log_ = self.log_manager.get_or_create_log(topic, state.partition, config)
@@ -413,6 +420,18 @@ class ReplicaManager:
     def isr_of(self, topic: str, index: int) -> list[int]:
         partition = self.partitions.get((topic, index))
         return partition.isr if partition is not None else []
+
+    def may_have_news(self, topic: str, index: int, fetch_offset: int, follower: bool, high_watermark_sent: int,
+                      log_start_sent: int, current_leader_epoch: int) -> bool:
+        """Whether a session fetch must read the partition: data past ``fetch_offset`` (the log end for a
+        follower, the HW for a consumer), a HW or log start offset other than the last answer's, or an error."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader or current_leader_epoch not in (-1, partition.leader_epoch):
+            return True
+        log_ = partition.log
+        hw = partition.high_watermark
+        return (fetch_offset < (log_.log_end_offset if follower else hw) or hw != high_watermark_sent
+                or log_.log_start_offset != log_start_sent)
 
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
              min_one: bool = True, current_leader_epoch: int = -1, read_committed: bool = False) -> ReadResult:

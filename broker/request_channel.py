@@ -11,6 +11,19 @@ from moldau.protocol.header import RequestHeader
 from moldau.protocol.schema import Api
 
 
+class EncodedBody(dict[str, Any]):
+    """A response body encoded in advance (a cached Metadata answer): the network layer copies ``data``. A
+    throttle time put in the dict (quotas) is patched in at byte ``throttle_at`` of ``data``; versions without
+    the field have no key, so nothing is patched."""
+
+    def __init__(self, data: bytes, throttle_at: int | None) -> None:
+        super().__init__()
+        if throttle_at is not None:
+            self["throttle_time_ms"] = 0
+        self.data = data
+        self.throttle_at = throttle_at
+
+
 @dataclass(slots=True, eq=False)
 class Request:
     """One decoded request header plus its undecoded body; the connection waits on ``done``."""

@@ -40,13 +40,30 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, durable: bool = True) -> None:
+    """Write, rename over ``path``; ``durable`` fsyncs the file before and the directory after the rename (else
+    the caller syncs later, see :func:`fsync_file`)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_file(path: Path) -> None:
+    """Make a file written with ``durable=False`` durable: fsync it and its directory (a missing file is skipped)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     fsync_dir(path.parent)
 
 
@@ -101,9 +118,9 @@ def leader_epochs_text(entries: Iterable[tuple[int, int]]) -> str:
     return _format(f"{epoch} {start_offset}" for epoch, start_offset in entries)
 
 
-def write_leader_epochs(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+def write_leader_epochs(path: Path, entries: Iterable[tuple[int, int]], durable: bool = True) -> None:
     """Writes a partition's ``leader-epoch-checkpoint``: (epoch, start offset) pairs in ascending order."""
-    write_atomically(path, leader_epochs_text(entries))
+    write_atomically(path, leader_epochs_text(entries), durable)
 
 
 def read_leader_epochs(path: Path) -> list[tuple[int, int]]:

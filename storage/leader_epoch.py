@@ -1,5 +1,10 @@
 """The leader-epoch cache of a partition: (epoch, start offset) pairs, persisted in ``leader-epoch-checkpoint``.
 
+Every change rewrites the file (write, rename) without fsync; :meth:`sync` makes it durable and runs when the log
+flushes (as Kafka since KAFKA-15046): an fsync per partition on every leader change made a LeaderAndIsr of
+thousands of partitions, and each follower's first append in a new epoch, wait on the disk. After a crash the
+log's recovery re-derives the epochs of the unflushed segments from their batches (``Log._load``).
+
 Each appended batch carries the leader epoch it was written under; the first offset written under a new epoch
 starts a new entry. Followers use :meth:`end_offset_for` (OffsetForLeaderEpoch) to find where to truncate.
 """
@@ -7,11 +12,14 @@ starts a new entry. Followers use :meth:`end_offset_for` (OffsetForLeaderEpoch) 
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from moldau.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     CheckpointError,
+    fsync_file,
     read_leader_epochs,
     write_leader_epochs,
 )
@@ -23,8 +31,15 @@ logger = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
-    def __init__(self, dir: Path) -> None:
+    def __init__(self, dir: Path, on_change: Callable[[], None] | None = None) -> None:
         self.path = dir / LEADER_EPOCH_CHECKPOINT
+        # Called when the entries change: the owner has write_out() run soon (the log manager, within a second,
+        # on a worker thread), so a leader change of 10,000 partitions does not create 10,000 files in-line.
+        self.on_change = on_change
+        self._version = 0  # of the entries; the file holds _written_version
+        self._written_version = 0
+        self._unsynced = False
+        self._lock = threading.Lock()  # the event loop and the log manager's flush thread both write it out
         try:
             self.entries: list[tuple[int, int]] = read_leader_epochs(self.path)
         except CheckpointError as exc:
@@ -32,7 +47,29 @@ class LeaderEpochCache:
             self.entries = []
 
     def _flush(self) -> None:
-        write_leader_epochs(self.path, self.entries)
+        self._version += 1
+        if self.on_change is not None:
+            self.on_change()
+        else:
+            self.write_out()
+
+    def write_out(self) -> None:
+        """Writes the entries if they changed since the last write (no fsync). Safe on another thread: a change
+        made meanwhile leaves the cache marked changed."""
+        with self._lock:
+            version, entries = self._version, self.entries
+            if version == self._written_version:
+                return
+            write_leader_epochs(self.path, entries, durable=False)
+            self._written_version = version
+            self._unsynced = True
+
+    def sync(self) -> None:
+        """Writes and fsyncs the checkpoint if it changed since the last sync."""
+        self.write_out()
+        if self._unsynced:
+            fsync_file(self.path)
+            self._unsynced = False
 
     @property
     def latest_epoch(self) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from moldau.storage.leader_epoch import LeaderEpochCache
+from moldau.storage.load_stats import LoadStats
 from moldau.storage.log_txn import LogTransactions, apply_control_batch
 from moldau.storage.producer_state import ProducerStateManager
 from moldau.storage.segment import (
@@ -104,8 +106,11 @@ class Log(LogTransactions):
         recovery_point: int = 0,
         log_start_offset: int = 0,
         clean_shutdown: bool = False,
+        new: bool = False,  # the directory does not exist yet (the log manager's get_or_create_log)
+        stats: LoadStats | None = None,
     ) -> None:
         self.dir = Path(dir)
+        self.parent_dir = self.dir.parent  # its log dir (kept: pathlib's parent is slow over 10,000 logs)
         self.topic, self.partition = parse_topic_partition(self.dir.name)
         # The checkpointed log start offset, when loading raised it to the first local segment: a broker loads its
         # logs before it knows their topics' settings, and a tiered log's start is below its local segments.
@@ -124,12 +129,22 @@ class Log(LogTransactions):
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._pending_flush_offset: int | None = None
         self._dir_dirty = False
+        self._parent_dirty = new  # a new log's own directory entry: made durable by its first flush
+        self.on_roll: Callable[[Log], None] | None = None  # the log manager flushes rolled segments soon after
         self.producer_state = ProducerStateManager(self.dir)
-        self.leader_epoch_cache = LeaderEpochCache(self.dir)
+        self.leader_epoch_cache = LeaderEpochCache(self.dir, self._epochs_changed)
         self.last_flush_ms = self.clock.time_ms()
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
-        self._load(recovery_point, log_start_offset, clean_shutdown)
+        self.load_stats = stats if stats is not None else LoadStats()  # what loading this log took
+        if new:
+            # A directory just created holds nothing to load, swap or clean up: one empty segment.
+            self._segments.append(self._new_segment(log_start_offset))
+            self._bases.append(log_start_offset)
+            self._dir_dirty = True
+            self.producer_state.map_end_offset = log_start_offset
+        else:
+            self._load(recovery_point, log_start_offset, clean_shutdown, self.load_stats)
 
     def __repr__(self) -> str:
         return f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, end={self.log_end_offset})"
@@ -171,7 +186,9 @@ class Log(LogTransactions):
                 p.unlink(missing_ok=True)
         return bases
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool, stats: LoadStats) -> None:
+        started = time.perf_counter()
+        recovered_before = stats.segments_recovered
         if recover_swaps(self.dir):
             clean_shutdown = False  # swapped-in segments have no trusted indexes: revalidate
         bases = sorted(self._remove_stray_files())
@@ -185,6 +202,11 @@ class Log(LogTransactions):
         # Segments from the one holding the recovery point on may hold unflushed data: re-validate them.
         first_unflushed = self._bases[max(bisect_right(self._bases, recovery_point) - 1, 0)]
         recovered = False
+        recover_s = 0.0
+        if not clean_shutdown:
+            # The epochs of the unflushed segments come from their batches (the checkpoint is synced only with
+            # the flush, so it may lack or outlive them).
+            self.leader_epoch_cache.truncate_from_end(first_unflushed)
         for i, seg in enumerate(self._segments):
             if clean_shutdown or seg.base_offset < first_unflushed:
                 if seg.load():
@@ -199,7 +221,11 @@ class Log(LogTransactions):
                 recovered = True
                 continue
             recovered = True
-            truncated = seg.recover()
+            scan_started = time.perf_counter()
+            truncated = seg.recover(self._reassign_epoch)
+            recover_s += time.perf_counter() - scan_started
+            stats.segments_recovered += 1
+            stats.bytes_recovered += seg.size
             if truncated:
                 logger.warning(
                     "%s: truncated %d invalid bytes from segment %d", self, truncated, seg.base_offset
@@ -221,7 +247,18 @@ class Log(LogTransactions):
         self.recovery_point = leo if (clean_shutdown or recovered) else min(recovery_point, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        replay_started = time.perf_counter()
         self._rebuild_producer_state()
+        done = time.perf_counter()
+        stats.logs += 1
+        stats.segments_trusted += len(self._segments) - (stats.segments_recovered - recovered_before)
+        stats.recover_s += recover_s
+        stats.producer_state_s += done - replay_started
+        stats.open_s += replay_started - started - recover_s
+
+    def _reassign_epoch(self, h: BatchHeader) -> None:
+        if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
 
     @property
     def config(self) -> LogConfig:
@@ -387,9 +424,26 @@ class Log(LogTransactions):
         self._dir_dirty = True
         self.producer_state.map_end_offset = new_base
         self.producer_state.take_snapshot()
-        # Kafka flushes the finished segment in the background; flush_due() does it here.
+        # Kafka flushes the finished segment in the background; so does the log manager (flush_rolled).
         self._pending_flush_offset = new_base
+        if self.on_roll is not None:
+            self.on_roll(self)
         return seg
+
+    def _epochs_changed(self) -> None:
+        if self.on_roll is not None:  # the log manager writes the checkpoint out with the rolled segments
+            self.on_roll(self)
+        else:
+            self.leader_epoch_cache.write_out()
+
+    def flush_rolled(self) -> bool:
+        """fsyncs the segments finished by rolls (up to the active one) and moves the recovery point there."""
+        self.leader_epoch_cache.write_out()
+        offset = self._pending_flush_offset
+        if offset is None:
+            return False
+        self.flush(offset)
+        return True
 
     # --- reads -----------------------------------------------------------------------------------------------
 
@@ -624,6 +678,10 @@ class Log(LogTransactions):
         if self._dir_dirty:
             fsync_dir(self.dir)
             self._dir_dirty = False
+        if self._parent_dirty:
+            fsync_dir(self.dir.parent)
+            self._parent_dirty = False
+        self.leader_epoch_cache.sync()
         if target > self.recovery_point:
             for seg in self._segments:
                 if seg.base_offset < target and seg.next_offset > self.recovery_point:
@@ -655,6 +713,7 @@ class Log(LogTransactions):
         if flush:
             self.flush()
         if take_snapshot:
+            self.leader_epoch_cache.write_out()
             self.producer_state.map_end_offset = self.log_end_offset
             self.producer_state.take_snapshot()
         for seg in self._segments:

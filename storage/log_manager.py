@@ -13,8 +13,11 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from moldau.storage.checkpoint import (
@@ -29,6 +32,7 @@ from moldau.storage.checkpoint import (
 )
 from moldau.storage.config import Clock, LogConfig, SystemClock
 from moldau.storage.errors import LogDirLockedError, StorageError
+from moldau.storage.load_stats import LoadStats
 from moldau.storage.log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)
@@ -41,14 +45,21 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 class LogManager:
     def __init__(
-        self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock | None = None
+        self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock | None = None,
+        recovery_threads: int = 1,
     ) -> None:
+        self.recovery_threads = recovery_threads  # num.recovery.threads.per.data.dir
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_config = default_config
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._logs: dict[TopicPartition, Log] = {}
+        # Logs per dir, kept as logs come and go: placing a new log must not walk all of them (10,000 partitions
+        # created by one LeaderAndIsr made that quadratic).
+        self._dir_counts: dict[Path, int] = {}
+        self.load_stats = LoadStats()
+        self._rolled: dict[TopicPartition, Log] = {}  # logs with segments finished by a roll and not yet flushed
         # Log dirs that failed (an I/O error: disk full, gone, read-only): never written again until a restart.
         self.offline_dirs: set[Path] = set()
         self._locks: list[int] = []
@@ -86,14 +97,19 @@ class LogManager:
         if self._loaded:
             return
         topic_configs = topic_configs or {}
+        stats = self.load_stats
+        started = time.perf_counter()
+        pending: dict[TopicPartition, Callable[[], Log]] = {}
         for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             # a brand-new dir (no partition, no checkpoint yet) was never shut down at all: say so, not "unclean"
             fresh = not clean and not (d / RECOVERY_POINT_CHECKPOINT).exists() and not any(
                 child.is_dir() for child in d.iterdir())
+            checkpoints_started = time.perf_counter()
             recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            stats.checkpoints_s += time.perf_counter() - checkpoints_started
             for child in sorted(d.iterdir()):
                 if not child.is_dir():
                     continue
@@ -106,22 +122,36 @@ class LogManager:
                 except ValueError:
                     logger.warning("ignoring %s: not a <topic>-<partition> directory", child)
                     continue
-                if tp in self._logs:
-                    raise StorageError(f"{tp[0]}-{tp[1]} exists in both {self._logs[tp].dir.parent} and {d}")
-                self._logs[tp] = Log(
-                    child,
-                    topic_configs.get(tp[0], self.default_config),
-                    self.clock,
-                    recovery_point=recovery_points.get(tp, 0),
-                    log_start_offset=start_offsets.get(tp, 0),
-                    clean_shutdown=clean,
-                )
+                if tp in self._logs or tp in pending:
+                    raise StorageError(f"{tp[0]}-{tp[1]} exists twice, the second time in {d}")
+                self._count(d, 1)
+                pending[tp] = partial(
+                    Log, child, topic_configs.get(tp[0], self.default_config), self.clock,
+                    recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
+                    clean_shutdown=clean, stats=LoadStats())
+            self._open_logs(pending)
+            pending.clear()
             if clean:
                 marker.unlink()
                 fsync_dir(d)
             logger.info("loaded %s (%s)", d, "new log dir" if fresh else "clean shutdown" if clean
                         else "unclean shutdown")
         self._loaded = True
+        stats.total_s = time.perf_counter() - started
+        logger.info("%s", stats.summary())
+
+    def _open_logs(self, pending: dict[TopicPartition, Callable[[], Log]]) -> None:
+        """Opens (and recovers) one dir's logs on ``recovery_threads`` threads (num.recovery.threads.per.data.dir):
+        loading is mostly file-system calls, which let go of the GIL."""
+        if self.recovery_threads <= 1 or len(pending) <= 1:
+            opened = [make() for make in pending.values()]
+        else:
+            with ThreadPoolExecutor(self.recovery_threads, thread_name_prefix="log-recovery") as pool:
+                opened = list(pool.map(lambda make: make(), pending.values()))
+        for tp, log in zip(pending, opened):
+            log.on_roll = self._note_roll
+            self._logs[tp] = log
+            self.load_stats.add(log.load_stats)
 
     @staticmethod
     def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
@@ -142,9 +172,11 @@ class LogManager:
     def partition_counts(self) -> dict[Path, int]:
         """Partitions per log dir (every configured dir appears, possibly with 0)."""
         counts = {d: 0 for d in self.log_dirs}
-        for log in self._logs.values():
-            counts[log.dir.parent] = counts.get(log.dir.parent, 0) + 1
+        counts.update(self._dir_counts)
         return counts
+
+    def _count(self, d: Path, delta: int) -> None:
+        self._dir_counts[d] = self._dir_counts.get(d, 0) + delta
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The partition's log, created in the log dir holding the fewest partitions if it does not exist."""
@@ -162,11 +194,14 @@ class LogManager:
         if not online:
             raise StorageError("every log dir is offline")
         target = min(online, key=lambda d: counts[d])  # ties: the first listed dir
-        log = Log(
-            target / f"{topic}-{partition}", config or self.default_config, self.clock, clean_shutdown=True
-        )
-        fsync_dir(target)
+        # The new directory's entry in ``target`` becomes durable at the log's first flush (Log.flush syncs the
+        # parent of a new log), not here: one fsync of the log dir per created partition made a LeaderAndIsr
+        # of thousands of new partitions take seconds, and unflushed data is not durable anyway.
+        path = target / f"{topic}-{partition}"
+        log = Log(path, config or self.default_config, self.clock, clean_shutdown=True, new=not path.exists())
         self._logs[(topic, partition)] = log
+        log.on_roll = self._note_roll
+        self._count(target, 1)
         logger.info("created log %s-%d in %s", topic, partition, target)
         return log
 
@@ -182,6 +217,7 @@ class LogManager:
             return []
         self.offline_dirs.add(d)
         gone = [tp for tp, lg in self._logs.items() if lg.dir.parent == d]
+        self._dir_counts.pop(d, None)
         for tp in gone:
             lg = self._logs.pop(tp)
             try:
@@ -196,6 +232,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self._count(log.dir.parent, -1)
         log.close(take_snapshot=False)
         doomed = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         os.replace(log.dir, doomed)
@@ -214,6 +251,30 @@ class LogManager:
             log.delete_pending_segments(now)
         return deleted
 
+    def _note_roll(self, log: Log) -> None:
+        self._rolled[(log.topic, log.partition)] = log
+
+    def take_rolled(self) -> list[Log]:
+        """The logs rolled, or with changed leader epochs, since the last call (for :meth:`flush_logs`, which may
+        run on another thread)."""
+        logs = list(self._rolled.values())
+        self._rolled.clear()
+        return logs
+
+    @staticmethod
+    def flush_logs(logs: Sequence[Log]) -> int:
+        """Writes out changed leader-epoch checkpoints and flushes the rolled segments of ``logs`` (Kafka flushes
+        a segment right after its roll, in the background), so the recovery point follows the rolls and a restart
+        after a crash re-scans only what was written since. Returns how many logs were flushed; a log closed
+        meanwhile is skipped."""
+        flushed = 0
+        for log in logs:
+            try:
+                flushed += log.flush_rolled()
+            except (OSError, ValueError) as exc:
+                logger.debug("flushing the rolled segments of %s: %r", log, exc)
+        return flushed
+
     def flush_due(self, now_ms: int | None = None) -> int:
         """Applies each log's flush policy; returns how many logs were flushed."""
         now = self.clock.time_ms() if now_ms is None else now_ms
@@ -222,7 +283,7 @@ class LogManager:
     def _by_dir(self) -> dict[Path, list[Log]]:
         groups: dict[Path, list[Log]] = {d: [] for d in self.online_dirs}
         for log in self._logs.values():
-            groups.setdefault(log.dir.parent, []).append(log)
+            groups.setdefault(log.parent_dir, []).append(log)
         return groups
 
     def checkpoint(self) -> None:
@@ -264,6 +325,7 @@ class LogManager:
                 os.fsync(f.fileno())
             fsync_dir(d)
         self._logs.clear()
+        self._dir_counts.clear()
         self._release_locks()
 
     def close(self) -> None:
@@ -271,4 +333,5 @@ class LogManager:
         for log in self.all_logs():
             log.close(take_snapshot=False)
         self._logs.clear()
+        self._dir_counts.clear()
         self._release_locks()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from moldau.protocol.records import (
@@ -170,8 +170,9 @@ class LogSegment:
         self._bytes_since_last_index_entry = self.size - start
         return True
 
-    def recover(self) -> int:
-        """Re-validates every batch (magic, sizes, offsets, CRC32C) and rebuilds both indexes.
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
+        """Re-validates every batch (magic, sizes, offsets, CRC32C) and rebuilds both indexes; ``on_batch`` sees
+        each valid batch's header (the log re-derives its leader epochs).
 
         The log is truncated at the first invalid or torn batch; returns the number of bytes removed.
         """
@@ -201,6 +202,8 @@ class LogSegment:
             if not valid_crc(buf, rel, h):
                 break
             self._on_batch(pos, h)
+            if on_batch is not None:
+                on_batch(h)
             pos += h.total_size
         truncated = end - pos
         if truncated:

@@ -18,6 +18,7 @@ from moldau.broker.config import BrokerConfig
 from moldau.broker.coordinator.coordinator import GroupCoordinator
 from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
+from moldau.broker.fetch_session import FetchSessionCache
 from moldau.broker.metadata import MetadataStore, StandaloneMetadata
 from moldau.broker.purgatory import Purgatory
 from moldau.broker.quota_config import ZK_ENTITY_TYPES
@@ -229,6 +230,7 @@ class ReplicaDeps:
     auth: Authorizer = NO_AUTHORIZER  # ACL checks (authorizer.class.name); allows everything when unset
     quotas: BrokerQuotas | None = None  # client quotas: Fetch sizes a throttled consumer's answer by them
     remote: RemoteLogManager | None = None  # tiered storage (remote.log.storage.system.enable)
+    fetch_sessions: FetchSessionCache | None = None  # incremental fetch sessions (KIP-227)
 
 
 @dataclass(slots=True)

@@ -8,10 +8,10 @@ TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create on the cluster
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from moldau.broker.apis.context import TopicDeps
-from moldau.broker.request_channel import Request
+from moldau.broker.request_channel import EncodedBody, Request
 from moldau.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from moldau.broker.topics import TopicCreationError, create_topic_with_defaults, topic_name_error
 from moldau.protocol.errors import ErrorCode
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     )
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -(1 << 31)
+THROTTLE_VERSION = 3
 
 
 def _topic_entry(ctx: TopicDeps, name: str, version: int, reachable: set[int]) -> MetadataResponseTopics:
@@ -53,6 +54,15 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataReques
     requested = body["topics"]
     if version == 0 and requested == []:
         requested = None  # v0: an empty list means every topic
+    # Without an authorizer the answer depends only on the request's topics, version and listener and on the
+    # metadata: answers naming only existing topics are kept encoded until the metadata changes.
+    cache_key: tuple[object, ...] | None = None
+    if not ctx.auth.enabled and (requested is None or all(t["name"] is not None for t in requested)):
+        cache_key = (version, request.listener, ctx.metadata.controller_id,
+                     None if requested is None else tuple(t["name"] for t in requested))
+        cached = ctx.metadata.encoded_answers.get(cache_key)
+        if cached is not None:
+            return _encoded(cached, version)  # type: ignore[return-value]
     # The endpoints of the listener this request came in on (a client on EXTERNAL must not be told INTERNAL ones).
     live = ctx.metadata.live_brokers(request.listener or None)
     names: list[str]
@@ -110,6 +120,17 @@ async def handle_metadata(ctx: TopicDeps, request: Request, body: MetadataReques
     cluster_ops = UNKNOWN_AUTHORIZED_OPERATIONS
     if ctx.auth.enabled and 8 <= version <= 10 and body["include_cluster_authorized_operations"]:
         cluster_ops = ctx.auth.authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
-    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
-            "controller_id": ctx.metadata.controller_id, "topics": entries,
-            "cluster_authorized_operations": cluster_ops}
+    response: MetadataResponse = {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": ctx.metadata.cluster_id,
+                                  "controller_id": ctx.metadata.controller_id, "topics": entries,
+                                  "cluster_authorized_operations": cluster_ops}
+    if cache_key is None or any(e["error_code"] != ErrorCode.NONE or any(
+            p["error_code"] != ErrorCode.NONE for p in e["partitions"]) for e in entries):
+        return response
+    out = bytearray()
+    request.api.response_encoder(version)(out, [], cast("dict[str, Any]", response))
+    ctx.metadata.encoded_answers[cache_key] = data = bytes(out)
+    return _encoded(data, version)  # type: ignore[return-value]
+
+
+def _encoded(data: bytes, version: int) -> EncodedBody:
+    return EncodedBody(data, 0 if version >= THROTTLE_VERSION else None)  # throttle_time_ms leads from v3

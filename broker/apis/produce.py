@@ -48,7 +48,12 @@ def _check(ctx: ReplicaDeps, topic: str, entry: ProduceResponseResponsesPartitio
 
 
 class DelayedProduce(DelayedOperation):
-    __slots__ = ("ctx", "waiting", "response", "future")
+    """An acks=all request waiting for the high watermark of each of its partitions. The partitions are settled in
+    request order and a check stops at the first one still waiting, so the n wake-ups of a follower fetch that
+    moves the HW of n partitions cost O(n) in all; re-checking every partition at each wake-up made a request
+    over 3,333 partitions cost 3,333^2 checks per follower fetch."""
+
+    __slots__ = ("ctx", "waiting", "response", "future", "_required", "_settled")
 
     def __init__(self, ctx: ReplicaDeps, timeout_ms: int, waiting: Waiting, response: ProduceResponse,
                  future: asyncio.Future[Any]) -> None:
@@ -57,25 +62,27 @@ class DelayedProduce(DelayedOperation):
         self.waiting = waiting
         self.response = response
         self.future = future
+        self._required: dict[Hashable, int] = {(name, entry["index"]): required for name, entry, required in waiting}
+        self._settled = 0  # waiting[:_settled] have their outcome
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
             return self.force_complete()
-        self.waiting = [w for w in self.waiting if not _check(self.ctx, *w)]
-        if not self.waiting:
+        waiting, i = self.waiting, self._settled
+        while i < len(waiting) and _check(self.ctx, *waiting[i]):
+            i += 1
+        self._settled = i
+        if i == len(waiting):
             return self.force_complete()
         return False
 
     def threshold(self, key: Hashable) -> int | None:
-        for name, entry, required in self.waiting:
-            if (name, entry["index"]) == key:
-                return required
-        return None
+        return self._required.get(key)
 
     def blocked_on(self, key: Hashable) -> bool:
         """Still waiting for this partition's high watermark (not for a leadership change or another
         partition): the produce purgatory then skips the later watchers of the partition."""
-        required = self.threshold(key)
+        required = self._required.get(key)
         if required is None:
             return False
         topic, index = cast("tuple[str, int]", key)
@@ -83,9 +90,10 @@ class DelayedProduce(DelayedOperation):
         return partition is not None and partition.is_leader and partition.high_watermark < required
 
     def on_complete(self) -> None:
-        for _, entry, _ in self.waiting:
-            entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
-            entry["base_offset"] = -1
+        for name, entry, required in self.waiting[self._settled:]:
+            if not _check(self.ctx, name, entry, required):  # the ones behind the first waiting may be done
+                entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+                entry["base_offset"] = -1
         if not self.future.done():
             self.future.set_result(self.response)
 

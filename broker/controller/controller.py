@@ -234,10 +234,8 @@ class Controller:
         ctx.topic_ids[topic] = assignment.topic_id
         ctx.topic_configs[topic] = await self.zk.topic_config(topic)
         self.admin.watch_topic(topic)
-        for p in assignment.partitions:
-            state = await self.zk.partition_state(topic, p)
-            if state is not None:
-                ctx.states[(topic, p)] = state
+        for p, state in (await self.zk.partition_states(topic, assignment.partitions)).items():
+            ctx.states[(topic, p)] = state
         return True
 
     def _unclean(self, topic: str) -> bool:
@@ -254,16 +252,21 @@ class Controller:
         ctx = self.ctx
         created: dict[TopicPartition, Z.LeaderIsr] = {}
         ops: list[Op] = []
+        existing: dict[str, set[str] | None] = {}  # per topic: its partition znodes (None: no partitions znode)
         for tp in tps:
             if tp in ctx.states:
                 continue
             replicas = ctx.replicas(tp)
             live = [r for r in replicas if r in ctx.live and r not in ctx.shutting_down]
             state = Z.LeaderIsr(live[0] if live else E.NO_LEADER, 0, live or list(replicas), ctx.epoch, 0)
-            if not await self.zk.client.exists(Z.partitions_path(tp[0])) and \
-                    ("create", Z.partitions_path(tp[0]), b"", False) not in ops:
-                ops.append(("create", Z.partitions_path(tp[0]), b"", False))
-            if not await self.zk.client.exists(Z.partition_path(*tp)):
+            if tp[0] not in existing:  # one read per topic, not two per partition
+                if await self.zk.client.exists(Z.partitions_path(tp[0])):
+                    existing[tp[0]] = set(await self.zk.client.get_children(Z.partitions_path(tp[0])))
+                else:
+                    existing[tp[0]] = None
+                    ops.append(("create", Z.partitions_path(tp[0]), b"", False))
+            children = existing[tp[0]]
+            if children is None or str(tp[1]) not in children:
                 ops.append(("create", Z.partition_path(*tp), b"", False))
             ops.append(("create", Z.state_path(*tp), Z.partition_state(state), False))
             created[tp] = state
@@ -385,13 +388,15 @@ class Controller:
         A broker in controlled shutdown gets no LeaderAndIsr (Kafka's rule too): it would become a follower of
         the partitions it just handed over, fetch at the new leader epoch, and its new leader would take it back
         into the ISR moments before it exits (acks=all then waits on a broker that is gone)."""
-        per_broker: dict[int, list[TopicPartition]] = {b: list(v) for b, v in (extra_leader_and_isr or {}).items()}
+        # Ordered sets (dicts): a list membership test per partition made this quadratic in the partitions.
+        per_broker: dict[int, dict[TopicPartition, None]] = {
+            b: dict.fromkeys(v) for b, v in (extra_leader_and_isr or {}).items()}
         for tp in changed:
             for r in self.ctx.replicas(tp):
-                if r in self.ctx.live and r not in self.ctx.shutting_down and tp not in per_broker.setdefault(r, []):
-                    per_broker[r].append(tp)
+                if r in self.ctx.live and r not in self.ctx.shutting_down:
+                    per_broker.setdefault(r, {})[tp] = None
         for broker_id, tps in sorted(per_broker.items()):
-            self._send_leader_and_isr(broker_id, tps)
+            self._send_leader_and_isr(broker_id, list(tps))
         self._send_update_metadata(list(self.ctx.live), changed)
 
     def _on_leader_and_isr_response(self, broker_id: int, response: dict[str, Any]) -> None:

@@ -109,3 +109,31 @@ async def test_follower_fetch_completes_waiting_acks_all_produces_at_once(tmp_pa
     assert offsets == [0, 1, 2, 3] and bases == [4, 5, 6]
     # The follower's parked fetch learns the new HW with the next data, not by an extra round trip.
     assert isinstance(again, asyncio.Future) and not again.done()
+
+
+async def test_wake_ups_of_one_turn_cost_one_check(tmp_path: Path, monkeypatch: Any) -> None:
+    """A parked fetch woken n times in one turn (a follower fetch moving the HW of n partitions) re-reads its
+    partitions once, at the end of the turn, not n times."""
+    import moldau.broker.apis.fetch as fetch_module
+
+    env = await _env(tmp_path)
+    parked = _follower_fetch(env, 0)
+    await asyncio.sleep(0)  # the check scheduled when it was parked
+    reads = 0
+    real = fetch_module._read_all
+
+    def counting(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return real(*args)
+
+    monkeypatch.setattr(fetch_module, "_read_all", counting)
+    purgatory = env.ctx.replicas.fetch_purgatory
+    for _ in range(50):
+        purgatory.check_and_complete(("t", 0))
+    assert reads == 0 and not parked.done()
+    await asyncio.sleep(0)
+    assert reads == 1 and not parked.done()  # nothing new: still parked, after one read
+    _append(env)
+    answer = await asyncio.wait_for(parked, 2)
+    assert _batches(answer) == [0]

@@ -170,3 +170,32 @@ def test_a_new_log_dir_is_not_called_unclean(tmp_path: Path, clock: ManualClock,
     loaded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("loaded")]
     assert loaded == [f"loaded {tmp_path / 'new'} (new log dir)", f"loaded {tmp_path / 'new'} (clean shutdown)"]
     assert "unclean" not in caplog.text
+
+
+def test_a_partition_holds_one_descriptor(tmp_path: Path, clock: ManualClock) -> None:
+    """One open file per segment (its .log): index files are opened only to write entries out, so 10,000
+    partitions fit under a 20,000 descriptor limit."""
+    import os
+
+    manager = LogManager([tmp_path / "d"], small_config(index_interval_bytes=1), clock)
+    manager.load()
+    before = len(os.listdir("/proc/self/fd"))
+    for p in range(40):
+        manager.get_or_create_log("t", p).append_as_leader(batch(3), 0)  # index entries on every batch
+    assert len(os.listdir("/proc/self/fd")) - before <= 40
+    manager.shutdown()
+
+
+def test_logs_load_on_recovery_threads(tmp_path: Path, clock: ManualClock) -> None:
+    """num.recovery.threads.per.data.dir: the logs of a dir open on that many threads, with the same outcome."""
+    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager.load()
+    for p in range(12):
+        manager.get_or_create_log("t", p).append_as_leader(batch(p + 1), 0)
+    manager.close()  # a crash: every log is recovered
+    threaded = LogManager([tmp_path / "d"], small_config(), clock, recovery_threads=4)
+    threaded.load()
+    assert {p: threaded.get_log("t", p).log_end_offset for p in range(12)} == {p: p + 1 for p in range(12)}  # type: ignore[union-attr]
+    assert threaded.load_stats.logs == 12 and threaded.load_stats.segments_recovered == 12
+    assert threaded.partition_counts() == {tmp_path / "d": 12}
+    threaded.shutdown()

@@ -176,3 +176,61 @@ def test_clean_shutdown_marker_skips_recovery(tmp_path: Path, clock: ManualClock
     recovered = manager.get_log("t", 0)
     assert recovered is not None and recovered.log_end_offset == 0  # recovered: the first batch is corrupt
     manager.close()
+
+
+def test_leader_epochs_of_the_unflushed_tail_come_from_its_batches(make_log: MakeLog, log_dir: Path) -> None:
+    """The leader-epoch checkpoint is written without fsync (synced with the log's flush), so after a crash it may
+    be gone or stale: recovery re-derives the epochs of the segments past the recovery point from their batches."""
+    log = make_log(small_config(segment_bytes=1 << 20))
+    for epoch in (0, 0, 3, 3, 7):
+        log.append_as_leader(batch(2, value_size=30), epoch)
+    assert log.leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
+    log.close(take_snapshot=False)
+    (log_dir / "leader-epoch-checkpoint").write_text("0\n1\n9 100\n")  # a stale file from a later epoch
+    again = reopen(make_log, recovery_point=0)
+    assert again.leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
+    assert again.end_offset_for_epoch(3) == (3, 8)
+    again.flush()  # syncs the rewritten checkpoint; a clean reopen trusts it
+    again.close()
+    assert reopen(make_log, clean_shutdown=True).leader_epoch_cache.entries == [(0, 0), (3, 4), (7, 8)]
+
+
+def test_after_a_crash_only_segments_past_the_last_roll_flush_are_rescanned(tmp_path: Path,
+                                                                            clock: ManualClock) -> None:
+    """Rolled segments are flushed (the broker runs flush_logs on the rolled logs within a second), the recovery
+    point checkpoint follows, and a restart without the clean-shutdown marker re-scans only the active segment."""
+    manager = LogManager([tmp_path / "d"], small_config(segment_bytes=600), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    for _ in range(12):
+        log.append_as_leader(batch(2, value_size=100), 0)
+    segments = len(list((tmp_path / "d" / "t-0").glob("*.log")))
+    assert segments >= 4 and log.recovery_point == 0
+    assert LogManager.flush_logs(manager.take_rolled()) == 1 and manager.take_rolled() == []
+    assert log.recovery_point == log.active_segment.base_offset > 0
+    manager.checkpoint()
+    manager.close()  # a crash: no clean-shutdown marker
+    again = LogManager([tmp_path / "d"], small_config(segment_bytes=600), clock)
+    again.load()
+    assert again.load_stats.segments_recovered == 1
+    assert again.load_stats.segments_trusted == segments - 1
+    assert again.get_log("t", 0).log_end_offset == 24  # type: ignore[union-attr]
+    again.close()
+
+
+def test_leader_epoch_checkpoints_are_written_by_the_flush_task(tmp_path: Path, clock: ManualClock) -> None:
+    """A leader change does not write the checkpoint in-line: the log manager's flush task (flush_logs on the
+    rolled and changed logs) writes it; a clean close writes it too."""
+    from moldau.storage.checkpoint import read_leader_epochs
+
+    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager.load()
+    log = manager.get_or_create_log("t", 0)
+    log.leader_epoch_cache.assign(4, 0)
+    checkpoint = tmp_path / "d" / "t-0" / "leader-epoch-checkpoint"
+    assert not checkpoint.exists()
+    LogManager.flush_logs(manager.take_rolled())
+    assert read_leader_epochs(checkpoint) == [(4, 0)]
+    log.leader_epoch_cache.assign(5, 0)
+    manager.shutdown()
+    assert read_leader_epochs(checkpoint) == [(5, 0)]

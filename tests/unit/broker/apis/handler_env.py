@@ -33,11 +33,12 @@ from moldau.broker.coordinator.offsets import OffsetStore
 from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator, TxnConfig
 from moldau.broker.coordinator.txn_log import TxnStateStore
 from moldau.broker.dynamic_config import DynamicBrokerConfig
+from moldau.broker.fetch_session import FetchSessionCache
 from moldau.broker.metadata import BrokerEndpoint, StandaloneMetadata
 from moldau.broker.producer_ids import FileProducerIdManager
 from moldau.broker.purgatory import ManualTimer, Purgatory
 from moldau.broker.replica_manager import ReplicaManager
-from moldau.broker.request_channel import Request
+from moldau.broker.request_channel import EncodedBody, Request
 from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
@@ -110,7 +111,8 @@ class Env:
         if inspect.isawaitable(result):
             result = await asyncio.wait_for(result, 10)
         assert isinstance(result, dict), f"{api.name} v{version} answered {result!r}"
-        encoded = api.encode_response(version, result)
+        # A pre-encoded body (a cached Metadata answer) goes out as it is, as the network layer sends it.
+        encoded = result.data if isinstance(result, EncodedBody) else api.encode_response(version, result)
         answer, pos = api.response_decoder(version)(encoded, 0)
         assert pos == len(encoded)
         return answer
@@ -151,7 +153,8 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     txn.startup()
     metadata.listeners.append(txn.on_topic_change)
     ctx = BrokerContext(
-        replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth), topics=topics,
+        replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth,
+                             fetch_sessions=FetchSessionCache(1000)), topics=topics,
         groups=GroupDeps(topics, coordinator, clock, txn), control=ControlDeps(0, rm, cluster, auth),
         producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
         transactions=TxnDeps(txn, metadata, coordinator, clock, auth),

@@ -180,3 +180,20 @@ async def test_metadata_auto_create_answers_leader_not_available_first(tmp_path:
     answer = await env.call(ApiKey.METADATA, 9, body(True))
     (topic,) = answer["topics"]
     assert topic["error_code"] == E.NONE and [p["partition_index"] for p in topic["partitions"]] == [0, 1]
+
+
+async def test_metadata_answers_are_kept_encoded_until_the_metadata_changes(tmp_path: Path) -> None:
+    env = make_env(tmp_path, NO_AUTO_CREATE)
+    await env.create_topic("a", partitions=3)
+    all_topics = {"topics": None, "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+                  "include_topic_authorized_operations": False}
+    first = await env.call(ApiKey.METADATA, 12, all_topics)
+    assert len(env.metadata.encoded_answers) == 1
+    assert await env.call(ApiKey.METADATA, 12, all_topics) == first
+    await env.create_topic("b")  # a change drops the kept answers: the next one names the new topic
+    assert env.metadata.encoded_answers == {}
+    answer = await env.call(ApiKey.METADATA, 12, all_topics)
+    assert sorted(t["name"] for t in answer["topics"]) == ["a", "b"]
+    named = {**all_topics, "topics": [{"name": "nope", "topic_id": bytes(16)}]}
+    await env.call(ApiKey.METADATA, 12, named)  # an answer with an error is not kept
+    assert len(env.metadata.encoded_answers) == 1

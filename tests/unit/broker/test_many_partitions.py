@@ -1,0 +1,124 @@
+"""Work per request that must not grow with the partitions a request names (issue #21).
+
+Incremental fetch sessions (KIP-227) on the leader, through the Fetch handler: a follower's full fetch opens a
+session; its incremental fetches (only changed partitions) are answered with only the partitions that have
+something new, and only those are read; forgotten partitions leave; a wrong epoch or id is refused; a consumer
+gets no session. An acks=all request over many partitions completes with checks linear in its partitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from moldau.broker.apis import ROUTES
+from moldau.broker.metadata import PartitionState
+from moldau.broker.request_channel import Request
+from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.header import RequestHeader
+from moldau.protocol.records import build_batch
+from tests.unit.broker.apis.handler_env import Env, make_env
+
+PARTS = 4
+
+
+def _part(index: int, offset: int) -> dict[str, Any]:
+    return {"partition": index, "current_leader_epoch": 1, "fetch_offset": offset, "last_fetched_epoch": -1,
+            "log_start_offset": 0, "partition_max_bytes": 1 << 20}
+
+
+async def _fetch(env: Env, session_id: int, epoch: int, parts: list[dict[str, Any]],
+                 forgotten: list[int] | None = None, replica_id: int = 1) -> dict[str, Any]:
+    body = {"replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch, "rack_id": "",
+            "topics": [{"topic": "t", "partitions": parts}] if parts else [],
+            "forgotten_topics_data": [{"topic": "t", "partitions": forgotten}] if forgotten else []}
+    api = REGISTRY[ApiKey.FETCH]
+    request = Request(RequestHeader(ApiKey.FETCH, 12, 1, "follower"), api, b"", 0, "127.0.0.1")
+    answer = ROUTES[ApiKey.FETCH](env.ctx, request, body)  # records stay file regions: not encoded here
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _answered(answer: dict[str, Any]) -> dict[int, int]:
+    """Partition -> high watermark of the partitions in the answer."""
+    return {p["partition_index"]: p["high_watermark"] for t in answer["responses"] for p in t["partitions"]}
+
+
+async def test_follower_fetch_session(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=PARTS)
+    for p in range(PARTS):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    opened = await _fetch(env, 0, 0, [_part(p, 0) for p in range(PARTS)])
+    session_id = opened["session_id"]
+    assert session_id > 0 and _answered(opened) == dict.fromkeys(range(PARTS), 0)  # a full answer
+    env.replica_manager.append("t", 2, bytearray(build_batch([(None, b"v", [], None)])), 1)
+    # Nothing changed on the follower's side: an empty request; only partition 2 has news (a record).
+    answer = await _fetch(env, session_id, 1, [])
+    assert answer["error_code"] == ErrorCode.NONE and _answered(answer) == {2: 0}
+    # The follower got it: its position moves (only partition 2 is sent); the HW moves to 1 and is told once.
+    assert _answered(await _fetch(env, session_id, 2, [_part(2, 1)])) == {2: 1}
+    assert _answered(await _fetch(env, session_id, 3, [])) == {}
+    assert env.replica_manager.partitions[("t", 2)].high_watermark == 1
+    # Forgotten partitions leave the session: new data there is not answered any more.
+    await _fetch(env, session_id, 4, [], forgotten=[3])
+    env.replica_manager.append("t", 3, bytearray(build_batch([(None, b"v", [], None)])), 1)
+    assert _answered(await _fetch(env, session_id, 5, [])) == {}
+    # Out of order or unknown: refused, and the fetcher starts over.
+    assert (await _fetch(env, session_id, 9, []))["error_code"] == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert (await _fetch(env, session_id + 1, 1, []))["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    # Epoch -1 closes the session (a sessionless full fetch); a consumer is not given one.
+    closed = await _fetch(env, session_id, -1, [_part(p, 0) for p in range(2)])
+    assert closed["session_id"] == 0 and set(_answered(closed)) == {0, 1}
+    assert (await _fetch(env, session_id, 6, []))["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    consumer = await _fetch(env, 0, 0, [_part(0, 0)], replica_id=-1)
+    assert consumer["session_id"] == 0 and set(_answered(consumer)) == {0}
+
+
+async def test_incremental_fetch_reads_only_partitions_with_news(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=PARTS)
+    for p in range(PARTS):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    session_id = (await _fetch(env, 0, 0, [_part(p, 0) for p in range(PARTS)]))["session_id"]
+    reads: list[int] = []
+    real = env.replica_manager.read
+    env.replica_manager.read = lambda topic, index, *a, **k: reads.append(index) or real(topic, index, *a, **k)  # type: ignore[method-assign]
+    await _fetch(env, session_id, 1, [])
+    assert reads == []  # nothing new anywhere: no partition is read
+    env.replica_manager.append("t", 1, bytearray(build_batch([(None, b"v", [], None)])), 1)
+    assert _answered(await _fetch(env, session_id, 2, [])) == {1: 0} and reads == [1]
+
+
+async def test_acks_all_over_many_partitions_costs_linear_checks(tmp_path: Path, monkeypatch: Any) -> None:
+    """A follower fetch moving the HW of n partitions wakes an acks=all request over those n partitions n times;
+    the request settles its partitions in order, so the wake-ups cost O(n) checks in all, not n x n."""
+    import asyncio
+
+    import moldau.broker.apis.produce as produce_module
+
+    n = 150
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=n)
+    for p in range(n):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    answer = asyncio.ensure_future(env.call(ApiKey.PRODUCE, 7, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "t", "partition_data": [
+            {"index": p, "records": build_batch([(None, b"v", [], None)])} for p in range(n)]}]}))
+    await asyncio.sleep(0.05)
+    assert env.ctx.replicas.produce_purgatory.num_delayed == 1
+    checks = 0
+    real = produce_module._check
+
+    def counting(*args: Any) -> bool:
+        nonlocal checks
+        checks += 1
+        return real(*args)
+
+    monkeypatch.setattr(produce_module, "_check", counting)
+    for p in range(n):  # the follower's fetch reports every partition caught up: n HW moves
+        env.replica_manager.update_follower("t", p, 1, 1)
+    result = await asyncio.wait_for(answer, 5)
+    assert all(p["error_code"] == 0 for t in result["responses"] for p in t["partition_responses"])
+    assert checks <= 3 * n
