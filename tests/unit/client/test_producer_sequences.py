@@ -10,19 +10,19 @@ OUT_OF_ORDER_SEQUENCE_NUMBER and the partition refused every later batch for the
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from moldau.admin import AdminClient, NewTopic
 from moldau.errors import KafkaError
 from moldau.producer import Producer
+from moldau.producer_records import Batch as _Batch
 from moldau.protocol.errors import ErrorCode
 from tests.integration.harness import BrokerProcess
 
-# These start a real broker process (tests/unit/client/conftest.py): `-m 'not integration'` must skip them.
-pytestmark = pytest.mark.integration
 
-
+@pytest.mark.integration  # a real broker process (tests/unit/client/conftest.py): `-m 'not integration'` skips it
 async def test_later_batches_go_through_after_a_batch_fails_for_good(broker: BrokerProcess) -> None:
     topic = "idem-gap"
     async with AdminClient(bootstrap_servers=broker.bootstrap) as admin:
@@ -45,3 +45,30 @@ async def test_later_batches_go_through_after_a_batch_fails_for_good(broker: Bro
             assert after.offset == 31
             # A new epoch of the same producer id (InitProducerId v3+ with the current id and epoch).
             assert (producer._producer_id, producer._producer_epoch) == (ids[0], ids[1] + 1)  # noqa: SLF001
+
+
+def _sealed_batch(base_sequence: int, records: int = 1) -> _Batch:
+    batch = _Batch("t", 0, time.monotonic(), [(None, b"v", None, 0)] * records, [],
+                   asyncio.get_running_loop().create_future())
+    batch.data, batch.base_sequence, batch.attempts = b"sealed", base_sequence, 1
+    return batch
+
+
+async def test_out_of_order_sequence_is_retried_only_behind_an_unresolved_batch() -> None:
+    """The verify run's first failure: "sequence 2 does not follow 0" while the batch at sequence 1 was still
+    unresolved (its request failed after the next one had been sent). Kafka retries such a batch; only a batch that
+    directly follows the last acknowledged one fails for good on OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    producer = Producer(bootstrap_servers="127.0.0.1:9", enable_idempotence=True)  # never started: no I/O
+    tp = ("t", 0)
+    first = _sealed_batch(0)
+    producer._acked(first)  # noqa: SLF001
+    refused = KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "sequence 2 does not follow 0")
+    behind = _sealed_batch(2)
+    producer._retry_or_fail(behind, refused)  # noqa: SLF001 - the batch at 1 is unresolved
+    assert not behind.done.done() and list(producer._queues[tp]) == [behind]  # noqa: SLF001
+    producer._queues[tp].clear()  # noqa: SLF001
+    producer._retrying.clear()  # noqa: SLF001
+    gap = _sealed_batch(1)  # directly follows the acknowledged 0: the broker really lacks a sequence
+    producer._retry_or_fail(gap, KafkaError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "lost"))  # noqa: SLF001
+    assert gap.done.done() and isinstance(gap.error, KafkaError)
+    assert tp in producer._reset_pending  # noqa: SLF001 - the next batches restart at 0 under a new epoch
