@@ -8,7 +8,16 @@ the same sequence numbers; the broker's duplicate detection makes that safe unde
 
 Ordering under idempotence (``max.in.flight.requests.per.connection`` <= 5): when a batch fails retriably, it goes
 back to the front of its partition's queue and the partition is muted until every in-flight batch of it has come
-back; the failed batches are then resent in sequence order.
+back; the failed batches are then resent in sequence order. An OUT_OF_ORDER_SEQUENCE_NUMBER for a batch that does
+not directly follow the partition's last acknowledged sequence (an earlier batch is still in flight or being
+retried) is retried the same way. When a batch whose sequence was assigned fails for good (delivery.timeout.ms,
+retries, a non-retriable error), its sequence leaves a gap the broker would refuse every later batch for, so, as
+Kafka's producer does (KIP-360), the partition holds its batches until nothing of it is in flight, the producer
+bumps its epoch (InitProducerId with its producer id and epoch, v3+; a new producer id from older brokers) and the
+partition's sequences restart at 0 under the new epoch. The failed batch's records stay failed; batches refused
+with OUT_OF_ORDER_SEQUENCE_NUMBER (not written) are re-sequenced, others still awaiting a retry are in doubt and
+fail rather than be re-sent under the new epoch. Other partitions adopt the new epoch when they have nothing in
+flight.
 """
 
 from __future__ import annotations
@@ -80,6 +89,10 @@ class Producer(TransactionalApi):
         self._inflight_node: dict[int, int] = {}
         self._retrying: set[tuple[str, int]] = set()
         self._next_seq: dict[tuple[str, int], int] = {}
+        self._last_acked: dict[tuple[str, int], int] = {}  # last acknowledged sequence under _tp_ids
+        self._tp_ids: dict[tuple[str, int], tuple[int, int]] = {}  # (producer id, epoch) of the partition's sequences
+        self._reset_pending: set[tuple[str, int]] = set()  # a batch failed for good: sequences restart at 0
+        self._bump: asyncio.Task[None] | None = None
         self._producer_id = -1
         self._producer_epoch = -1
         self._buffered = 0
@@ -140,9 +153,13 @@ class Producer(TransactionalApi):
         self._sender = self._loop.create_task(self._send_loop())
         self._started = True
 
-    async def _init_producer_id(self) -> None:
+    async def _init_producer_id(self, bump: bool = False) -> None:
+        """A producer id, or (``bump``) a new epoch of the current one (KIP-360, InitProducerId v3+; older brokers
+        give a new producer id)."""
         conn = await self._cluster.any_connection()
         body: InitProducerIdRequest = {"transactional_id": None, "transaction_timeout_ms": 60000}
+        if bump and conn.version_for(INIT_PRODUCER_ID) >= 3:
+            body["producer_id"], body["producer_epoch"] = self._producer_id, self._producer_epoch
         response = await conn.send(INIT_PRODUCER_ID, body)
         if response["error_code"]:
             raise KafkaError(response["error_code"], "InitProducerId failed")
@@ -390,6 +407,9 @@ class Producer(TransactionalApi):
             if self._sender is not None:
                 self._sender.cancel()
                 await asyncio.gather(self._sender, return_exceptions=True)
+            if self._bump is not None:
+                self._bump.cancel()
+                await asyncio.gather(self._bump, return_exceptions=True)
             if self._txn is not None:
                 await self._txn.close()
             self._fail_all(ClientError("producer closed before the record was sent"))
@@ -438,6 +458,15 @@ class Producer(TransactionalApi):
             inflight = self._inflight_tp.get(tp, 0)
             if (tp in self._retrying and inflight) or inflight >= self._max_in_flight:
                 continue
+            if self._idempotent and self._txn is None:
+                if tp in self._reset_pending:
+                    if inflight or not self._reset_sequences(tp):
+                        continue
+                    if not queue:
+                        continue
+                    batch = queue[0]
+                elif batch.data is None and inflight and self._tp_ids.get(tp, self._ids()) != self._ids():
+                    continue  # the epoch changed: its old-epoch batches come back first, then sequences restart
             leader = self._cluster.leader_for(*tp)
             if leader is None:
                 self._cluster.request_update()
@@ -466,12 +495,52 @@ class Producer(TransactionalApi):
     def _retry_backoff(self) -> float:
         return float(self.config["retry.backoff.ms"]) / 1000
 
+    def _ids(self) -> tuple[int, int]:
+        return self._producer_id, self._producer_epoch
+
+    def _reset_sequences(self, tp: tuple[str, int]) -> bool:
+        """A batch of ``tp`` failed for good and nothing of it is in flight: once the epoch has been bumped, its
+        waiting batches restart at sequence 0 (True); until then False (the bump is started)."""
+        if self._tp_ids.get(tp) == self._ids():
+            if self._bump is None:
+                self._bump = asyncio.get_running_loop().create_task(self._bump_epoch())
+            return False
+        queue = self._queues.get(tp)
+        if queue:
+            for batch in list(queue):
+                if batch.data is None:
+                    break
+                last = batch.last_error
+                if isinstance(last, KafkaError) and last.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+                    batch.data, batch.base_sequence = None, -1  # refused, not written: a new sequence
+                else:  # perhaps written: never re-sent under the new epoch
+                    queue.remove(batch)
+                    self._complete(batch, error=last or KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "in doubt"))
+        self._reset_pending.discard(tp)
+        self._retrying.discard(tp)
+        log.info("%s-%d: sequences restart at 0 under producer id %d epoch %d", tp[0], tp[1], *self._ids())
+        return True
+
+    async def _bump_epoch(self) -> None:
+        try:
+            await self._init_producer_id(bump=True)
+        except Exception as exc:  # noqa: BLE001 - retried on the next drain after the backoff
+            log.warning("bumping the producer epoch failed (retried): %s", exc)
+            await asyncio.sleep(self._retry_backoff())
+        finally:
+            self._bump = None
+            self._wake.set()
+
     def _seal(self, batch: _Batch) -> None:
         """Encodes the batch once (first drain), fixing its sequence numbers for every retry."""
         if batch.data is not None:
             return
         tp = (batch.topic, batch.partition)
         if self._idempotent:
+            if self._tp_ids.get(tp) != self._ids():  # first batch under this producer id/epoch
+                self._tp_ids[tp] = self._ids()
+                self._next_seq[tp] = 0
+                self._last_acked[tp] = -1
             seq = self._next_seq.get(tp, 0)
             batch.base_sequence = seq
             self._next_seq[tp] = (seq + len(batch.records)) % _SEQ_MOD
@@ -528,9 +597,11 @@ class Producer(TransactionalApi):
         code = part["error_code"]
         if code == ErrorCode.NONE:
             self._retrying.discard((batch.topic, batch.partition))
+            self._acked(batch)
             self._complete(batch, base_offset=part["base_offset"], append_time=part.get("log_append_time_ms", -1))
             return
         if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:  # already written by an earlier attempt
+            self._acked(batch)
             self._complete(batch, base_offset=-1, append_time=-1)
             return
         error = KafkaError(code, part.get("error_message"))
@@ -538,13 +609,27 @@ class Producer(TransactionalApi):
             self._cluster.request_update()
         self._retry_or_fail(batch, error)
 
+    def _acked(self, batch: _Batch) -> None:
+        if batch.base_sequence < 0:
+            return
+        tp = (batch.topic, batch.partition)
+        last = (batch.base_sequence + len(batch.records) - 1) % _SEQ_MOD
+        prev = self._last_acked.get(tp, -1)
+        if prev < 0 or 0 < (last - prev) % _SEQ_MOD < _SEQ_MOD // 2:  # never backwards (a late duplicate answer)
+            self._last_acked[tp] = last
+
     def _retry_or_fail(self, batch: _Batch, error: KafkaError) -> None:
         tp = (batch.topic, batch.partition)
+        # Kafka's rule: OUT_OF_ORDER_SEQUENCE_NUMBER is retriable unless the batch directly follows the last
+        # acknowledged one (then the broker really lacks a sequence: the batch fails, the epoch is bumped).
         retriable = error.retriable or (
-            error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and tp in self._retrying)
+            error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and (
+                tp in self._retrying or tp in self._reset_pending or
+                batch.base_sequence != (self._last_acked.get(tp, -1) + 1) % _SEQ_MOD))
         expired = time.monotonic() - batch.created > self._delivery_timeout_s
         if retriable and not expired and batch.attempts <= self._retries and not self._closed:
             log.debug("retrying %s-%d (attempt %d): %s", batch.topic, batch.partition, batch.attempts, error)
+            batch.last_error = error
             self._retrying.add(tp)
             queue = self._queues.setdefault(tp, deque())
             # Back to the front, in sequence order among the other batches being retried.
@@ -564,6 +649,9 @@ class Producer(TransactionalApi):
         batch.error = error
         if error is not None and self._txn is not None:
             self._txn.set_error(error)
+        elif error is not None and batch.data is not None and self._idempotent and not self._closed:
+            self._reset_pending.add((batch.topic, batch.partition))  # its sequence is a gap now
+            self._wake.set()
         topic, partition, records = batch.topic, batch.partition, batch.records
         if error is not None and len(batch.futures) < len(records):
             log.warning("%d records to %s-%d failed: %s", len(records) - len(batch.futures), topic, partition, error)

@@ -35,6 +35,7 @@ class Batch:
     base_sequence: int = -1
     attempts: int = 0
     error: BaseException | None = None
+    last_error: BaseException | None = None  # of the latest attempt that will be retried
 
 
 def to_bytes(value: Any, what: str) -> bytes | None:
