@@ -67,6 +67,20 @@ class OffsetAndMetadata:
         return hash((self.offset, self.metadata))
 
 
+def committed_offsets(topics: Any) -> dict[TopicPartition, OffsetAndMetadata | None]:
+    """The committed offsets of an OffsetFetch answer's topics (None where the group has none); KafkaError for
+    a partition's error. Shared by the classic group and the KIP-848 membership manager."""
+    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    for t in topics:
+        for p in t["partitions"]:
+            if p["error_code"]:
+                raise KafkaError(p["error_code"], f"offset fetch {t['name']}-{p['partition_index']}")
+            off = p["committed_offset"]
+            out[TopicPartition(t["name"], p["partition_index"])] = (
+                OffsetAndMetadata(off, p.get("metadata") or "") if off >= 0 else None)
+    return out
+
+
 class GroupMember:
     """One member of ``group.id``; ``ensure_active()`` (re)joins when needed and returns the assignment."""
 
@@ -324,12 +338,4 @@ class GroupMember:
         if response.get("error_code"):
             self._coordinator_error(response["error_code"])
             raise KafkaError(response["error_code"], f"offset fetch {self.group_id}")
-        out: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        for t in response["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise KafkaError(p["error_code"], f"offset fetch {t['name']}-{p['partition_index']}")
-                off = p["committed_offset"]
-                out[TopicPartition(t["name"], p["partition_index"])] = (
-                    OffsetAndMetadata(off, p.get("metadata") or "") if off >= 0 else None)
-        return out
+        return committed_offsets(response["topics"])

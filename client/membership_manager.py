@@ -29,7 +29,7 @@ from moldau.cluster import COORDINATOR_ERRORS, Cluster
 from moldau.config import ClientConfig
 from moldau.errors import KafkaConnectionError, KafkaError, RequestTimeoutError
 from moldau.fetcher import TopicPartition
-from moldau.group import OffsetAndMetadata
+from moldau.group import OffsetAndMetadata, committed_offsets
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.consumer_group import CONSUMER_GROUP_HEARTBEAT
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_FETCH
@@ -260,12 +260,4 @@ class ConsumerMembershipManager:
             if group["error_code"] in COORDINATOR_ERRORS:
                 self.cluster.coordinator_dead(self.group_id)
             raise KafkaError(group["error_code"], f"offset fetch {self.group_id}")
-        out: dict[TopicPartition, OffsetAndMetadata | None] = {}
-        for t in group["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise KafkaError(p["error_code"], f"offset fetch {t['name']}-{p['partition_index']}")
-                off = p["committed_offset"]
-                out[TopicPartition(t["name"], p["partition_index"])] = (
-                    OffsetAndMetadata(off, p.get("metadata") or "") if off >= 0 else None)
-        return out
+        return committed_offsets(group["topics"])
