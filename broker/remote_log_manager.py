@@ -219,8 +219,9 @@ class RemoteLogManager:
     async def _copy_segments(self, tp: TopicPartition, partition: Partition, epoch: int) -> None:
         log_ = partition.log
         loop = asyncio.get_running_loop()
-        for seg in log_.segments[:-1]:
-            if seg.next_offset - 1 <= log_.remote_copied_offset or seg.size == 0:
+        for seg, end in log_.sealed_segments():
+            # the bound first: a segment already copied is not opened (after a clean restart most are unopened)
+            if end - 1 <= log_.remote_copied_offset or seg.size == 0 or seg.next_offset - 1 <= log_.remote_copied_offset:
                 continue
             # Below the high watermark and the last stable offset: no open transaction is copied.
             upper = min(partition.high_watermark, log_.last_stable_offset)
@@ -290,7 +291,8 @@ class RemoteLogManager:
             if not (p.is_leader and p.log.config.remote_storage_enable):
                 continue
             copied, hw = p.log.remote_copied_offset, p.high_watermark
-            waiting = [seg for seg in p.log.segments[:-1] if seg.next_offset - 1 > copied and seg.next_offset <= hw]
+            waiting = [seg for seg, end in p.log.sealed_segments()
+                       if end - 1 > copied and seg.next_offset - 1 > copied and seg.next_offset <= hw]
             out.append((topic, index, len(waiting), sum(seg.size for seg in waiting)))
         return out
 

@@ -109,15 +109,21 @@ class LogCleaner:
         """Sealed segments, stopping at the first one holding records younger than min.compaction.lag.ms or
         above the last stable offset, as Kafka: an unreplicated later version of a key could still be truncated
         away, and one in an open transaction could still be aborted, so neither may remove the older one."""
-        out: list[LogSegment] = []
+        return [seg for seg, _ in LogCleaner._cleanable(log, now_ms)]
+
+    @staticmethod
+    def _cleanable(log: Log, now_ms: int) -> list[tuple[LogSegment, int]]:
+        """cleanable_segments with each one's end bound (Log.sealed_segments); opens no segment the bound
+        decides (a compacted log loaded after a clean shutdown stays unopened until it is cleaned)."""
+        out: list[tuple[LogSegment, int]] = []
         lag = log.config.min_compaction_lag_ms
         stable = log.last_stable_offset  # the high watermark without open transactions (the LEO without a HW)
-        for seg in log.segments[:-1]:
+        for seg, end in log.sealed_segments():
             if lag > 0 and seg.largest_timestamp() > now_ms - lag:
                 break
-            if seg.next_offset > stable:
+            if end > stable and seg.next_offset > stable:
                 break
-            out.append(seg)
+            out.append((seg, end))
         return out
 
     def dirty_ratio(
@@ -128,12 +134,13 @@ class LogCleaner:
         clean = dirty = 0
         overdue = False
         max_lag = log.config.max_compaction_lag_ms
-        for seg in self.cleanable_segments(log, now_ms):
-            if seg.next_offset <= first_dirty:
+        for seg, end in self._cleanable(log, now_ms):
+            if end <= first_dirty or seg.next_offset <= first_dirty:
                 clean += seg.size
             else:
                 dirty += seg.size
-                if seg.size and now_ms - seg.largest_timestamp() > max_lag:
+                # max_lag >= now_ms (the default, Long.MAX) can never be passed: no need to open the segment
+                if seg.size and max_lag < now_ms and now_ms - seg.largest_timestamp() > max_lag:
                     overdue = True
         total = clean + dirty
         return (dirty / total if total else 0.0), overdue and dirty > 0

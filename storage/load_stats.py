@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class LoadStats:
     logs: int = 0
     segments_trusted: int = 0  # indexes opened as they are (below the recovery point, or a clean shutdown)
+    segments_lazy: int = 0  # sealed segments left unopened after a clean shutdown (opened on first use)
     segments_recovered: int = 0  # re-scanned: every batch validated (CRC32C) and the indexes rebuilt
     bytes_recovered: int = 0
     checkpoints_s: float = 0.0  # recovery-point and log-start-offset checkpoint files
@@ -21,6 +22,7 @@ class LoadStats:
         """Adds one log's figures (logs load on several threads, each with its own LoadStats)."""
         self.logs += other.logs
         self.segments_trusted += other.segments_trusted
+        self.segments_lazy += other.segments_lazy
         self.segments_recovered += other.segments_recovered
         self.bytes_recovered += other.bytes_recovered
         self.open_s += other.open_s
@@ -29,6 +31,7 @@ class LoadStats:
 
     def summary(self) -> str:
         return (f"log loading: {self.logs} logs in {self.total_s:.2f} s: checkpoints {self.checkpoints_s:.2f} s, "
-                f"opening segments and trusted indexes {self.open_s:.2f} s ({self.segments_trusted} segments), "
+                f"opening segments and trusted indexes {self.open_s:.2f} s ({self.segments_trusted} segments; "
+                f"{self.segments_lazy} left to open on first use), "
                 f"segment scan and index rebuild {self.recover_s:.2f} s ({self.segments_recovered} segments, "
                 f"{self.bytes_recovered / 2**20:.1f} MiB), producer state {self.producer_state_s:.2f} s")

@@ -9,6 +9,7 @@ All methods are synchronous and not thread-safe: the broker serialises calls per
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from bisect import bisect_right
@@ -33,8 +34,9 @@ from moldau.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRa
 from moldau.storage.leader_epoch import LeaderEpochCache
 from moldau.storage.load_stats import LoadStats
 from moldau.storage.log_txn import LogTransactions, apply_control_batch
-from moldau.storage.producer_state import ProducerStateManager
+from moldau.storage.producer_state import SNAPSHOT_SUFFIX, ProducerStateManager
 from moldau.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -151,7 +153,7 @@ class Log(LogTransactions):
 
     # --- loading ---------------------------------------------------------------------------------------------
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, lazy: bool = False) -> LogSegment:
         cfg = self.config
         jitter = 0
         if cfg.segment_jitter_ms > 0:
@@ -163,37 +165,49 @@ class Log(LogTransactions):
             segment_index_bytes=cfg.segment_index_bytes,
             created_ms=self.clock.time_ms(),
             roll_jitter_ms=jitter,
+            lazy=lazy,
         )
 
-    def _remove_stray_files(self) -> set[int]:
-        """Deletes leftovers (``.deleted``, ``.tmp``, ``.cleaned``, orphan indexes); returns the segment bases."""
+    def _remove_stray_files(self, names: list[str]) -> tuple[list[int], list[int]]:
+        """Deletes leftovers (``.deleted``, ``.tmp``, ``.cleaned``, orphan indexes) among ``names`` (the
+        directory's listing); returns the segment bases and the producer snapshot offsets, both sorted."""
         bases: set[int] = set()
-        indexes: list[tuple[int, Path]] = []
-        for p in self.dir.iterdir():
-            name = p.name
+        snapshots: list[int] = []
+        indexes: list[tuple[int, str]] = []
+        for name in names:
             if name.endswith((DELETED_SUFFIX, ".tmp", ".cleaned")):
-                p.unlink(missing_ok=True)
+                (self.dir / name).unlink(missing_ok=True)
                 continue
             stem, dot, suffix = name.partition(".")
             if len(stem) != 20 or not stem.isdigit():
                 continue
-            if dot + suffix == LOG_SUFFIX:
+            ext = dot + suffix
+            if ext == LOG_SUFFIX:
                 bases.add(int(stem))
-            elif dot + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-                indexes.append((int(stem), p))
-        for base, p in indexes:
+            elif ext == SNAPSHOT_SUFFIX:
+                snapshots.append(int(stem))
+            elif ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
+                indexes.append((int(stem), name))
+        for base, name in indexes:
             if base not in bases:
-                p.unlink(missing_ok=True)
-        return bases
+                (self.dir / name).unlink(missing_ok=True)
+        return sorted(bases), sorted(snapshots)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool, stats: LoadStats) -> None:
         started = time.perf_counter()
         recovered_before = stats.segments_recovered
-        if recover_swaps(self.dir):
-            clean_shutdown = False  # swapped-in segments have no trusted indexes: revalidate
-        bases = sorted(self._remove_stray_files())
-        for base in bases:
-            self._segments.append(self._new_segment(base))
+        lazy_before = stats.segments_lazy
+        # One listing of the directory serves the swap check, the stray-file sweep and the producer snapshots.
+        names = os.listdir(self.dir)
+        if any(name.endswith((SWAP_SUFFIX, CLEANED_SUFFIX)) for name in names):
+            if recover_swaps(self.dir):
+                clean_shutdown = False  # swapped-in segments have no trusted indexes: revalidate
+            names = os.listdir(self.dir)
+        bases, snapshots = self._remove_stray_files(names)
+        for i, base in enumerate(bases):
+            # After a clean shutdown the sealed segments open on first use (Kafka's lazy indexes): a restart
+            # costs nothing per segment. Only the active one is opened, checked and its tail scanned now.
+            self._segments.append(self._new_segment(base, lazy=clean_shutdown and i < len(bases) - 1))
             self._bases.append(base)
         if not self._segments:
             self._segments.append(self._new_segment(log_start_offset))
@@ -208,6 +222,9 @@ class Log(LogTransactions):
             # the flush, so it may lack or outlive them).
             self.leader_epoch_cache.truncate_from_end(first_unflushed)
         for i, seg in enumerate(self._segments):
+            if not seg.loaded:
+                stats.segments_lazy += 1
+                continue
             if clean_shutdown or seg.base_offset < first_unflushed:
                 if seg.load():
                     continue
@@ -242,16 +259,17 @@ class Log(LogTransactions):
             self._unclamped_start = max(log_start_offset, 0)
         if recovered:
             for seg in self._segments:
-                if seg.next_offset > recovery_point:
+                if seg.loaded and seg.next_offset > recovery_point:
                     seg.flush()
         self.recovery_point = leo if (clean_shutdown or recovered) else min(recovery_point, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         replay_started = time.perf_counter()
-        self._rebuild_producer_state()
+        self._rebuild_producer_state(snapshots)
         done = time.perf_counter()
         stats.logs += 1
-        stats.segments_trusted += len(self._segments) - (stats.segments_recovered - recovered_before)
+        stats.segments_trusted += len(self._segments) - (stats.segments_recovered - recovered_before) - (
+            stats.segments_lazy - lazy_before)
         stats.recover_s += recover_s
         stats.producer_state_s += done - replay_started
         stats.open_s += replay_started - started - recover_s
@@ -280,10 +298,17 @@ class Log(LogTransactions):
                         self.local_log_start_offset)
             self.log_start_offset = start
 
-    def _rebuild_producer_state(self) -> None:
+    def _rebuild_producer_state(self, snapshots: list[int] | None = None) -> None:
+        """Loads the latest snapshot and replays the batches after it (none after a clean shutdown: the snapshot
+        is at the log end). ``snapshots``: the snapshot offsets when the caller has just listed the directory."""
         leo = self.log_end_offset
-        self.producer_state.delete_snapshots_above(leo)
-        start = self.producer_state.load_latest_snapshot(self.log_start_offset, leo)
+        self.producer_state.delete_snapshots_above(leo, snapshots)
+        if snapshots is not None:
+            snapshots = [o for o in snapshots if o <= leo]
+        start = self.producer_state.load_latest_snapshot(self.log_start_offset, leo, snapshots)
+        if start >= leo:
+            self.producer_state.map_end_offset = leo
+            return
         for seg in self._segments[max(bisect_right(self._bases, start) - 1, 0) :]:
             seg.txn_index.truncate_to(start)  # the replay re-derives the aborted transactions from here
             for pos, h in seg.iter_batches(start if seg.base_offset <= start else None):
@@ -317,6 +342,13 @@ class Log(LogTransactions):
     @property
     def size(self) -> int:
         return sum(seg.size for seg in self._segments)
+
+    def sealed_segments(self) -> list[tuple[LogSegment, int]]:
+        """The segments before the active one, each with the next segment's base offset: a bound on its next
+        offset that needs no opening (equal unless compaction left a gap). Scans over many segments (cleaner,
+        tiering) test the bound first, so a segment not yet opened since a clean shutdown stays unopened."""
+        segs = self._segments
+        return [(segs[k], segs[k + 1].base_offset) for k in range(len(segs) - 1)]
 
     @property
     def latest_epoch(self) -> int:
@@ -684,7 +716,8 @@ class Log(LogTransactions):
         self.leader_epoch_cache.sync()
         if target > self.recovery_point:
             for seg in self._segments:
-                if seg.base_offset < target and seg.next_offset > self.recovery_point:
+                # A segment not opened since the clean shutdown was fsynced then and has not changed.
+                if seg.loaded and seg.base_offset < target and seg.next_offset > self.recovery_point:
                     seg.flush()
             self.recovery_point = target
         if self._pending_flush_offset is not None and self._pending_flush_offset <= target:

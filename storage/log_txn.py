@@ -122,7 +122,7 @@ class LogTransactions:
         if data.regions:
             last = data.regions[-1]
             end = last.position + last.length
-            seg = next((s for s in reversed(self._segments) if s.file is last.fileobj), None)
+            seg = next((s for s in reversed(self._segments) if s.holds(last.fileobj)), None)
             if seg is not None:
                 after = seg.header_at(end) if end < seg.size else None
                 upper = min(upper, after.base_offset if after is not None else seg.next_offset)

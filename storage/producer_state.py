@@ -358,11 +358,13 @@ class ProducerStateManager:
             result.append(entry)
         return result
 
-    def load_latest_snapshot(self, log_start_offset: int, log_end_offset: int) -> int:
+    def load_latest_snapshot(self, log_start_offset: int, log_end_offset: int,
+                             offsets: list[int] | None = None) -> int:
         """Loads the newest valid snapshot at or below ``log_end_offset`` (deleting newer or corrupt ones);
-        returns the offset to replay the log from (never below the log start offset)."""
+        returns the offset to replay the log from (never below the log start offset). ``offsets``: the snapshot
+        offsets (sorted) when the caller has just listed the directory."""
         self.reset(log_start_offset)
-        for offset in reversed(self.snapshot_offsets()):
+        for offset in reversed(self.snapshot_offsets() if offsets is None else offsets):
             path = self.snapshot_path(offset)
             if offset > log_end_offset:
                 path.unlink(missing_ok=True)
@@ -384,8 +386,8 @@ class ProducerStateManager:
             if o < offset:
                 self.snapshot_path(o).unlink(missing_ok=True)
 
-    def delete_snapshots_above(self, offset: int) -> None:
-        for o in self.snapshot_offsets():
+    def delete_snapshots_above(self, offset: int, offsets: list[int] | None = None) -> None:
+        for o in self.snapshot_offsets() if offsets is None else offsets:
             if o > offset:
                 self.snapshot_path(o).unlink(missing_ok=True)
 
