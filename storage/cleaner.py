@@ -135,7 +135,8 @@ class LogCleaner:
         overdue = False
         max_lag = log.config.max_compaction_lag_ms
         for seg, end in self._cleanable(log, now_ms):
-            if end <= first_dirty or seg.next_offset <= first_dirty:
+            # Only the segment holding first_dirty needs opening to tell; the bounds decide the others.
+            if end <= first_dirty or (seg.base_offset < first_dirty and seg.next_offset <= first_dirty):
                 clean += seg.size
             else:
                 dirty += seg.size
