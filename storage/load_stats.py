@@ -15,6 +15,7 @@ class LoadStats:
     checkpoints_s: float = 0.0  # recovery-point and log-start-offset checkpoint files
     open_s: float = 0.0  # directories listed, segment files and their (trusted) indexes opened
     recover_s: float = 0.0  # segment scans with index rebuilds
+    flush_s: float = 0.0  # fsync of the re-scanned segments (and their rebuilt indexes) past the recovery point
     producer_state_s: float = 0.0  # producer-state snapshot load and replay of the batches past it
     total_s: float = 0.0  # wall time; the other times are summed over the logs (and threads)
 
@@ -27,6 +28,7 @@ class LoadStats:
         self.bytes_recovered += other.bytes_recovered
         self.open_s += other.open_s
         self.recover_s += other.recover_s
+        self.flush_s += other.flush_s
         self.producer_state_s += other.producer_state_s
 
     def summary(self) -> str:
@@ -34,4 +36,5 @@ class LoadStats:
                 f"opening segments and trusted indexes {self.open_s:.2f} s ({self.segments_trusted} segments; "
                 f"{self.segments_lazy} left to open on first use), "
                 f"segment scan and index rebuild {self.recover_s:.2f} s ({self.segments_recovered} segments, "
-                f"{self.bytes_recovered / 2**20:.1f} MiB), producer state {self.producer_state_s:.2f} s")
+                f"{self.bytes_recovered / 2**20:.1f} MiB), fsync of the re-scanned segments {self.flush_s:.2f} s, "
+                f"producer state {self.producer_state_s:.2f} s")

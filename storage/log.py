@@ -257,10 +257,12 @@ class Log(LogTransactions):
         self.log_start_offset = min(max(log_start_offset, floor), leo)
         if log_start_offset < self.log_start_offset:
             self._unclamped_start = max(log_start_offset, 0)
+        flush_started = time.perf_counter()
         if recovered:
             for seg in self._segments:
                 if seg.loaded and seg.next_offset > recovery_point:
                     seg.flush()
+        flush_s = time.perf_counter() - flush_started
         self.recovery_point = leo if (clean_shutdown or recovered) else min(recovery_point, leo)
         self.leader_epoch_cache.truncate_from_end(leo)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
@@ -272,7 +274,8 @@ class Log(LogTransactions):
             stats.segments_lazy - lazy_before)
         stats.recover_s += recover_s
         stats.producer_state_s += done - replay_started
-        stats.open_s += replay_started - started - recover_s
+        stats.flush_s += flush_s
+        stats.open_s += replay_started - started - recover_s - flush_s
 
     def _reassign_epoch(self, h: BatchHeader) -> None:
         if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
