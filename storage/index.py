@@ -228,9 +228,19 @@ class TimeIndex(_IndexFile):
         self._offsets: array[int] = array("i")
         data = self._read_all() if self.existed else b""
         self._torn = len(data) % self.entry_size != 0
-        for ts, rel in _TIME_ENTRY.iter_unpack(data[: len(data) - len(data) % self.entry_size]):
-            self._timestamps.append(ts)
-            self._offsets.append(rel)
+        n = len(data) // self.entry_size
+        if n:
+            # The two columns cut out with strided slices (12 copies in C, whatever the entry count): a Python
+            # loop per entry was most of opening an active segment.
+            timestamps, offsets = bytearray(8 * n), bytearray(4 * n)
+            for k in range(8):
+                timestamps[k::8] = data[k : n * 12 : 12]
+            for k in range(4):
+                offsets[k::4] = data[8 + k : n * 12 : 12]
+            self._timestamps.frombytes(timestamps)
+            self._offsets = _int32_array(bytes(offsets))
+            if sys.byteorder == "little":
+                self._timestamps.byteswap()
 
     def __len__(self) -> int:
         return len(self._timestamps)

@@ -163,3 +163,18 @@ def test_time_index_lookup_matches_brute_force(steps: list[tuple[int, int]], tar
             below = [e for e in entries if e[0] <= t]
             assert idx.lookup(t) == (below[-1] if below else (-1, 0))
         idx.close()
+        reloaded = TimeIndex(Path(d) / "x.timeindex", 0, 1 << 20)
+        assert reloaded.entries() == entries
+        reloaded.close()
+
+
+def test_time_index_reload_keeps_extreme_entries_and_drops_a_torn_tail(tmp_path: Path) -> None:
+    entries = [(0, 0), (2**31, 1), (2**40 + 7, 2**31 - 2), (2**62, 2**31 - 1)]
+    path = tmp_path / "x.timeindex"
+    path.write_bytes(b"".join(struct.pack(">qi", ts, rel) for ts, rel in entries) + b"\x01\x02\x03")
+    idx = TimeIndex(path, 10, 1 << 20)
+    assert idx.entries() == [(ts, 10 + rel) for ts, rel in entries]
+    assert idx.last_entry == (2**62, 10 + 2**31 - 1)
+    with pytest.raises(CorruptIndexError):
+        idx.sanity_check(2**40)  # torn
+    idx.close()
