@@ -94,7 +94,8 @@ def _write_all(fd: int, data: Buffer) -> None:
 
 
 class LogSegment:
-    """A segment of a partition log. Not thread-safe: the owning Log serialises access."""
+    """A segment of a partition log. Not thread-safe: the owning Log serialises access; only the first use of
+    a lazily loaded segment takes a lock (a partition's fetches may run on several IO workers)."""
 
     # Set by _open(): the files of a lazily loaded segment are opened on first use (see _require).
     _file: io.FileIO

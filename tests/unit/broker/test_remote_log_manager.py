@@ -319,3 +319,29 @@ async def test_a_remote_read_reads_ahead_the_next_position(rlm: RemoteLogManager
     last = await rlm.read("t", 0, chain[-1].start_offset, 1 << 20)
     assert last.records and chain[-1].end_offset + 1 == partition.log.local_log_start_offset
     assert not [key for key in rlm._reads if key[2] > chain[-1].start_offset]  # nothing past the remote part
+
+
+async def test_a_clean_restart_leaves_copied_segments_unopened(rlm: RemoteLogManager, partition: Partition,
+                                                               tmp_path: Path, clock: ManualClock) -> None:
+    """Tiering's copy loop and copy-lag gauge skip copied segments by the next segment's base offset: after a
+    clean restart (segments opened on first use) they open none of them."""
+    keep_local = tiered_config(local_retention_bytes=-1)
+    partition.log.config = keep_local
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    rolled = len(partition.log.segments) - 1
+    assert rolled >= 3 and rlm.stats.copied_segments == rolled
+    partition.log.close(flush=True)
+
+    again = Partition("t", 0, 1, Log(tmp_path / "data" / "t-0", keep_local, clock, clean_shutdown=True))
+    again.apply_state(PartitionState(0, 1, 3, [1], [1], zk_version=1), clock.time_ms())
+    rlm.partitions[TP] = again
+    try:
+        assert not any(s.loaded for s in again.log.segments[:-1])
+        await rlm.run_partition(TP, again)
+        assert rlm.stats.copied_segments == rolled  # nothing copied twice
+        assert rlm.copy_lag() == [("t", 0, 0, 0)]
+        assert not any(s.loaded for s in again.log.segments[:-1])
+        assert len(again.log.segments) - 1 == rolled  # local copies kept (local retention off)
+    finally:
+        again.log.close()
