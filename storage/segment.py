@@ -190,22 +190,26 @@ class LogSegment:
 
     @property
     def file(self) -> io.FileIO:
-        self._require()
+        if not self._loaded:
+            self._require()
         return self._file
 
     @property
     def index(self) -> OffsetIndex:
-        self._require()
+        if not self._loaded:
+            self._require()
         return self._index
 
     @property
     def time_index(self) -> TimeIndex:
-        self._require()
+        if not self._loaded:
+            self._require()
         return self._time_index
 
     @property
     def txn_index(self) -> TransactionIndex:
-        self._require()
+        if not self._loaded:
+            self._require()
         return self._txn_index
 
     @property
@@ -216,12 +220,14 @@ class LogSegment:
 
     @property
     def max_timestamp(self) -> int:
-        self._require()
+        if not self._loaded:
+            self._require()
         return self._max_timestamp
 
     @property
     def offset_of_max_timestamp(self) -> int:
-        self._require()
+        if not self._loaded:
+            self._require()
         return self._offset_of_max_timestamp
 
     @property
@@ -383,7 +389,8 @@ class LogSegment:
 
     def rolling_base_timestamp(self) -> int | None:
         """The first batch's max timestamp (what ``segment.ms`` counts from), None for an empty segment."""
-        self._require()
+        if not self._loaded:
+            self._require()
         if self._size == 0:
             return None
         if self._first_batch_timestamp is None:
@@ -400,7 +407,8 @@ class LogSegment:
         segment_ms: int,
     ) -> bool:
         """Kafka's roll rule: size, time since the first batch (by record timestamps), full index, offset range."""
-        self._require()
+        if not self._loaded:
+            self._require()
         if self._size == 0:
             return append_largest_offset - self.base_offset > INT32_MAX
         if self._size > segment_bytes - append_size:
@@ -419,7 +427,8 @@ class LogSegment:
 
     def on_become_inactive(self) -> None:
         """Called when a newer segment takes over: records the final max timestamp in the time index."""
-        self._require()
+        if not self._loaded:
+            self._require()
         self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
         self._index.flush_buffer()
         self._time_index.flush_buffer()
@@ -448,12 +457,14 @@ class LogSegment:
 
     def header_at(self, position: int) -> BatchHeader | None:
         """The header of the batch starting at ``position`` (a batch boundary); None at or past the end."""
-        self._require()
+        if not self._loaded:
+            self._require()
         return next((h for _, h in self._scan(position, self._size)), None)
 
     def iter_batches(self, start_offset: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) for every batch from the one holding ``start_offset`` (default: the first)."""
-        self._require()
+        if not self._loaded:
+            self._require()
         start = 0
         if start_offset is not None:
             found = self.translate_offset(start_offset)
@@ -505,7 +516,8 @@ class LogSegment:
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch at or after ``start_offset`` whose max timestamp >= timestamp."""
-        self._require()
+        if not self._loaded:
+            self._require()
         _, offset = self._time_index.lookup(timestamp)
         found = self.translate_offset(max(offset, start_offset))
         if found is None:
@@ -516,12 +528,14 @@ class LogSegment:
         return None
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
-        self._require()
+        if not self._loaded:
+            self._require()
         return os.pread(self._fd, header.total_size, position)
 
     def largest_timestamp(self) -> int:
         """The largest record timestamp, or the file's mtime when no batch carries one (Kafka's rule)."""
-        self._require()
+        if not self._loaded:
+            self._require()
         if self._max_timestamp >= 0:
             return self._max_timestamp
         return os.fstat(self._fd).st_mtime_ns // 1_000_000
