@@ -675,6 +675,8 @@ class SocketServer:
             task.cancel()
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._sockets:
+            log.info("stopped accepting connections (%d listening sockets closed)", len(self._sockets))
         for lsock in self._sockets:
             lsock.close()
         self._sockets.clear()

@@ -73,6 +73,9 @@ ROLL_FLUSH_INTERVAL_S = 1.0  # how soon a segment finished by a roll is fsynced 
 # controlled.shutdown.max.retries x controlled.shutdown.retry.backoff.ms + this, whatever ZooKeeper is doing.
 # The log flush and the clean-shutdown marker come after and are never skipped.
 SHUTDOWN_GRACE_S = 5.0
+# Of that grace, what handing the controller role on may take (a ZooKeeper delete and closing the controller's
+# broker connections); the ZooKeeper session's end removes /controller anyway.
+CONTROLLER_RESIGN_S = 2.0
 
 
 async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
@@ -464,6 +467,9 @@ class BrokerServer:
                       * int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000)
             await _bounded("controlled shutdown", self.zk_mode.controlled_shutdown(), time.monotonic() + budget)
         deadline = time.monotonic() + SHUTDOWN_GRACE_S
+        if self.zk_mode is not None:  # first, so clients are never sent to a controller that stopped serving
+            await _bounded("controller resignation", self.zk_mode.resign_controller(),
+                           min(deadline, time.monotonic() + CONTROLLER_RESIGN_S))
         if self.remote_log_manager is not None:
             await _bounded("remote log manager", self.remote_log_manager.close(), deadline)
         for task in self._tasks:

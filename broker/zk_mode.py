@@ -279,6 +279,11 @@ class ZkMode:
         log.warning("controlled shutdown did not complete; shutting down anyway")
         return False
 
+    async def resign_controller(self) -> None:
+        """Shutdown: if this broker is the controller, another one takes over now (Controller.retire)."""
+        if self.controller is not None:
+            await self.controller.retire()
+
     async def _ask_controller(self, broker_id: int) -> tuple[ErrorCode, list[TopicPartition]]:
         controller_id = await self.zk.controller_id()
         if controller_id == -1:

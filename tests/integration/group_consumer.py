@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import signal
 import sys
 import time
@@ -39,6 +41,22 @@ class Out:
         self.f.flush()
 
 
+def kafka_python_metadata_before_join(consumer: Any) -> None:
+    """Fetch the subscribed topics' metadata before kafka-python's first JoinGroup.
+
+    kafka-python 3.0.12 loses a rebalance it started itself. Its coordinator keeps a "metadata snapshot" of the
+    subscribed topics, rebuilt only when a Metadata answer arrives *after* subscribe(). If the first JoinGroup goes
+    out before that answer, the leader assigns from an empty snapshot, sees the snapshot change, and rejoins. When
+    that rejoin's SyncGroup answer lands just after poll()'s timeout (seen in 1 of 4 runs on a loaded machine),
+    the assignment is never applied and, because only that rejoin wanted it, nothing retries: the member stays in
+    the group without heartbeats or partitions until its session expires, and never rejoins (its debug log:
+    "need_rejoin: False", heartbeat disabled, SyncGroup answered with error 0). A full Metadata fetch after
+    subscribe() (what topics() does, waiting for the answer) builds the snapshot before the first join, so the
+    leader's assignment matches it and the self-made rejoin never happens.
+    """
+    consumer.topics()
+
+
 def run_kafka_python(bootstrap: str, topic: str, group: str, out: Out, stop: list[bool]) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
     from kafka.errors import KafkaError
@@ -53,12 +71,8 @@ def run_kafka_python(bootstrap: str, topic: str, group: str, out: Out, stop: lis
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
                              heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=20000)
-    # Know the topic's partitions before the first JoinGroup. Without them kafka-python 3.0.12 assigns nothing,
-    # rejoins at once when the metadata arrives, and in about 1 of 8 such rejoins (seen under load) never applies
-    # the second SyncGroup answer: no heartbeats, no assignment, forever. The broker's answers in those runs were
-    # right (kafka-python's own debug log: generation 2, SyncGroup error 0 with all partitions, 3 ms).
-    consumer.partitions_for_topic(topic)
     consumer.subscribe([topic], listener=Listener())
+    kafka_python_metadata_before_join(consumer)
     while not stop[0]:
         batch = consumer.poll(timeout_ms=200)
         items = [[r.partition, r.offset, r.value.decode()] for recs in batch.values() for r in recs]
@@ -87,11 +101,6 @@ async def run_aiokafka(bootstrap: str, topic: str, group: str, out: Out, stop: l
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                 enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
                                 heartbeat_interval_ms=HEARTBEAT_MS, max_poll_interval_ms=20000)
-    # Know the topic's partitions before the first JoinGroup. Without them kafka-python 3.0.12 assigns nothing,
-    # rejoins at once when the metadata arrives, and in about 1 of 8 such rejoins (seen under load) never applies
-    # the second SyncGroup answer: no heartbeats, no assignment, forever. The broker's answers in those runs were
-    # right (kafka-python's own debug log: generation 2, SyncGroup error 0 with all partitions, 3 ms).
-    consumer.partitions_for_topic(topic)
     consumer.subscribe([topic], listener=Listener())
     await consumer.start()
     while not stop[0]:
@@ -184,6 +193,9 @@ async def run_moldau(bootstrap: str, topic: str, group: str, out: Out, stop: lis
 def main() -> int:
     client, bootstrap, topic, group, path = sys.argv[1:6]
     out = Out(path)
+    # The client's own log on stderr: the test prints its tail when a member misbehaves.
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("GROUP_CONSUMER_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(threadName)s %(name)s %(levelname)s %(message)s")
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     if client == "kafka-python":

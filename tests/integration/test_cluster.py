@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -396,6 +397,39 @@ def test_sigterm_moves_leaderships_before_exit(cluster: Cluster) -> None:
     # It handed its partitions over and took none back: a follower it became after that would fetch at the new
     # leader epoch and be taken back into the ISR just before it exits.
     assert "follower now" not in text[text.index(f"Moldau broker {victim} shutting down"):]
+
+
+def test_a_stopping_controller_hands_the_role_on_before_it_stops_serving(cluster: Cluster) -> None:
+    """SIGTERM of the controller: /controller stops naming it before its listeners close.
+
+    Left to the end of its ZooKeeper session, /controller named a broker that refused connections for as long as
+    the rest of its shutdown took (5 s under load), and librdkafka's admin client, which looks the controller up
+    only when none is named, timed out waiting for it."""
+    cluster.start([1, 2, 3])
+    old = cluster.controller()
+    old_epoch = cluster.controller_epoch()
+    victim = cluster.brokers[old]
+    host, port = victim.bootstrap.split(":")
+    victim.proc.send_signal(signal.SIGTERM)
+
+    def refused() -> bool:
+        try:
+            socket.create_connection((host, int(port)), timeout=1).close()
+            return False
+        except OSError:
+            return True
+
+    wait_until(refused, 30, "the stopping broker to refuse connections", interval=0.01)
+    # Read after the refusal: by then the role must have been handed on (deleted, or already taken over).
+    assert not cluster.kazoo.exists("/controller") or cluster.controller() != old
+    assert victim.proc.wait(timeout=30) == 0
+    new = wait_until(lambda: cluster.kazoo.exists("/controller") and cluster.controller() != old and
+                     cluster.controller(), 20, "a new controller")
+    assert cluster.controller_epoch() == old_epoch + 1
+    text = victim.stderr_text()
+    assert text.index("resigned as controller") < text.index("stopped accepting connections")
+    survivor = next(b for i, b in cluster.brokers.items() if i not in (old, new))
+    wait_until(lambda: metadata(survivor)["controller_id"] == new, 15, "the survivor to name the new controller")
 
 
 # ------------------------------------------------------------------------------------------------ ZooKeeper faults

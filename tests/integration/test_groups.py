@@ -210,8 +210,8 @@ def _kp_consumer(bootstrap: str, group: str, topic: str) -> Any:
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=1000)
-    consumer.partitions_for_topic(topic)  # metadata before the first join: see group_consumer.py
     consumer.subscribe([topic])
+    consumer.topics()  # metadata after subscribe(), before the first join: see group_consumer.py
     return consumer
 
 
