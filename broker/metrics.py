@@ -79,10 +79,12 @@ from contextlib import contextmanager
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from moldau.broker.request_metrics import RequestMetrics
 
 log = logging.getLogger(__name__)
 
@@ -286,28 +288,9 @@ class BrokerMetrics:
         Gauge("moldau_network_processor_avg_idle_ratio",
               "Share of the last window the event loop was not busy with network processing (0 = saturated)",
               registry=r).set_function(self.network_idle.idle_ratio)
-        self.requests_total = Counter("moldau_requests_total", "Requests handled, by API", ["api"],
-                                      registry=r)
-        self.request_latency = Histogram(
-            "moldau_request_latency_seconds", "Time from reading a request to writing its response, by API",
-            ["api"], registry=r, buckets=LATENCY_BUCKETS)
-        self.request_queue_time = Histogram(
-            "moldau_request_queue_time_seconds", "Time a request waited in the request queue for a worker, by API",
-            ["api"], registry=r, buckets=LATENCY_BUCKETS)
-        self.request_local_time = Histogram(
-            "moldau_request_local_time_seconds", "Time a worker spent decoding a request and running its handler "
-            "up to its answer or the point it parked the request, by API", ["api"], registry=r,
-            buckets=LATENCY_BUCKETS)
-        self.request_remote_time = Histogram(
-            "moldau_request_remote_time_seconds", "Time a request waited after its handler returned (purgatory: "
-            "acks=all produce, long-poll fetch; or another awaited step such as ZooKeeper), by API", ["api"],
-            registry=r, buckets=LATENCY_BUCKETS)
-        self.response_queue_time = Histogram(
-            "moldau_response_queue_time_seconds", "Time from a response being ready to its connection resuming "
-            "to write it, by API", ["api"], registry=r, buckets=LATENCY_BUCKETS)
-        self.response_send_time = Histogram(
-            "moldau_response_send_time_seconds", "Time to encode a response and write it to the socket "
-            "(sendfile included), by API", ["api"], registry=r, buckets=LATENCY_BUCKETS)
+        # moldau_requests_total and the request-time histograms: a collector of its own, cheap to record
+        self.requests = RequestMetrics(LATENCY_BUCKETS)
+        r.register(self.requests)
         self.bytes_in_total = Counter("moldau_bytes_in_total", "Bytes read from client sockets", registry=r)
         self.bytes_out_total = Counter("moldau_bytes_out_total",
                                        "Bytes written to client sockets, sendfile included", registry=r)
@@ -392,7 +375,6 @@ class BrokerMetrics:
         self.client_quotas = _ClientQuotaCollector()
         r.register(self.client_quotas)
         r.register(self.consumer_group_lag)
-        self._per_api: dict[str, tuple[Any, ...]] = {}
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -402,21 +384,7 @@ class BrokerMetrics:
                      remote: float = 0.0, response_queue: float = 0.0, send: float = 0.0) -> None:
         """Count one request of `api` (e.g. "Produce") that took `seconds` from read to response written, split
         as Kafka's RequestMetrics (queue + local + remote + response_queue + send = seconds)."""
-        children = self._per_api.get(api)
-        if children is None:  # labels() costs a lock and a lookup per call: resolve each API's series once
-            children = self._per_api[api] = (
-                self.requests_total.labels(api), self.request_latency.labels(api),
-                self.request_queue_time.labels(api), self.request_local_time.labels(api),
-                self.request_remote_time.labels(api), self.response_queue_time.labels(api),
-                self.response_send_time.labels(api))
-        count, total, q, lo, rem, rq, snd = children
-        count.inc()
-        total.observe(seconds)
-        q.observe(queue)
-        lo.observe(local)
-        rem.observe(remote)
-        rq.observe(response_queue)
-        snd.observe(send)
+        self.requests.record(api, seconds, queue, local, remote, response_queue, send)
 
     def handler_busy(self, seconds: float) -> None:
         """A request-handler worker was busy for `seconds`, ending now."""
