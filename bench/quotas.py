@@ -8,14 +8,18 @@ For each client library (confluent-kafka, kafka-python, aiokafka, Moldau's) and 
   * produce: ``producer_byte_rate=1048576`` on one client id; 8 KiB records as fast as the client takes them;
   * fetch: ``consumer_byte_rate=1048576``; a consumer re-reading a 64 MiB topic from the start, again and again;
   * request: ``request_percentage`` (default 0.02) on a tight loop of Metadata requests;
-first the unthrottled client alone (``--alone-s``), then the throttled and the unthrottled client together: from
-the throttled client's first answer plus ``--warmup-s`` (which holds the first-window allowance, quota x (num - 1)
-x size, that a new client gets at once, as in Kafka) both are measured over ``--seconds``. Each client runs in a process of its own (so one client's GIL or
-event loop cannot slow the other). Rates are what the clients count (bytes acknowledged / records' bytes
+first the unthrottled client alone, then the throttled and the unthrottled client together: from the throttled
+client's first answer plus ``--warmup-s`` (which holds the first-window allowance, quota x (num - 1) x size, that
+a new client gets at once, as in Kafka) both are measured over ``--seconds``; alone, the client is measured over
+the same part of its run (from its start plus ``--warmup-s``, for ``--seconds``). Each client runs in a process of
+its own (so one client's GIL or event loop cannot slow the other). Rates are what the clients count (bytes acknowledged / records' bytes
 received / Metadata answers); the throttled client's request time is the broker's
 ``moldau_client_quota_recorded_total`` over the same interval. "throttle" is the largest throttle time the
 throttled client itself saw (librdkafka's throttle_cb, kafka-python's throttle log, the responses aiokafka's
-connection returned, Moldau's connection total) and the throttle time the broker imposed on it.
+connection returned, Moldau's connection total) and the throttle time the broker imposed on it. "CPU" is each
+process's share of a core over the same intervals (the client's own process time, every thread; the broker's from
+/proc/<pid>/stat): on a 2-core machine it tells a neighbour slowed by the broker from one slowed by the throttled
+client process's own CPU use.
 """
 
 from __future__ import annotations
@@ -54,6 +58,12 @@ BUFFER = 16 * 1048576
 # producer hit OUT_OF_ORDER_SEQUENCE_NUMBER and stalled (also on main: reported, not this benchmark's subject).
 BATCH = 1048576
 STARTUP_S = 8.0  # the together phase's slack for client start-up
+# The produce topic keeps only its last 512 MiB (64 MiB segments, retention checked every second). An unthrottled
+# producer writes 200-500 MiB/s: unbounded, the log grew by gigabytes per phase, the page cache filled and each
+# write began to pay for reclaim, so a producer alone for 40 s averaged half its rate over 10 s. That decay fell
+# on the later, together phase and read as the throttled neighbour's doing (0.33-0.38x in confluent's row).
+PRODUCE_TOPIC_CONFIG = {"segment.bytes": str(64 << 20), "retention.bytes": str(512 << 20)}
+BROKER_OVERRIDES = {"log.retention.check.interval.ms": "1000"}
 
 
 def log(msg: str) -> None:
@@ -62,14 +72,15 @@ def log(msg: str) -> None:
 
 # ------------------------------------------------------------------------------------------------- workers
 class Counter:
-    """A running count (bytes or requests) sampled every 0.25 s with its monotonic time (one clock for every
-    process on the machine), plus the largest throttle time the client reported."""
+    """A running count (bytes or requests) and the process's CPU time, sampled every 0.25 s with their monotonic
+    time (one clock for every process on the machine), plus the largest throttle time the client reported."""
 
     def __init__(self) -> None:
         self.count = 0
         self.throttle_max_ms = 0.0
         self.throttled = 0
         self.samples: list[tuple[float, int]] = []
+        self.cpu: list[tuple[float, float]] = []  # (monotonic time, CPU seconds of this process so far)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -81,13 +92,18 @@ class Counter:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.25):
-            self.samples.append((time.monotonic(), self.count))
+            self._take()
+
+    def _take(self) -> None:
+        now = time.monotonic()
+        self.samples.append((now, self.count))
+        self.cpu.append((now, time.process_time()))  # every thread of the process (librdkafka's too)
 
     def report(self) -> None:
         self._stop.set()
         self._thread.join()
-        self.samples.append((time.monotonic(), self.count))
-        print(json.dumps({"samples": self.samples, "throttle_max_ms": self.throttle_max_ms,
+        self._take()
+        print(json.dumps({"samples": self.samples, "cpu": self.cpu, "throttle_max_ms": self.throttle_max_ms,
                           "throttled": self.throttled}), flush=True)
 
 
@@ -346,6 +362,33 @@ def rate_between(result: dict[str, Any], t0: float, t1: float) -> float:
     return (at(t1) - at(t0)) / (t1 - t0)
 
 
+class CpuWatch:
+    """Samples a process's CPU seconds (user + system, /proc/<pid>/stat) every 0.25 s in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self._stop.wait(0.25):
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            self.samples.append((time.monotonic(), (int(fields[11]) + int(fields[12])) / tick))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cpu_between(samples: list[Any], t0: float, t1: float) -> float:
+    """Share of one core used between t0 and t1, from (time, CPU seconds so far) samples."""
+    return rate_between({"samples": samples}, t0, t1)
+
+
 def broker_metric(broker: BrokerProcess, name: str, quota: str, client_id: str) -> float:
     m = re.search(rf'^{name}{{client_id="{client_id}",quota="{quota}",user=""}} (\S+)$', broker.fetch_metrics(),
                   re.M)
@@ -364,6 +407,10 @@ class Row:
     alone: float  # the unthrottled client's rate alone
     together: float  # ... next to the throttled one
     load: tuple[float, float]  # the machine's 1-minute load average after the alone and the together phase
+    # Shares of a core over the measured intervals: (unthrottled client, broker) alone; (throttled client,
+    # unthrottled client, broker) together.
+    cpu_alone: tuple[float, float] = (0.0, 0.0)
+    cpu_together: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: argparse.Namespace) -> Row:
@@ -373,8 +420,16 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
     slow, fast = f"slow-{tag}", f"fast-{tag}"
     key = QUOTAS[quota]
     start = time.monotonic() + 3.0  # process start-ups
-    alone = finish(start_worker(client, quota, broker.bootstrap, f"alone-{tag}", start + args.alone_s))
-    alone_rate = rate_between(alone, start + 2.0, start + args.alone_s)
+    watch = CpuWatch(broker.pid)
+    # Alone, the client is measured over the same part of its life as beside the throttled one: from its start-up
+    # plus the warm-up, for --seconds (a producer's first seconds run faster than its later ones: see
+    # PRODUCE_TOPIC_CONFIG), unless --alone-s asks for a short alone phase measured from its 2nd second.
+    a0, a1 = (start + 2.0, start + args.alone_s) if args.alone_s else \
+        (start + 2.0 + args.warmup_s, start + 2.0 + args.warmup_s + args.seconds)
+    alone = finish(start_worker(client, quota, broker.bootstrap, f"alone-{tag}", a1))
+    watch.stop()
+    alone_rate = rate_between(alone, a0, a1)
+    cpu_alone = (cpu_between(alone["cpu"], a0, a1), cpu_between(watch.samples, a0, a1))
     load_alone = os.getloadavg()[0]
     recorded: list[tuple[float, float]] = []  # the broker's running total for the throttled client
     with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
@@ -384,12 +439,14 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
             # start on the loaded machine, and its first-window allowance must not fall into the measurement).
             until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
             procs = [start_worker(client, quota, broker.bootstrap, cid, until) for cid in (slow, fast)]
+            watch = CpuWatch(broker.pid)
             while time.monotonic() < until:
                 recorded.append((time.monotonic(),
                                  broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)))
                 time.sleep(0.5)
             load_together = os.getloadavg()[0]
             throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
+            watch.stop()
             slow_r, fast_r = (finish(p) for p in procs)
         finally:
             admin.alter_client_quotas([({"client-id": slow}, {key: None})])
@@ -407,7 +464,9 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
         throttled = rate_between(slow_r, m0, m1)
         with_warmup = rate_between(slow_r, first, m1)
     row = Row(client, quota, bound, throttled, with_warmup, slow_r["throttle_max_ms"], throttle_s, alone_rate,
-              rate_between(fast_r, m0, m1), (load_alone, load_together))
+              rate_between(fast_r, m0, m1), (load_alone, load_together), cpu_alone,
+              (cpu_between(slow_r["cpu"], m0, m1), cpu_between(fast_r["cpu"], m0, m1),
+               cpu_between(watch.samples, m0, m1)))
     log(f"{row}")
     return row
 
@@ -417,8 +476,9 @@ def prefill(bootstrap: str, mib: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for t in (TOPIC, READ_TOPIC):
-        admin.create_topics([NewTopic(t, num_partitions=1, replication_factor=1)])[t].result(30)
+    admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=1, config=PRODUCE_TOPIC_CONFIG)]
+                        )[TOPIC].result(30)
+    admin.create_topics([NewTopic(READ_TOPIC, num_partitions=1, replication_factor=1)])[READ_TOPIC].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for _ in range(mib * 1048576 // len(VALUE)):
         while True:
@@ -448,7 +508,8 @@ def main() -> None:
     ap.add_argument("--request-percentage", type=float, default=0.02)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup-s", type=float, default=5.0)
-    ap.add_argument("--alone-s", type=float, default=10.0)
+    ap.add_argument("--alone-s", type=float, default=None,
+                    help="a short alone phase instead (measured from its 2nd second to its end)")
     ap.add_argument("--read-topic-mib", type=int, default=64)
     # worker mode (one client in its own process)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -462,7 +523,7 @@ def main() -> None:
         run_worker(args)
         return
     root = Path(tempfile.mkdtemp(prefix="moldau-bench-quotas-"))
-    broker = BrokerProcess(root / "broker")
+    broker = BrokerProcess(root / "broker", overrides=BROKER_OVERRIDES)
     rows: list[Row] = []
     try:
         broker.start()
@@ -479,14 +540,17 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\nquota windows 11 x 1 s; measured over {args.seconds:.0f} s after a {args.warmup_s:.0f} s warm-up\n")
     print("| client | quota | throttled client | vs quota | incl. warm-up | throttle seen by client (max) | "
-          "broker throttle total | unthrottled alone | unthrottled beside | ratio | load avg (alone, beside) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "broker throttle total | unthrottled alone | unthrottled beside | ratio | load avg (alone, beside) | "
+          "CPU alone: unthrottled, broker | CPU beside: throttled, unthrottled, broker |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         name = f"{QUOTAS[r.quota]}={r.bound:.0f}" if r.quota != "request" else f"{QUOTAS[r.quota]}={r.bound:g}"
         print(f"| {r.client} | {name} | {fmt_rate(r.quota, r.throttled)} | {r.throttled / r.bound:.2f}x | "
               f"{r.throttled_with_warmup / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
               f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, r.alone)} | {fmt_alone(r.quota, r.together)} | "
-              f"{r.together / r.alone:.2f} | {r.load[0]:.0f}, {r.load[1]:.0f} |" if r.alone else f"{r} |")
+              f"{r.together / r.alone:.2f} | {r.load[0]:.0f}, {r.load[1]:.0f} | "
+              + ", ".join(f"{v:.2f}" for v in r.cpu_alone) + " | " + ", ".join(f"{v:.2f}" for v in r.cpu_together)
+              + " |" if r.alone else f"{r} |")
 
 
 if __name__ == "__main__":
