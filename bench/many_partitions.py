@@ -6,9 +6,13 @@
 Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --session-timeout-ms), then:
   * create: ``--topics`` topics with ``--partitions`` partitions in all (RF ``--rf``, min.insync.replicas=2 when
     RF > 1); time from CreateTopics until every partition has a leader and a full ISR in a Metadata answer;
-  * throughput: ``--records`` records of 100 B with confluent-kafka (acks=all, linger.ms=5), spread round-robin
-    over the 10 partitions of a small topic, then over every partition; then one consumer reads them all back
-    (records/s of each side, and the ratio many/10);
+  * throughput: ``--records`` records of 100 B (acks=all, linger.ms=5), spread round-robin over the 10 partitions
+    of a small topic, then over every partition; then one consumer reads them all back (records/s of each side,
+    and the ratio many/10). ``--client confluent`` (default) uses confluent-kafka: librdkafka puts one partition
+    in each ProduceRequest (its issue #1700), so over 10,000 partitions it sends a request per batch of one or two
+    records and the phase measures the broker's request rate. ``--client moldau`` uses Moldau's own client, which,
+    like the Java client, kafka-python and aiokafka, puts every ready partition of one leader in one request, so
+    the phase measures the broker's cost per partition;
   * RSS of each broker (and per partition replica) after the traffic;
   * failover: SIGKILL of one broker (``--kill follower``: one that is not the controller, ``controller``: the
     controller); time until every partition has a live leader in Metadata, and until one acks=all record has
@@ -80,6 +84,45 @@ def producer(bootstrap: str, records: int, timeout_ms: int = 300000) -> Producer
                      "queue.buffering.max.messages": max(records + 1000, 100000),
                      "queue.buffering.max.kbytes": 2097151, "compression.type": "none",
                      "message.timeout.ms": timeout_ms, "request.timeout.ms": 120000, "sticky.partitioning.linger.ms": 0})
+
+
+def produce_moldau(bootstrap: str, targets: list[tuple[str, int]], records: int) -> float:
+    from moldau import Producer as MoldauProducer
+
+    with MoldauProducer(bootstrap_servers=bootstrap, acks=-1, linger_ms=5, batch_size=1048576,
+                        buffer_memory=1 << 30, max_request_size=8 << 20, request_timeout_ms=120000,
+                        delivery_timeout_ms=300000) as p:
+        p.send(targets[0][0], VALUE, partition=targets[0][1]).get(60)  # metadata and connections first
+        start = time.perf_counter()
+        n = len(targets)
+        futures = []
+        for i in range(records):
+            topic, part = targets[i % n]
+            futures.append(p.send(topic, VALUE, partition=part))
+        p.flush(600)
+        elapsed = time.perf_counter() - start
+    failed = [f for f in futures if f.exception() is not None]
+    if failed:
+        raise RuntimeError(f"{len(failed)} records failed, e.g. {failed[0].exception()}")
+    return records / elapsed
+
+
+def consume_moldau(bootstrap: str, targets: list[tuple[str, int]], records: int) -> float:
+    from moldau import Consumer as MoldauConsumer
+
+    c = MoldauConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest",
+                       fetch_max_wait_ms=100, max_poll_records=100_000)
+    c.assign(targets)
+    got = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 600
+    while got < records and time.monotonic() < deadline:
+        got += len(c.poll(timeout_ms=500))
+    elapsed = time.perf_counter() - start
+    c.close(autocommit=False)
+    if got < records:
+        raise RuntimeError(f"consumed {got} of {records}")
+    return records / elapsed
 
 
 def produce(bootstrap: str, targets: list[tuple[str, int]], records: int) -> float:
@@ -181,14 +224,15 @@ def run(args: argparse.Namespace) -> str:
         ten = [("ten", p) for p in range(10)]
         many = [(n, p) for n, k in sizes.items() for p in range(k)]
         log(f"produce {args.records:,} x 100 B over 10 partitions ...")
-        p10 = produce(bootstrap, ten, args.records)
+        put, get = (produce_moldau, consume_moldau) if args.client == "moldau" else (produce, consume)
+        p10 = put(bootstrap, ten, args.records)
         log(f"produce {args.records:,} x 100 B over {len(many):,} partitions ...")
-        pmany = produce(bootstrap, many, args.records)
+        pmany = put(bootstrap, many, args.records)
         log("consume both ...")
-        c10 = consume(bootstrap, ten, args.records)
-        cmany = consume(bootstrap, many, args.records)
-        rows.append(f"{'acks=all, linger.ms=5':<24} {'10 partitions':>15} {f'{len(many):,} partitions':>18} "
-                    f"{'ratio':>6}")
+        c10 = get(bootstrap, ten, args.records)
+        cmany = get(bootstrap, many, args.records)
+        rows.append(f"{f'{args.client}, acks=all, linger.ms=5':<24} {'10 partitions':>15} "
+                    f"{f'{len(many):,} partitions':>18} {'ratio':>6}")
         rows.append(f"{'produce records/s':<24} {p10:>15,.0f} {pmany:>18,.0f} {pmany / p10:>6.2f}")
         rows.append(f"{'consume records/s':<24} {c10:>15,.0f} {cmany:>18,.0f} {cmany / c10:>6.2f}")
         rss = [b.rss_bytes() for b in brokers]
@@ -226,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--kill", choices=("follower", "controller"), default="follower")
+    parser.add_argument("--client", choices=("confluent", "moldau"), default="confluent",
+                        help="the client of the throughput phase (see above)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up (brokers, ZooKeeper, files)
     print(run(args))
