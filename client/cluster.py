@@ -375,10 +375,7 @@ class Cluster:
                     errors[node_id] = str(exc)
                 launch()  # one failed, or none answered within the stagger: start the next as well
         finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await cancel_and_wait(pending)
         ordered = [errors[n] for n in candidates if n in errors]
         raise NoBrokersAvailableError("no broker reachable: " + "; ".join(ordered))
 
