@@ -4,8 +4,9 @@ its own cancellation (it used to end "in time" with no warning after taking the 
 that does not end at the first cancel (Python 3.11's wait_for loses a cancel that arrives as the awaited operation
 completes: the task goes back to waiting on its queue).
 
-The stand-in tasks below play those faults; the code under test (`_bounded`, `BrokerSender`) is the real one.
-Every wait is bounded; a stuck task is released at the end of its test.
+The stand-in tasks below play those faults; the code under test (`_bounded`, `BrokerSender`) is the real one, and
+the last test drives a real sender into that lost cancel against an in-process peer. Every wait is bounded; a
+stuck task is released at the end of its test.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from moldau.broker.controller.zk_data import BrokerInfo
 from moldau.broker.server import _bounded
 from moldau.connection import api_for
 from moldau.protocol.api import ApiKey
+from tests.unit.client.test_connection_faults import Peer, metadata_request, metadata_response
 
 
 @pytest.fixture
@@ -170,3 +172,44 @@ async def test_a_sender_retrying_a_refused_broker_stops_at_once(caplog: pytest.L
     t0 = time.monotonic()
     await asyncio.wait_for(sender.stop(), 3.0)
     assert time.monotonic() - t0 < 0.5 and task.done()
+
+
+async def test_a_sender_cancelled_as_its_answer_arrives_stops() -> None:
+    """The lost cancel itself: the sender task is cancelled in the loop iteration its response completes in (a
+    callback on the response future, added before the peer answers). With wait_for around the send, Python 3.11
+    returned the response, the sender went back to its queue and stop() waited for its caller's deadline."""
+    answer, done = asyncio.Event(), asyncio.Event()
+
+    async def peer_script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = Peer(reader, writer)
+        try:
+            await peer.handshake()
+            req = await peer.read_request()
+            await answer.wait()
+            peer.respond(req, metadata_response("t"))
+            await done.wait()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(peer_script, "127.0.0.1", 0)
+    try:
+        sender = BrokerSender(BrokerInfo(7, "127.0.0.1", int(server.sockets[0].getsockname()[1])), "controller-1",
+                              timeout_s=5.0)
+        sender.start()
+        task = sender.task
+        assert task is not None
+        sender.queue.put_nowait(QueuedRequest(api_for(ApiKey.METADATA), metadata_request("t")))
+        deadline = time.monotonic() + 5.0
+        while sender._conn is None or not sender._conn._pending:  # the request is out, its answer awaited
+            assert time.monotonic() < deadline and not task.done(), "the sender never sent its request"
+            await asyncio.sleep(0.01)
+        (pending,) = sender._conn._pending.values()
+        pending.future.add_done_callback(lambda _: task.cancel())
+        answer.set()
+        ended, _ = await asyncio.wait({task}, timeout=3.0)
+        assert ended and task.cancelled()
+        await sender.stop()
+    finally:
+        done.set()
+        server.close()
+        await server.wait_closed()
