@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from moldau.broker.request_channel import Request, RequestChannel
 from moldau.protocol.types import DecodeError
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.handlers")
 
@@ -42,9 +43,7 @@ class HandlerPool:
         self._workers = [asyncio.create_task(self._run(i)) for i in range(self.num_workers)]
 
     async def stop(self) -> None:
-        for w in self._workers:
-            w.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        await cancel_and_wait(self._workers)
         for fut in list(self._pending):
             fut.cancel()
 

@@ -23,6 +23,7 @@ from moldau.broker.metrics import BrokerMetrics
 from moldau.storage.cleaner import CleanJob, JobResult, LogCleaner, UncleanableError, run_job
 from moldau.storage.config import Clock
 from moldau.storage.log_manager import LogManager
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +76,7 @@ class CleanerService:
                 await resized.wait()
                 resized.clear()
         finally:
-            for task in workers.values():
-                task.cancel()
-            await asyncio.gather(*workers.values(), return_exceptions=True)
+            await cancel_and_wait(workers.values())
 
     async def _run(self, job: CleanJob) -> JobResult | None:
         if not self.isolate:

@@ -120,7 +120,8 @@ class MetadataCache(MetadataStore):
             if remaining <= 0:
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for: see moldau.tasks
+                    await self._changed.wait()
             except TimeoutError:
                 return predicate()
         return True

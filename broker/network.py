@@ -54,6 +54,7 @@ from moldau.protocol.header import (
 from moldau.protocol.messages.api_versions import API_VERSIONS
 from moldau.protocol.schema import assemble
 from moldau.protocol.types import INT16, INT32, DecodeError
+from moldau.tasks import cancel_and_wait
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import ApiVersionsResponseApiKeys
@@ -683,8 +684,4 @@ class SocketServer:
 
     async def close_all(self) -> None:
         self.stop_accepting()
-        tasks = [c.task for c in list(self.connections) if c.task is not None]
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait([c.task for c in list(self.connections) if c.task is not None])

@@ -52,6 +52,7 @@ from moldau.storage.remote.reader import (
 )
 from moldau.storage.remote.segments import segment_data, segment_metadata
 from moldau.storage.txn_index import AbortedTxn
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +151,7 @@ class RemoteLogManager:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
         for read in list(self._reads.values()):
             read.cancel()
         await self.metadata.close()
@@ -188,7 +187,8 @@ class RemoteLogManager:
                     log.warning("tiered storage task of %s-%d failed (retry in %.1f s): %r", tp[0], tp[1], delay,
                                 exc)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.task_interval_ms / 1000)
+                async with asyncio.timeout(self.task_interval_ms / 1000):  # not wait_for: see moldau.tasks
+                    await self._wake.wait()
             self._wake.clear()
 
     # ------------------------------------------------------------------ leader tasks

@@ -26,6 +26,7 @@ from moldau.storage.remote.metadata import (
     metadata_partition,
     record_key,
 )
+from moldau.tasks import cancel_and_wait
 
 if TYPE_CHECKING:  # the client library loads when the manager starts: the broker imports only its connection layer
     from moldau.aio import Consumer, Producer
@@ -100,9 +101,7 @@ class TopicBasedRemoteLogMetadataManager:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task])
         if self._consumer is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.close(autocommit=False)
@@ -150,7 +149,8 @@ class TopicBasedRemoteLogMetadataManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         try:
-            await asyncio.wait_for(self.started.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: see moldau.tasks
+                await self.started.wait()
         except TimeoutError:
             return False
         assert self._consumer is not None
@@ -164,5 +164,6 @@ class TopicBasedRemoteLogMetadataManager:
             if remaining <= 0:
                 return False
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._progress.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await self._progress.wait()
         return True

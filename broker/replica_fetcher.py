@@ -29,6 +29,7 @@ from moldau.security import ClientSecurity
 from moldau.storage.errors import StorageError
 from moldau.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from moldau.storage.log import EARLIEST_LOCAL_TIMESTAMP
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.replica_fetcher")
 
@@ -119,8 +120,7 @@ class Fetcher:
         self.lag.pop(tp, None)
 
     async def stop(self) -> None:
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
         await self._close()
 
     async def _close(self) -> None:

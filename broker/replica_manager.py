@@ -29,6 +29,7 @@ from moldau.storage.errors import DuplicateSequence, OffsetOutOfRangeError, Stor
 from moldau.storage.log_manager import LogManager
 from moldau.storage.segment import FileRegion
 from moldau.storage.txn_index import AbortedTxn
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.replica_manager")
 
@@ -328,7 +329,8 @@ class ReplicaManager:
         self._hw_waiters.setdefault(tp, []).append((offset, fut))
         self._check_hw_waiters(tp)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):  # not wait_for: see moldau.tasks
+                return await asyncio.shield(fut)
         except TimeoutError:
             fut.cancel()
             return ErrorCode.REQUEST_TIMED_OUT
@@ -552,9 +554,7 @@ class ReplicaManager:
         self.log_manager.write_high_watermarks(self.high_watermarks())
 
     async def shutdown(self) -> None:
-        for task in list(self._isr_tasks):
-            task.cancel()
-        await asyncio.gather(*self._isr_tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._isr_tasks))
 
     # ------------------------------------------------------------------ metrics
     def under_replicated_count(self) -> int:

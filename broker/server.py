@@ -57,6 +57,7 @@ from moldau.broker.security.listener_config import listener_security
 from moldau.broker.zk_mode import ZkMode
 from moldau.storage.config import SystemClock
 from moldau.storage.log_manager import LogManager
+from moldau.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from moldau.broker.controller.controller import Controller
@@ -76,16 +77,47 @@ SHUTDOWN_GRACE_S = 5.0
 # Of that grace, what handing the controller role on may take (a ZooKeeper delete and closing the controller's
 # broker connections); the ZooKeeper session's end removes /controller anyway.
 CONTROLLER_RESIGN_S = 2.0
+# How long a step cancelled at its deadline may take to end before it is left running, and the duration from
+# which a step that ended in time is still logged (a step that eats most of the grace names itself).
+STEP_CANCEL_WAIT_S = 0.25
+SLOW_STEP_S = 0.5
 
 
 async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
-    """Awaits one shutdown step until `deadline` (monotonic); a step that overruns or fails is logged and left."""
+    """Awaits one shutdown step until `deadline` (monotonic), then cancels it and goes on.
+
+    Every outcome but a quick success is logged with the step's name and duration, so a slow shutdown names its
+    culprit: a step that fails; one that ends in time but takes SLOW_STEP_S or more (info); one cancelled at the
+    deadline, even if it then returns as if it had finished (it swallowed its cancellation); one that has not
+    ended STEP_CANCEL_WAIT_S after its cancellation, which is left running. The caller's own cancellation goes
+    through (asyncio.wait never swallows it; asyncio.wait_for on Python 3.11 would wait for the step to end)."""
+    started = time.monotonic()
+    step = asyncio.ensure_future(aw)
     try:
-        await asyncio.wait_for(aw, max(deadline - time.monotonic(), 0.05))
-    except TimeoutError:
-        log.warning("shutdown: %s did not finish in time; going on without it", what)
-    except Exception:
-        log.exception("shutdown: %s failed; going on", what)
+        await asyncio.wait({step}, timeout=max(deadline - started, 0.05))
+    except asyncio.CancelledError:
+        step.cancel()
+        raise
+    if step.done():
+        took = time.monotonic() - started
+        if not step.cancelled() and step.exception() is not None:
+            log.error("shutdown: %s failed after %.2f s; going on", what, took, exc_info=step.exception())
+        elif took >= SLOW_STEP_S:
+            log.info("shutdown: %s took %.2f s", what, took)
+        return
+    ended = await cancel_and_wait([step], STEP_CANCEL_WAIT_S)
+    took = time.monotonic() - started
+    if not ended:
+        log.warning("shutdown: %s did not finish in time and ignored its cancellation (%.2f s); going on without "
+                    "it", what, took)
+    elif step.cancelled():
+        log.warning("shutdown: %s did not finish in time (%.2f s); cancelled it", what, took)
+    elif step.exception() is not None:
+        log.warning("shutdown: %s did not finish in time (%.2f s); cancelled, it ended with %r", what, took,
+                    step.exception())
+    else:
+        log.warning("shutdown: %s did not finish in time (%.2f s) and swallowed its cancellation; going on", what,
+                    took)
 
 
 class BrokerServer:

@@ -266,7 +266,8 @@ class ZkMode:
         retries = int(cfg.get("controlled.shutdown.max.retries"))
         for attempt in range(1, retries + 1):
             try:
-                error, remaining = await asyncio.wait_for(self._ask_controller(broker_id), timeout_s)
+                async with asyncio.timeout(timeout_s):  # not wait_for: see moldau.tasks
+                    error, remaining = await self._ask_controller(broker_id)
                 if error == ErrorCode.NONE and not remaining:
                     log.info("controlled shutdown succeeded: this broker leads no partitions any more")
                     return True

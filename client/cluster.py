@@ -34,6 +34,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.group import FIND_COORDINATOR
 from moldau.protocol.messages.metadata import METADATA
 from moldau.protocol.schema import Api, P, Resp, Sendable
+from moldau.tasks import cancel_and_wait
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import MetadataRequest, MetadataResponse
@@ -134,11 +135,7 @@ class Cluster:
     async def close(self) -> None:
         self._closed = True
         if self._refresher is not None:
-            self._refresher.cancel()
-            try:
-                await self._refresher
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait([self._refresher])
             self._refresher = None
         conns, self._conns = list(self._conns.values()), {}
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
@@ -378,10 +375,7 @@ class Cluster:
                     errors[node_id] = str(exc)
                 launch()  # one failed, or none answered within the stagger: start the next as well
         finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
+            await cancel_and_wait(pending)
         ordered = [errors[n] for n in candidates if n in errors]
         raise NoBrokersAvailableError("no broker reachable: " + "; ".join(ordered))
 

@@ -242,7 +242,8 @@ class BrokerConnection:
         self._fail(reason)
         if self._transport is not None and self._lost is not None and not self._lost.done():
             try:
-                await asyncio.wait_for(asyncio.shield(self._lost), 1.0)
+                async with asyncio.timeout(1.0):  # not wait_for: see moldau.tasks
+                    await asyncio.shield(self._lost)
             except TimeoutError:  # the transport never reported its end: it was aborted anyway
                 pass
 

@@ -38,6 +38,7 @@ from moldau.group import ConsumerGroupMetadata, GroupMember, OffsetAndMetadata
 from moldau.membership_manager import ConsumerMembershipManager
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.metadata import METADATA
+from moldau.tasks import cancel_and_wait
 
 __all__ = ["Consumer", "ConsumerRecord", "TopicPartition", "OffsetAndMetadata", "ConsumerRebalanceListener",
            "NoOffsetForPartitionError", "ConsumerGroupMetadata"]
@@ -113,13 +114,7 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        for task in (self._auto_commit, self._fetch_task):
-            if task is not None:
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+        await cancel_and_wait([t for t in (self._auto_commit, self._fetch_task) if t is not None])
         if self._group is not None:
             if autocommit and self.config["enable.auto.commit"]:
                 await self._commit_positions(quiet=True)

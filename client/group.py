@@ -32,6 +32,7 @@ from moldau.fetcher import TopicPartition
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.group import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_FETCH
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.client.group")
 
@@ -277,11 +278,7 @@ class GroupMember:
 
     async def leave(self) -> None:
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            try:
-                await self._heartbeat
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait([self._heartbeat])
             self._heartbeat = None
         if not self.member_id or self.instance_id is not None:
             return  # static members keep their slot until session.timeout.ms (Kafka's behaviour)

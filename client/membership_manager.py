@@ -33,6 +33,7 @@ from moldau.group import OffsetAndMetadata, committed_offsets
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.consumer_group import CONSUMER_GROUP_HEARTBEAT
 from moldau.protocol.messages.offsets import OFFSET_COMMIT, OFFSET_FETCH
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.client.membership")
 
@@ -195,17 +196,14 @@ class ConsumerMembershipManager:
                 log.info("group %s: heartbeat error %s", self.group_id, exc)
                 delay = backoff
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
+                async with asyncio.timeout(delay):  # not wait_for: see moldau.tasks
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
     async def leave(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait([self._task])
             self._task = None
         if self.member_epoch <= 0:
             return

@@ -44,6 +44,7 @@ from moldau.protocol.compression import Codec
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.init_producer_id import INIT_PRODUCER_ID
 from moldau.protocol.messages.produce import PRODUCE
+from moldau.tasks import cancel_and_wait
 from moldau.transaction_manager import TransactionManager
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
@@ -404,12 +405,7 @@ class Producer(TransactionalApi):
                 await self.flush(timeout)
         finally:
             self._closed = True
-            if self._sender is not None:
-                self._sender.cancel()
-                await asyncio.gather(self._sender, return_exceptions=True)
-            if self._bump is not None:
-                self._bump.cancel()
-                await asyncio.gather(self._bump, return_exceptions=True)
+            await cancel_and_wait([t for t in (self._sender, self._bump) if t is not None])
             if self._txn is not None:
                 await self._txn.close()
             self._fail_all(ClientError("producer closed before the record was sent"))

@@ -35,6 +35,7 @@ from moldau.protocol.messages.transactions import (
     TXN_OFFSET_COMMIT,
 )
 from moldau.protocol.schema import Api, Req, Resp
+from moldau.tasks import cancel_and_wait
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
@@ -201,9 +202,8 @@ class TransactionManager:
 
     async def close(self) -> None:
         """Stops a pending AddPartitionsToTxn (the producer is closing; its batches fail anyway)."""
-        if self._adding is not None and not self._adding.done():
-            self._adding.cancel()
-            await asyncio.gather(self._adding, return_exceptions=True)
+        if self._adding is not None:
+            await cancel_and_wait([self._adding])
 
     # ------------------------------------------------------------------ partitions
     def partition_ready(self, tp: tuple[str, int]) -> bool:

@@ -19,8 +19,10 @@ from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.schema import Api
 from moldau.security import ClientSecurity
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.controller.channel")
+SENDER_STOP_S = 1.0  # how long a stopping sender may take to end (it holds no state worth waiting longer for)
 
 ResponseCallback = Callable[[int, dict[str, Any]], None]
 
@@ -52,12 +54,12 @@ class BrokerSender:
         self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-sender-{self.broker.broker_id}")
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+        """Cancels the sender (waiting at most SENDER_STOP_S for it to end) and closes its connection. The
+        caller's own cancellation (a shutdown deadline) goes through."""
+        task, self.task = self.task, None
+        if task is not None and not await cancel_and_wait([task], SENDER_STOP_S):
+            log.warning("sender to broker %d did not stop within %.1f s of its cancellation; leaving it",
+                        self.broker.broker_id, SENDER_STOP_S)
         await self._close()
 
     async def _close(self) -> None:
@@ -76,7 +78,8 @@ class BrokerSender:
                                     request_timeout_ms=int(self.timeout_s * 1000), security=self.security)
             await conn.connect(self.timeout_s)
             self._conn = conn
-        response: dict[str, Any] = await asyncio.wait_for(self._conn.send(item.api, item.body), self.timeout_s)
+        async with asyncio.timeout(self.timeout_s):  # not wait_for: see moldau.tasks
+            response: dict[str, Any] = await self._conn.send(item.api, item.body)
         return response
 
     async def _run(self) -> None:
@@ -137,5 +140,5 @@ class ControllerChannel:
         return sum(s.queue.qsize() for s in self.senders.values())
 
     async def close(self) -> None:
-        for broker_id in list(self.senders):
-            await self.remove_broker(broker_id)
+        senders, self.senders = list(self.senders.values()), {}
+        await asyncio.gather(*(s.stop() for s in senders))  # side by side: one stuck sender delays no other

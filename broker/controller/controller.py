@@ -29,6 +29,7 @@ from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.controller")
 
@@ -116,9 +117,7 @@ class Controller:
         self.reassignments.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         await self._deactivate()
 
@@ -132,9 +131,7 @@ class Controller:
         kept waiting for it. The event queue stops first, so nothing this broker does as controller interleaves
         with its successor's first steps."""
         self.retired = True
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         if self.active:
             await self.zk.resign_controller(self.broker_id)

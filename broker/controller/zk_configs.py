@@ -21,6 +21,7 @@ from kazoo.exceptions import NodeExistsError
 
 from moldau.broker.controller.zk import ZkClient
 from moldau.broker.controller.zk_data import CONFIG_CHANGES, MalformedZnode
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.zk_configs")
 
@@ -146,8 +147,7 @@ class ConfigChangeWatcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait([self._task])
 
     async def _run(self) -> None:
         while True:

@@ -267,7 +267,8 @@ class TransactionCoordinator:
             # back-to-back transactions. It also spares librdkafka a fatal INVALID_TXN_STATE: an abort right after
             # a commit sends EndTxn(abort) once it has sent AddPartitionsToTxn, whatever the answer was.
             try:
-                await asyncio.wait_for(round_.wait(), MARKER_ROUND_WAIT_S)
+                async with asyncio.timeout(MARKER_ROUND_WAIT_S):  # not wait_for: see moldau.tasks
+                    await round_.wait()
             except TimeoutError:
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             error = self.validate(transactional_id)

@@ -34,6 +34,7 @@ from moldau.broker.security.acl import (
     encode_zk,
     zk_path,
 )
+from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.acls")
 
@@ -146,8 +147,7 @@ class ZkAclStore:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await cancel_and_wait([self._task])
 
     async def _reload(self, resource: Resource) -> None:
         path = zk_path(*resource)

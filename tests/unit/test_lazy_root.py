@@ -17,8 +17,9 @@ pytestmark = pytest.mark.integration
 
 CLIENT_MODULES = sorted({f"moldau.{p.stem}" for p in (ROOT / "client").glob("*.py") if p.stem != "__init__"}
                         | {"moldau.tools", "moldau.spark"})
-# The broker's inter-broker links (replica fetchers, controller channel) ride the client's connection layer.
-CONNECTION_LAYER = {"moldau.connection", "moldau.errors", "moldau.security"}
+# The broker's inter-broker links (replica fetchers, controller channel) ride the client's connection layer (and
+# share its way of stopping tasks, moldau.tasks).
+CONNECTION_LAYER = {"moldau.connection", "moldau.errors", "moldau.security", "moldau.tasks"}
 
 
 def client_modules_after(code: str) -> list[str]:
