@@ -324,7 +324,8 @@ class TransactionCoordinator:
         successor = round_.successor = _Successor(producer_id, epoch, set(partitions),
                                                   asyncio.get_running_loop().create_future())
         try:
-            return await asyncio.wait_for(asyncio.shield(successor.result), MARKER_ROUND_WAIT_S)
+            async with asyncio.timeout(MARKER_ROUND_WAIT_S):
+                return await asyncio.shield(successor.result)  # shared with the round: never cancelled
         except TimeoutError:
             if round_.successor is successor:  # not taken: give the place up
                 round_.successor = None
