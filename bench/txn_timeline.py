@@ -97,12 +97,13 @@ def parse(path: Path, warmup: int) -> dict[str, list[float]]:
         def first(e: str, after: float = 0.0, evs: list[tuple[float, str]] = mine) -> float | None:
             return next((ts for ts, ev in evs if ev == e and ts >= after), None)
 
-        def last(e: str, evs: list[tuple[float, str]] = mine) -> float | None:
-            return max((ts for ts, ev in evs if ev == e), default=None)
-
-        apt_sent, apt_recv = first("sent-AddPartitionsToTxn"), last("recv-AddPartitionsToTxn")
-        prod_sent, prod_recv = first("sent-Produce"), last("recv-Produce")
-        end_sent, end_recv = first("sent-EndTxn"), first("recv-EndTxn")
+        apt_sent = first("sent-AddPartitionsToTxn")
+        apt_recv = None if apt_sent is None else first("recv-AddPartitionsToTxn", apt_sent)
+        prod_sent = None if apt_recv is None else first("sent-Produce", apt_recv)
+        end_sent = None if prod_sent is None else first("sent-EndTxn", prod_sent)
+        prod_recv = None if end_sent is None else max(
+            (ts for ts, ev in mine if ev == "recv-Produce" and ts <= end_sent), default=None)
+        end_recv = None if end_sent is None else first("recv-EndTxn", end_sent)
         stamps = [apt_sent, apt_recv, prod_sent, prod_recv, end_sent, end_recv]
         if any(s is None for s in stamps):
             n += 1
