@@ -329,10 +329,11 @@ class ReplicaManager:
         self._hw_waiters.setdefault(tp, []).append((offset, fut))
         self._check_hw_waiters(tp)
         try:
-            async with asyncio.timeout(timeout_ms / 1000):  # not wait_for: see moldau.tasks
-                return await asyncio.shield(fut)
+            # Awaited directly (the time-out cancels it): the waiter runs on the loop turn after the HW moved.
+            # wait_for(shield(...)) took three more turns, on the path of every transaction state write and marker.
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await fut
         except TimeoutError:
-            fut.cancel()
             return ErrorCode.REQUEST_TIMED_OUT
         finally:
             waiters = [w for w in self._hw_waiters.get(tp, []) if not w[1].done()]

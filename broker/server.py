@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,6 +24,7 @@ from moldau.broker.apis.context import (
     TopicDeps,
     TxnDeps,
 )
+from moldau.broker.apis.txn_markers import TxnMarkerDeps, write_markers_locally
 from moldau.broker.config import BrokerConfig, ConfigError
 from moldau.broker.coordinator.coordinator import GroupConfig, GroupCoordinator
 from moldau.broker.coordinator.offsets import OffsetStore
@@ -310,6 +312,8 @@ class BrokerServer:
             self.txn_markers = InterBrokerMarkerChannel(
                 metadata, self._endpoint_of, self.broker_id, security_from_config=lambda: inter_broker_security(cfg),
                 request_timeout_ms=int(cfg.get("request.timeout.ms")))
+        markers = TxnMarkerDeps(rm, timeout_ms=int(cfg.get("request.timeout.ms")))
+        self.txn_markers.local = functools.partial(write_markers_locally, markers)
         self.txn_coordinator = coordinator = TransactionCoordinator(
             store, producer_ids.next_id, self.txn_markers, LoopTimer(asyncio.get_running_loop()), self.clock,
             TxnConfig.from_broker_config(cfg), self.broker_id)

@@ -58,6 +58,18 @@ async def _write(ctx: TxnMarkerDeps, topic: str, entry: WriteTxnMarkersResponseM
         rm.transaction_marker_written(topic, index, producer_id, committed)
 
 
+async def write_markers_locally(ctx: TxnMarkerDeps, producer_id: int, producer_epoch: int, committed: bool,
+                                coordinator_epoch: int, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The markers of this broker's own transaction coordinator for the partitions this broker leads: the same
+    writes as the handler's, without the request over the inter-broker listener (and its ClusterAction check:
+    the coordinator is this broker)."""
+    entries: dict[tuple[str, int], WriteTxnMarkersResponseMarkersTopicsPartitions] = {
+        tp: {"partition_index": tp[1], "error_code": ErrorCode.NONE} for tp in partitions}
+    await asyncio.gather(*(_write(ctx, tp[0], entry, producer_id, producer_epoch, committed, coordinator_epoch)
+                           for tp, entry in entries.items()))
+    return {tp: entry["error_code"] for tp, entry in entries.items()}
+
+
 async def handle_write_txn_markers(ctx: TxnMarkerDeps, request: Request, body: WriteTxnMarkersRequest
                                    ) -> WriteTxnMarkersResponse:
     authorized = ctx.auth.cluster(request, Operation.CLUSTER_ACTION)

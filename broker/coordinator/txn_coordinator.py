@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from moldau.broker.coordinator import txn_rules as rules
@@ -26,6 +26,7 @@ from moldau.broker.coordinator.txn_metadata import (
     TransactionMetadata,
     TxnError,
     TxnState,
+    TxnTransit,
 )
 from moldau.broker.producer_ids import ProducerIdsUnavailable
 from moldau.broker.purgatory import Timer, TimerHandle
@@ -56,6 +57,26 @@ class TxnConfig:
         return cls(int(config.get("transaction.max.timeout.ms")), int(config.get("transactional.id.expiration.ms")),
                    int(config.get("transaction.abort.timed.out.transaction.cleanup.interval.ms")),
                    int(config.get("transaction.remove.expired.transaction.cleanup.interval.ms")))
+
+
+@dataclass(slots=True, eq=False)
+class _Successor:
+    """The first AddPartitionsToTxn/AddOffsetsToTxn of a producer's next transaction, waiting for the marker round
+    of its previous one. ``result``: the error of the write of CompleteX and this Ongoing together, or None when
+    the round ended without taking it (the request then goes the usual way)."""
+
+    producer_id: int
+    producer_epoch: int
+    partitions: set[TopicPartition]
+    result: asyncio.Future[ErrorCode | None]
+
+
+@dataclass(slots=True, eq=False)
+class _Round:
+    """A marker round (PrepareX .. CompleteX) under way for a transactional id."""
+
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    successor: _Successor | None = None
 
 
 class _NoHandle:
@@ -93,8 +114,8 @@ class TransactionCoordinator:
         self.active = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._load_tasks: dict[int, asyncio.Task[None]] = {}
-        # transactional id -> set when its marker round (PrepareX .. CompleteX) ends, however it ends.
-        self._rounds: dict[str, asyncio.Event] = {}
+        # transactional id -> its marker round (PrepareX .. CompleteX) while one is under way.
+        self._rounds: dict[str, _Round] = {}
         self._timers: list[TimerHandle] = []
         # Metrics hooks (broker/server.py wires them to Prometheus counters).
         self.on_marker_failure: Callable[[int], None] = lambda _n: None
@@ -266,11 +287,9 @@ class TransactionCoordinator:
             # CONCURRENT_TRANSACTIONS and a retry after the client's backoff, which cost more than the markers on
             # back-to-back transactions. It also spares librdkafka a fatal INVALID_TXN_STATE: an abort right after
             # a commit sends EndTxn(abort) once it has sent AddPartitionsToTxn, whatever the answer was.
-            try:
-                async with asyncio.timeout(MARKER_ROUND_WAIT_S):  # not wait_for: see moldau.tasks
-                    await round_.wait()
-            except TimeoutError:
-                return ErrorCode.CONCURRENT_TRANSACTIONS
+            waited = await self._follow(round_, producer_id, epoch, partitions)
+            if waited is not None:
+                return waited
             error = self.validate(transactional_id)
             if error is not None:
                 return error
@@ -290,6 +309,30 @@ class TransactionCoordinator:
             return error
         meta.complete_transition(transit)
         return ErrorCode.NONE
+
+    async def _follow(self, round_: _Round, producer_id: int, epoch: int, partitions: set[TopicPartition]
+                      ) -> ErrorCode | None:
+        """Wait (up to MARKER_ROUND_WAIT_S) for the producer's marker round. The first request waiting is the
+        round's successor: the round writes its Ongoing in the same batch as CompleteX, and this returns that
+        write's error. None: the round ended without it; go on as usual."""
+        if round_.successor is not None:  # another request of the producer is the successor: wait for the end
+            try:
+                async with asyncio.timeout(MARKER_ROUND_WAIT_S):  # not wait_for: see moldau.tasks
+                    await round_.done.wait()
+            except TimeoutError:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+            return None
+        successor = round_.successor = _Successor(producer_id, epoch, set(partitions),
+                                                  asyncio.get_running_loop().create_future())
+        try:
+            async with asyncio.timeout(MARKER_ROUND_WAIT_S):
+                return await asyncio.shield(successor.result)  # shared with the round: never cancelled
+        except TimeoutError:
+            if round_.successor is successor:  # not taken: give the place up
+                round_.successor = None
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+        # Taken: the write with CompleteX is under way (bounded by the store's write timeout).
+        return await successor.result
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -338,24 +381,28 @@ class TransactionCoordinator:
 
     # ----------------------------------------------------------------------------------------- markers
     def _start_markers(self, meta: TransactionMetadata, coordinator_epoch: int) -> None:
-        done = self._rounds[meta.transactional_id] = asyncio.Event()
-        self._spawn(self._round(meta, coordinator_epoch, done), f"txn-markers-{meta.transactional_id}")
+        round_ = self._rounds[meta.transactional_id] = _Round()
+        self._spawn(self._round(meta, coordinator_epoch, round_), f"txn-markers-{meta.transactional_id}")
 
-    async def _round(self, meta: TransactionMetadata, coordinator_epoch: int, done: asyncio.Event) -> None:
+    async def _round(self, meta: TransactionMetadata, coordinator_epoch: int, round_: _Round) -> None:
         try:
-            await self._complete(meta, coordinator_epoch)
+            await self._complete(meta, coordinator_epoch, round_)
         finally:
-            done.set()
-            if self._rounds.get(meta.transactional_id) is done:
+            if self._rounds.get(meta.transactional_id) is round_:
                 del self._rounds[meta.transactional_id]
+            successor, round_.successor = round_.successor, None
+            if successor is not None and not successor.result.done():
+                successor.result.set_result(None)
+            round_.done.set()
 
     def _still_ours(self, meta: TransactionMetadata, coordinator_epoch: int) -> bool:
         tid = meta.transactional_id
         return (self.active and self.store.get(tid) is meta
                 and self.store.epoch_of(self.store.partition_for(tid)) == coordinator_epoch)
 
-    async def _complete(self, meta: TransactionMetadata, coordinator_epoch: int) -> None:
-        """One marker round: markers to every partition's leader until all are written, then CompleteX."""
+    async def _complete(self, meta: TransactionMetadata, coordinator_epoch: int, round_: _Round) -> None:
+        """One marker round: markers to every partition's leader until all are written, then CompleteX (with the
+        round's successor's Ongoing, when one waits)."""
         commit = meta.state is S.PREPARE_COMMIT
         pending = set(meta.partitions)
         producer_id, producer_epoch = meta.producer_id, meta.producer_epoch
@@ -392,18 +439,34 @@ class TransactionCoordinator:
                 backoff = min(backoff * 2, MARKER_RETRY_BACKOFF_MAX_S)
         backoff = MARKER_RETRY_BACKOFF_S
         while self._still_ours(meta, coordinator_epoch):
+            # The markers are replicated: CompleteX may be written. The next transaction's first request, if it
+            # waits already, goes in the same batch (its Ongoing answered only once both are replicated).
+            successor, round_.successor = round_.successor, None
+            if successor is not None and (successor.result.done() or (successor.producer_id, successor.producer_epoch)
+                                          != (meta.producer_id, meta.producer_epoch)):
+                if not successor.result.done():
+                    successor.result.set_result(None)  # not this producer's any more: the usual way decides
+                successor = None
             try:
-                transit = meta.prepare_complete(self.now())
+                transit: TxnTransit | tuple[TxnTransit, ...] = (
+                    meta.prepare_complete(self.now()) if successor is None
+                    else meta.prepare_complete_and_begin(successor.partitions, self.now()))
             except TxnError as exc:
                 log.error("cannot complete %s of %s: %s", meta.state.display, meta.transactional_id, exc)
+                if successor is not None:
+                    successor.result.set_result(None)
                 return
             error = await self.store.write(meta.transactional_id, transit, coordinator_epoch)
             if error == ErrorCode.NONE:
                 meta.complete_transition(transit)
-                log.debug("%s %s (producer %d, epoch %d)", transit.state.display, meta.transactional_id,
+            else:
+                meta.abort_transition()  # still PrepareX: CompleteX alone is retried
+            if successor is not None:
+                successor.result.set_result(error)  # an error is retriable for the client (coordinator errors)
+            if error == ErrorCode.NONE:
+                log.debug("%s %s (producer %d, epoch %d)", meta.state.display, meta.transactional_id,
                           producer_id, producer_epoch)
                 return
-            meta.abort_transition()
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MARKER_RETRY_BACKOFF_MAX_S)
 

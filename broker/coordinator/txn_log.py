@@ -155,14 +155,20 @@ class TxnStateStore:
             await asyncio.sleep(0)  # let requests (answered COORDINATOR_LOAD_IN_PROGRESS meanwhile) through
 
     # ------------------------------------------------------------------------------------------ writes
-    async def write(self, transactional_id: str, transit: TxnTransit, coordinator_epoch: int) -> ErrorCode:
-        """Append the transit (a tombstone for Dead) and wait until it is replicated. NOT_COORDINATOR when
-        the partition moved away or its coordinator epoch changed before or during the write."""
+    async def write(self, transactional_id: str, transit: TxnTransit | tuple[TxnTransit, ...],
+                    coordinator_epoch: int) -> ErrorCode:
+        """Append the transit (a tombstone for Dead) and wait until it is replicated. Transits written together
+        (CompleteCommit and the next Ongoing) go in one batch: replicated, and so loaded, all or none.
+        NOT_COORDINATOR when the partition moved away or its coordinator epoch changed before or during the
+        write."""
         partition = self.partition_for(transactional_id)
         if self.owned.get(partition) != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
-        value = None if transit.state is TxnState.DEAD else fmt.transaction_value(transit.log_value())
-        batch = build_batch([(fmt.transaction_key(transactional_id), value, [], self.clock.time_ms())])
+        chain = transit if isinstance(transit, tuple) else (transit,)
+        transit = chain[-1]
+        key, now = fmt.transaction_key(transactional_id), self.clock.time_ms()
+        batch = build_batch([(key, None if t.state is TxnState.DEAD else fmt.transaction_value(t.log_value()), [],
+                              now) for t in chain])
         result = self.replica_manager.append(TRANSACTION_STATE_TOPIC, partition, batch, -1)
         error = ErrorCode(result.error)
         if error == ErrorCode.NONE:

@@ -1,15 +1,17 @@
 """The transaction coordinator's way to partition leaders: WriteTxnMarkers over the inter-broker listener.
 
-Kafka's coordinator sends markers to every leader, itself included, through the network; so do we (one
-connection per broker, kept open, replaced after a failure). A failed request raises; the coordinator's marker
-round retries it (broker/coordinator/txn_coordinator.py).
+Kafka's coordinator sends markers to every leader, itself included, through the network. We send them to the
+other brokers (one connection per broker, kept open, replaced after a failure) and write those of the partitions
+this broker leads itself, through ``local`` (the WriteTxnMarkers handler's writes, wired by the server): the same
+appends and high-watermark waits, without a request to our own listener on the transaction's critical path. A
+failed request raises; the coordinator's marker round retries it (broker/coordinator/txn_coordinator.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from moldau.broker.metadata import MetadataStore
 from moldau.connection import BrokerConnection, api_for
@@ -20,12 +22,17 @@ from moldau.security import ClientSecurity
 
 log = logging.getLogger("moldau.coordinator.txn_markers")
 
+# (producer id, producer epoch, commit, coordinator epoch, partitions) -> error per partition.
+LocalMarkerWriter = Callable[[int, int, bool, int, list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
+
 
 class InterBrokerMarkerChannel:
     def __init__(self, metadata: MetadataStore, endpoint_of: Callable[[int], tuple[str, int] | None],
                  broker_id: int, *, security: ClientSecurity | None = None, request_timeout_ms: int = 30000,
-                 security_from_config: Callable[[], ClientSecurity | None] | None = None) -> None:
+                 security_from_config: Callable[[], ClientSecurity | None] | None = None,
+                 local: LocalMarkerWriter | None = None) -> None:
         self.metadata = metadata
+        self.local = local
         self.endpoint_of = endpoint_of
         self.broker_id = broker_id
         self.security = security
@@ -65,6 +72,9 @@ class InterBrokerMarkerChannel:
     async def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, partitions: list[TopicPartition]
                             ) -> dict[TopicPartition, ErrorCode]:
+        if leader_id == self.broker_id and self.local is not None:
+            written = await self.local(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
+            return {tp: ErrorCode.for_code(int(code)) for tp, code in written.items()}
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)

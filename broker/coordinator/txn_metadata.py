@@ -17,7 +17,7 @@ that bump (presenting the previous epoch) gets the same answer.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.transaction_log import TransactionLogValue
@@ -225,18 +225,33 @@ class TransactionMetadata:
         state = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
         return self._transit(state, now_ms, partitions=frozenset())
 
+    def prepare_complete_and_begin(self, added: set[TopicPartition], now_ms: int) -> tuple[TxnTransit, TxnTransit]:
+        """CompleteCommit/CompleteAbort and the producer's next transaction (Ongoing with ``added``, as
+        ``prepare_add_partitions`` would make it from the completed state), to be written together, in one batch:
+        one replication round trip instead of two for back-to-back transactions. The pending state is Ongoing;
+        ``complete_transition`` takes the pair."""
+        complete = self.prepare_complete(now_ms)
+        self.pending_state = S.ONGOING
+        return complete, replace(complete, state=S.ONGOING, partitions=frozenset(added), txn_start_timestamp=now_ms)
+
     def prepare_dead(self, now_ms: int) -> TxnTransit:
         return self._transit(S.DEAD, now_ms, partitions=frozenset())
 
-    def complete_transition(self, transit: TxnTransit) -> None:
-        """The transit is in the log (replicated): make it the state."""
+    def complete_transition(self, transit: TxnTransit | tuple[TxnTransit, ...]) -> None:
+        """The transit (or transits written together, in order) is in the log (replicated): make it the state."""
+        chain = transit if isinstance(transit, tuple) else (transit,)
+        transit = chain[-1]
         if self.pending_state is not transit.state:
             raise TxnError(ErrorCode.UNKNOWN_SERVER_ERROR,
                            f"{self.transactional_id}: completing {transit.state.display} while "
                            f"{self.pending_state.display if self.pending_state else 'nothing'} is pending")
-        if self.state not in VALID_PREVIOUS[transit.state]:
-            raise TxnError(ErrorCode.INVALID_TXN_STATE,
-                           f"{self.transactional_id}: {self.state.display} -> {transit.state.display}")
+        state = self.state
+        for step in chain:
+            if state not in VALID_PREVIOUS[step.state]:
+                raise TxnError(ErrorCode.INVALID_TXN_STATE,
+                               f"{self.transactional_id}: {state.display} -> {step.state.display}")
+            state = step.state
+        # Every field comes from the last transit: the earlier ones only had to be valid steps on the way.
         self.producer_id, self.last_producer_id = transit.producer_id, transit.last_producer_id
         self.producer_epoch, self.last_producer_epoch = transit.producer_epoch, transit.last_producer_epoch
         self.txn_timeout_ms = transit.txn_timeout_ms

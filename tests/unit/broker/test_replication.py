@@ -244,6 +244,43 @@ def test_acks_all_waits_for_the_high_watermark(tmp_path: Path) -> None:
     lm.shutdown()
 
 
+def test_internal_writers_wait_for_the_high_watermark(tmp_path: Path) -> None:
+    """wait_for_high_watermark (the coordinators' acks=all writes and transaction markers): NONE once the HW
+    passes the offset, on the next loop turn; REQUEST_TIMED_OUT after the time-out; NOT_LEADER_OR_FOLLOWER when
+    leadership moves; no waiter left behind."""
+    import asyncio
+
+    from moldau.broker.replica_manager import ReplicaManager
+    from moldau.protocol.errors import ErrorCode
+    from moldau.storage.log_manager import LogManager
+
+    lm = LogManager([tmp_path], LogConfig(), ManualClock(1_000))
+    lm.load()
+    rm = ReplicaManager(1, lm, lambda _: LogConfig(), clock=ManualClock(1_000))
+    rm.become_leader_or_follower("t", PartitionState(0, 1, 0, [1, 2], [1, 2], zk_version=0), {})
+
+    async def scenario() -> None:
+        end = rm.append("t", 0, records(3), -1).last_offset + 1
+        waiting = asyncio.ensure_future(rm.wait_for_high_watermark("t", 0, end, 10_000))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        rm.update_follower("t", 0, 2, end)
+        await asyncio.sleep(0)  # one turn: the waiter's future is done, the task resumes
+        await asyncio.sleep(0)
+        assert waiting.done() and waiting.result() == ErrorCode.NONE
+        assert await rm.wait_for_high_watermark("t", 0, end, 10_000) == ErrorCode.NONE  # already there
+        end = rm.append("t", 0, records(1), -1).last_offset + 1
+        assert await rm.wait_for_high_watermark("t", 0, end, 20) == ErrorCode.REQUEST_TIMED_OUT
+        moved = asyncio.ensure_future(rm.wait_for_high_watermark("t", 0, end, 10_000))
+        await asyncio.sleep(0)
+        rm.become_leader_or_follower("t", PartitionState(0, 2, 1, [1, 2], [1, 2], zk_version=1), {})
+        assert await moved == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert not rm._hw_waiters
+
+    asyncio.run(scenario())
+    lm.shutdown()
+
+
 def test_a_fetch_from_another_leader_epoch_neither_counts_nor_brings_its_follower_back(tmp_path: Path) -> None:
     """A broker that did a controlled shutdown is taken out of the ISR with a new leader epoch; a fetch it sent
     before it heard of that epoch (the controller's LeaderAndIsr to it fails: it is going) must not put it back

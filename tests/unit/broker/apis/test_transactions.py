@@ -401,6 +401,113 @@ async def test_the_next_transaction_waits_for_the_markers_of_the_previous(tmp_pa
     await until(lambda: meta.state is TxnState.COMPLETE_COMMIT, "CompleteCommit")
 
 
+def state_batches(env: Env, tid: str = "tx") -> list[list[TxnState | None]]:
+    """The batches of the transactional id's __transaction_state partition, each as the states it holds."""
+    from moldau.protocol import transaction_log as fmt
+    from moldau.protocol.records import iter_headers, iter_records
+
+    p = env.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, env.txn.store.partition_for(tid))
+    assert p is not None
+    data = p.log.read(p.log.log_start_offset, 1 << 20, max_offset=p.log.log_end_offset, min_one=True)
+    buf = b"".join(region.read() for region in data.regions)
+    return [[None if r.value is None else TxnState(fmt.read_value(bytes(r.value)).state_id)
+             for r in iter_records(memoryview(buf)[pos:pos + h.total_size], h)]
+            for pos, h in iter_headers(buf)]
+
+
+async def test_the_next_transaction_goes_in_one_batch_with_complete_commit(tmp_path: Path) -> None:
+    """The first AddPartitionsToTxn of the next transaction, waiting for the previous one's markers, is written
+    together with its CompleteCommit: one batch (one replication round trip), answered once it is replicated;
+    a second request of the producer waiting meanwhile goes the usual way after it."""
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 2)
+    await ready(env)
+    pid = (await init(env))["producer_id"]
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the marker cannot land yet
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    before = len(state_batches(env))
+    first = asyncio.ensure_future(add(env, pid, 0, {"a": [1]}))
+    offsets = asyncio.ensure_future(env.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": "tx", "producer_id": pid, "producer_epoch": 0, "group_id": "g"}))
+    await until(lambda: (r := env.txn._rounds.get("tx")) is not None and r.successor is not None, "the successor")
+    assert not first.done() and not offsets.done()
+    env.markers.answer = E.NONE
+    assert await first == {("a", 1): 0}
+    assert (await offsets)["error_code"] == E.NONE
+    batches = state_batches(env)[before:]
+    assert batches[0] == [TxnState.COMPLETE_COMMIT, TxnState.ONGOING]  # one batch, in this order
+    assert batches[1:] == [[TxnState.ONGOING]]  # the group's offsets partition added by the second request
+    meta = env.txn.store.get("tx")
+    assert meta is not None and meta.state is TxnState.ONGOING and meta.pending_state is None
+    assert meta.partitions == {("a", 1), ("__consumer_offsets", 0)}
+    assert meta.txn_start_timestamp == env.clock.time_ms()
+    # A reload reads the pair as the log says: the next transaction Ongoing, the previous one complete.
+    partition = env.txn.store.partition_for("tx")
+    epoch = env.txn.store.epoch_of(partition)
+    assert epoch is not None
+    env.txn.on_resign(partition)
+    env.txn.on_become_leader(partition, epoch + 1)
+    await until(lambda: (m := env.txn.store.get("tx")) is not None and m.state is TxnState.ONGOING, "the reload")
+    assert env.txn.store.get("tx").partitions == {("a", 1), ("__consumer_offsets", 0)}  # type: ignore[union-attr]
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: (m := env.txn.store.get("tx")) is not None and m.state is TxnState.COMPLETE_COMMIT,
+                "the second commit")
+
+
+async def test_a_failed_write_with_the_successor_retries_complete_commit_alone(tmp_path: Path,
+                                                                              monkeypatch: Any) -> None:
+    """The write of CompleteCommit with the next Ongoing fails (the partition cannot take it): the request
+    waiting hears the coordinator error (retriable), the round writes CompleteCommit alone, and the client's
+    retry then opens the transaction."""
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    await ready(env)
+    pid = (await init(env))["producer_id"]
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    store, write = env.txn.store, env.txn.store.write
+    failed: list[object] = []
+
+    async def failing_once(tid: str, transit: Any, epoch: int) -> E:
+        if not failed:
+            failed.append(transit)
+            return E.COORDINATOR_NOT_AVAILABLE  # as an append refused for too small an ISR is answered
+        return await write(tid, transit, epoch)
+
+    monkeypatch.setattr(store, "write", failing_once)
+    before = len(state_batches(env))
+    waiting = asyncio.ensure_future(add(env, pid, 0, {"a": [0]}))
+    await until(lambda: (r := env.txn._rounds.get("tx")) is not None and r.successor is not None, "the successor")
+    env.markers.answer = E.NONE
+    assert await waiting == {("a", 0): E.COORDINATOR_NOT_AVAILABLE}
+    assert isinstance(failed[0], tuple) and [t.state for t in failed[0]] == [TxnState.COMPLETE_COMMIT,
+                                                                          TxnState.ONGOING]
+    meta = env.txn.store.get("tx")
+    assert meta is not None
+    await until(lambda: meta.state is TxnState.COMPLETE_COMMIT, "CompleteCommit written alone")
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    assert state_batches(env)[before:] == [[TxnState.COMPLETE_COMMIT], [TxnState.ONGOING]]
+
+
+async def test_a_successor_of_a_resigning_coordinator_hears_not_coordinator(tmp_path: Path) -> None:
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", 1)
+    await ready(env)
+    pid = (await init(env))["producer_id"]
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    waiting = asyncio.ensure_future(add(env, pid, 0, {"a": [0]}))
+    await until(lambda: (r := env.txn._rounds.get("tx")) is not None and r.successor is not None, "the successor")
+    env.txn.on_resign(env.txn.store.partition_for("tx"))
+    assert await waiting == {("a", 0): E.NOT_COORDINATOR}
+
+
 def reopen_replica(env: Env, topic: str, partition: int, leader_epoch: int) -> None:
     """What a LeaderAndIsr does for a replica this broker has not opened yet (after a restart)."""
     from moldau.broker.metadata import PartitionState

@@ -190,3 +190,39 @@ async def test_waiting_read_committed_fetch_completes_when_the_lso_moves(tmp_pat
     part = answer["responses"][0]["partitions"][0]
     assert part["last_stable_offset"] == 2 and part["aborted_transactions"] == []
     assert part["records"].size > 0
+
+
+async def test_the_coordinators_own_partitions_get_their_markers_without_a_request(tmp_path: Path) -> None:
+    """InterBrokerMarkerChannel with the server's local writer: markers for partitions this broker leads are
+    written in-process (same writes and errors as the handler's), other leaders still get a request."""
+    import functools
+
+    from moldau.broker.apis.txn_markers import TxnMarkerDeps, write_markers_locally
+    from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("t", partitions=2)
+    await env.call(ApiKey.PRODUCE, 9, _produce("t", P1, 0, 2, epoch=1))
+    dialled: list[int] = []
+
+    def endpoint_of(broker_id: int) -> tuple[str, int] | None:
+        dialled.append(broker_id)
+        return None  # no address: a request would fail (and be retried by the coordinator's round)
+
+    channel = InterBrokerMarkerChannel(env.metadata, endpoint_of, 0,  # type: ignore[arg-type]
+                                       local=functools.partial(write_markers_locally,
+                                                               TxnMarkerDeps(env.replica_manager, timeout_ms=1000)))
+    written = await channel.write_markers(0, P1, 1, True, 2, [("t", 0), ("t", 1), ("nope", 0)])
+    assert written == {("t", 0): E.NONE, ("t", 1): E.NONE, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert dialled == []
+    t0 = env.replica_manager.get_partition("t", 0)
+    assert t0 is not None and t0.log.last_stable_offset == t0.log.log_end_offset == 3  # records + COMMIT
+    again = await channel.write_markers(0, P1, 0, False, 2, [("t", 0)])  # an older producer epoch
+    assert again == {("t", 0): E.INVALID_PRODUCER_EPOCH}
+    try:
+        await channel.write_markers(1, P1, 1, True, 2, [("t", 0)])
+    except ConnectionError:
+        pass
+    else:
+        raise AssertionError("another leader's markers must go over the network")
+    assert dialled == [1]
