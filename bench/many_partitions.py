@@ -171,7 +171,7 @@ def write_everywhere_moldau(bootstrap: str, targets: list[tuple[str, int]], star
     async def probe() -> None:
         left = max(timeout - (time.monotonic() - start), 1.0)
         async with MoldauProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
-                                  linger_ms=0, delivery_timeout_ms=int(left * 1000), request_timeout_ms=5000,
+                                  linger_ms=0, delivery_timeout_ms=int(left * 1000), request_timeout_ms=30000,
                                   max_in_flight_requests_per_connection=5) as p:
             def done(fut: asyncio.Future[Any], tp: tuple[str, int]) -> None:
                 if not fut.cancelled() and fut.exception() is None:
