@@ -83,6 +83,15 @@ def wait_metadata(bootstrap: str, sizes: dict[str, int], timeout: float, ok: Any
     raise TimeoutError(f"Metadata condition not met within {timeout:.0f} s")
 
 
+def wait_brokers(bootstrap: str, count: int, timeout: float) -> None:
+    probe = Producer({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while len(probe.list_topics(timeout=10).brokers) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} brokers registered within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def leaders(bootstrap: str) -> dict[tuple[str, int], int]:
     md = Producer({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
     return {(t.topic, p.id): p.leader for t in md.topics.values() for p in t.partitions.values()}
@@ -292,6 +301,7 @@ def run(args: argparse.Namespace) -> str:
         sizes = topic_sizes(args.partitions, args.topics)
         config = {"min.insync.replicas": str(min(args.rf, 2))}
         admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300000})
+        wait_brokers(bootstrap, len(brokers), 60)  # a broker's port opens before it registers in ZooKeeper
         admin.create_topics([NewTopic("ten", 10, args.rf, config=config)])["ten"].result(timeout=60)
         wait_all_led(bootstrap, {"ten": 10}, args.rf, 60)
         rss0 = [b.rss_bytes() for b in brokers]
