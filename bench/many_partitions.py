@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/many_partitions.py --partitions 10000 --topics 10 --rf 3
     .venv/bin/python bench/many_partitions.py --partitions 1000 --records 100000 --kill controller
+    .venv/bin/python bench/many_partitions.py --partitions 10000 --skip-throughput --kill follower --keep
 
 Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --session-timeout-ms), then:
   * create: ``--topics`` topics with ``--partitions`` partitions in all (RF ``--rf``, min.insync.replicas=2 when
@@ -12,7 +13,8 @@ Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --s
   * RSS of each broker (and per partition replica) after the traffic;
   * failover: SIGKILL of one broker (``--kill follower``: one that is not the controller, ``controller``: the
     controller); time until every partition has a live leader in Metadata, until the dead broker has left every
-    ISR in Metadata, and until one acks=all record has been written to every partition (each time from the kill).
+    ISR in Metadata, and until one acks=all record has been written to every partition (each time from the kill;
+    the same write is first timed with every broker up, the "no failure" figure).
 
 The write probe (``--probe moldau``, the default) is Moldau's own producer (acks=all, idempotence off): like
 Kafka's Java producer it packs the batches of every partition a broker leads into one Produce request and retries
