@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/many_partitions.py --partitions 10000 --topics 10 --rf 3
     .venv/bin/python bench/many_partitions.py --partitions 1000 --records 100000 --kill controller
+    .venv/bin/python bench/many_partitions.py --partitions 10000 --skip-throughput --kill follower --keep
 
 Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --session-timeout-ms), then:
   * create: ``--topics`` topics with ``--partitions`` partitions in all (RF ``--rf``, min.insync.replicas=2 when
@@ -15,13 +16,26 @@ Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --s
     the phase measures the broker's cost per partition;
   * RSS of each broker (and per partition replica) after the traffic;
   * failover: SIGKILL of one broker (``--kill follower``: one that is not the controller, ``controller``: the
-    controller); time until every partition has a live leader in Metadata, and until one acks=all record has
-    been written to every partition.
+    controller); time until every partition has a live leader in Metadata, until the dead broker has left every
+    ISR in Metadata, and until one acks=all record has been written to every partition (each time from the kill;
+    the same write is first timed with every broker up, the "no failure" figure).
+
+The write probe (``--probe moldau``, the default) is Moldau's own producer (acks=all, idempotence off): like
+Kafka's Java producer it packs the batches of every partition a broker leads into one Produce request and retries
+only the partitions that failed. ``--probe librdkafka`` uses confluent-kafka instead, which sends one partition per
+ProduceRequest (librdkafka issue #1700), so 10,000 partitions become 10,000 acks=all requests; with
+``message.timeout.ms`` 5000 many of them expire in the client's queue on a 2-core machine and are sent again, so
+that figure measures the client's request fan-out as much as the broker's failover. ``--skip-throughput`` skips
+the produce/consume phase (the failover is then measured on empty logs).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import collections
+import functools
+import logging
 import shutil
 import signal
 import sys
@@ -35,6 +49,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from moldau.producer import Producer as MoldauProducer  # noqa: E402
 from tests.integration.harness import BrokerProcess  # noqa: E402
 from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
 
@@ -53,6 +68,12 @@ def topic_sizes(partitions: int, topics: int) -> dict[str, int]:
 def wait_all_led(bootstrap: str, sizes: dict[str, int], rf: int, timeout: float,
                  dead: int | None = None) -> float:
     """Seconds until every partition of ``sizes`` has a leader (not ``dead``) and, when dead is None, a full ISR."""
+    return wait_metadata(bootstrap, sizes, timeout, lambda p: p.leader >= 0 and p.leader != dead and (
+        dead is not None or len(p.isrs) >= rf))
+
+
+def wait_metadata(bootstrap: str, sizes: dict[str, int], timeout: float, ok: Any) -> float:
+    """Seconds until ``ok(partition metadata)`` holds for every partition of ``sizes`` in one Metadata answer."""
     probe = Producer({"bootstrap.servers": bootstrap})
     start = time.monotonic()
     while time.monotonic() - start < timeout:
@@ -61,22 +82,25 @@ def wait_all_led(bootstrap: str, sizes: dict[str, int], rf: int, timeout: float,
         except Exception:  # noqa: BLE001 - a broker may be gone; retry
             time.sleep(0.2)
             continue
-        ok = True
-        for name, n in sizes.items():
-            t = md.topics.get(name)
-            if t is None or t.error is not None or len(t.partitions) != n:
-                ok = False
-                break
-            for p in t.partitions.values():
-                if p.leader < 0 or p.leader == dead or (dead is None and len(p.isrs) < rf):
-                    ok = False
-                    break
-            if not ok:
-                break
-        if ok:
+        if all((t := md.topics.get(name)) is not None and t.error is None and len(t.partitions) == n
+               and all(ok(p) for p in t.partitions.values()) for name, n in sizes.items()):
             return time.monotonic() - start
         time.sleep(0.2)
-    raise TimeoutError(f"not every partition led within {timeout:.0f} s")
+    raise TimeoutError(f"Metadata condition not met within {timeout:.0f} s")
+
+
+def wait_brokers(bootstrap: str, count: int, timeout: float) -> None:
+    probe = Producer({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while len(probe.list_topics(timeout=10).brokers) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"fewer than {count} brokers registered within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def leaders(bootstrap: str) -> dict[tuple[str, int], int]:
+    md = Producer({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
+    return {(t.topic, p.id): p.leader for t in md.topics.values() for p in t.partitions.values()}
 
 
 def producer(bootstrap: str, records: int, timeout_ms: int = 300000) -> Producer:
@@ -164,29 +188,146 @@ def consume(bootstrap: str, targets: list[tuple[str, int]], records: int) -> flo
     return records / elapsed
 
 
-def write_everywhere(bootstrap: str, targets: list[tuple[str, int]], start: float, timeout: float) -> float:
-    """Seconds from ``start`` until one acks=all record has been written to every partition (retrying the rest)."""
+def write_everywhere_librdkafka(bootstrap: str, targets: list[tuple[str, int]], start: float,
+                                timeout: float) -> dict[tuple[str, int], float]:
+    """Per partition, seconds from ``start`` until one acks=all record was acknowledged (confluent-kafka: one
+    ProduceRequest per partition; the partitions not yet written are produced again after each round)."""
     pending = set(targets)
     p = producer(bootstrap, len(targets), timeout_ms=5000)
-    done: list[tuple[str, int]] = []
+    acked: dict[tuple[str, int], float] = {}
 
     def delivered(err: Any, m: Any) -> None:
         if err is None:
-            done.append((m.topic(), m.partition()))
+            acked.setdefault((m.topic(), m.partition()), time.monotonic() - start)
 
     while pending and time.monotonic() - start < timeout:
         for topic, part in pending:
             p.produce(topic, VALUE, partition=part, on_delivery=delivered)
         p.flush(30)
-        pending.difference_update(done)
+        pending.difference_update(acked)
     if pending:
         raise TimeoutError(f"{len(pending)} partitions not writable within {timeout:.0f} s")
-    return time.monotonic() - start
+    return acked
+
+
+def write_everywhere_moldau(bootstrap: str, targets: list[tuple[str, int]], start: float,
+                            timeout: float) -> dict[tuple[str, int], float]:
+    """Per partition, seconds from ``start`` until one acks=all record was acknowledged (Moldau's producer: one
+    Produce request per leader with all its partitions; failed partitions are retried by the producer)."""
+    acked: dict[tuple[str, int], float] = {}
+    retries = RetryCounter()
+    producer_log = logging.getLogger("moldau.client.producer")
+    producer_log.setLevel(logging.DEBUG)
+    producer_log.addHandler(retries)
+
+    async def probe() -> None:
+        left = max(timeout - (time.monotonic() - start), 1.0)
+        async with MoldauProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False,
+                                  linger_ms=0, delivery_timeout_ms=int(left * 1000), request_timeout_ms=30000,
+                                  max_in_flight_requests_per_connection=5) as p:
+            def done(fut: asyncio.Future[Any], tp: tuple[str, int]) -> None:
+                if not fut.cancelled() and fut.exception() is None:
+                    acked.setdefault(tp, time.monotonic() - start)
+
+            topics = sorted({t for t, _ in targets})
+            p.cluster.add_topics(topics)
+            for topic in topics:
+                await p.cluster.wait_for_topic(topic, 30)
+            futures = []
+            # Appended without yielding, so the sender finds every batch at once: one request per leader.
+            for tp in targets:
+                fut = p.send_nowait(tp[0], VALUE, partition=tp[1])
+                assert fut is not None, "metadata known and buffer.memory not full"
+                fut.add_done_callback(functools.partial(done, tp=tp))
+                futures.append(fut)
+            results = await asyncio.gather(*futures, return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            raise TimeoutError(f"{len(failed)} partitions not writable within {timeout:.0f} s: {failed[:3]}")
+
+    try:
+        asyncio.run(probe())
+    finally:
+        producer_log.removeHandler(retries)
+    if retries.errors:
+        log(f"  the producer retried {sum(retries.errors.values()):,} partition batches: "
+            + ", ".join(f"{n:,} x {e}" for e, n in retries.errors.most_common(4)))
+    return acked
+
+
+class RetryCounter(logging.Handler):
+    """Counts the producer's "retrying <tp> (attempt n): <error>" debug lines by error."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.errors: collections.Counter[str] = collections.Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("retrying"):
+            self.errors[str(record.args[-1]).split(":")[0] if record.args else "?"] += 1
 
 
 def controller_id(bootstrap: str) -> int:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     return int(admin.describe_cluster().result(timeout=30).controller.id)
+
+
+def throughput(bootstrap: str, many: list[tuple[str, int]], records: int, client: str) -> list[str]:
+    ten = [("ten", p) for p in range(10)]
+    put, get = (produce_moldau, consume_moldau) if client == "moldau" else (produce, consume)
+    log(f"produce {records:,} x 100 B over 10 partitions ...")
+    p10 = put(bootstrap, ten, records)
+    log(f"produce {records:,} x 100 B over {len(many):,} partitions ...")
+    pmany = put(bootstrap, many, records)
+    log("consume both ...")
+    c10 = get(bootstrap, ten, records)
+    cmany = get(bootstrap, many, records)
+    rows = [f"{f'{client}, acks=all, linger.ms=5':<24} {'10 partitions':>15} {f'{len(many):,} partitions':>18} "
+            f"{'ratio':>6}",
+            f"{'produce records/s':<24} {p10:>15,.0f} {pmany:>18,.0f} {pmany / p10:>6.2f}",
+            f"{'consume records/s':<24} {c10:>15,.0f} {cmany:>18,.0f} {cmany / c10:>6.2f}"]
+    log("\n".join(rows))
+    return rows
+
+
+def failover(args: argparse.Namespace, brokers: list[BrokerProcess], sizes: dict[str, int],
+             many: list[tuple[str, int]]) -> list[str]:
+    bootstrap = ",".join(b.bootstrap for b in brokers)
+    # The same probe with every broker up: what writing one record to every partition costs without a failure.
+    t0 = time.monotonic()
+    baseline = max(write_everywhere_moldau(bootstrap, many, t0, 300).values()) if args.probe == "moldau" else \
+        max(write_everywhere_librdkafka(bootstrap, many, t0, 300).values())
+    log(f"no failure: one acks=all record written to every partition in {baseline:.1f} s ({args.probe})")
+    controller = controller_id(bootstrap)
+    victim = next(b for b in brokers if (b.broker_id == controller) == (args.kill == "controller"))
+    dead = victim.broker_id
+    led_before = leaders(bootstrap)
+    survivors = [b for b in brokers if b is not victim]
+    sb = ",".join(b.bootstrap for b in survivors)
+    log(f"SIGKILL broker {dead} ({args.kill}; controller was {controller}) ...")
+    start = time.monotonic()
+    victim.kill()
+    led_s = wait_all_led(sb, sizes, args.rf, 300, dead=dead)
+    log(f"every partition led by a survivor after {led_s:.1f} s; writing ({args.probe}) ...")
+    write = write_everywhere_moldau if args.probe == "moldau" else write_everywhere_librdkafka
+    acked = write(sb, many, start, 300)
+    writable = max(acked.values())
+    out_s = (time.monotonic() - start) + wait_metadata(sb, sizes, 300, lambda p: dead not in p.isrs)
+    moved = sorted(t for tp, t in acked.items() if led_before.get(tp) == dead)
+    stayed = sorted(t for tp, t in acked.items() if led_before.get(tp) != dead)
+
+    def spread(ts: list[float]) -> str:
+        return f"{len(ts):,} partitions, first {ts[0]:.1f} / median {ts[len(ts) // 2]:.1f} / last {ts[-1]:.1f} s" \
+            if ts else "none"
+
+    rows = [f"SIGKILL of broker {dead} ({args.kill}), session timeout {args.session_timeout_ms / 1000:.0f} s, probe "
+            f"{args.probe}: every partition led by a survivor {led_s:.1f} s, one acks=all record written to every "
+            f"partition {writable:.1f} s (bound {args.session_timeout_ms / 1000 + 5:.0f} s); broker {dead} out of "
+            f"every ISR in Metadata by {out_s:.1f} s; the same write with every broker up took {baseline:.1f} s",
+            f"  acks per partition, seconds after the kill: led by broker {dead} before: {spread(moved)}; "
+            f"led by a survivor: {spread(stayed)}"]
+    log("\n".join(rows))
+    return rows
 
 
 def run(args: argparse.Namespace) -> str:
@@ -205,9 +346,7 @@ def run(args: argparse.Namespace) -> str:
         sizes = topic_sizes(args.partitions, args.topics)
         config = {"min.insync.replicas": str(min(args.rf, 2))}
         admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300000})
-        deadline = time.monotonic() + 60  # every broker registered before RF 3 topics are asked for
-        while len(admin.list_topics(timeout=10).brokers) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_brokers(bootstrap, len(brokers), 60)  # a broker's port opens before it registers in ZooKeeper
         admin.create_topics([NewTopic("ten", 10, args.rf, config=config)])["ten"].result(timeout=60)
         wait_all_led(bootstrap, {"ten": 10}, args.rf, 60)
         rss0 = [b.rss_bytes() for b in brokers]
@@ -222,44 +361,24 @@ def run(args: argparse.Namespace) -> str:
         rows.append(f"create {args.partitions:,} partitions: CreateTopics answered {answered:.1f} s, every "
                     f"partition led with a full ISR {led:.1f} s")
         log(rows[-1])
-        ten = [("ten", p) for p in range(10)]
         many = [(n, p) for n, k in sizes.items() for p in range(k)]
-        log(f"produce {args.records:,} x 100 B over 10 partitions ...")
-        put, get = (produce_moldau, consume_moldau) if args.client == "moldau" else (produce, consume)
-        p10 = put(bootstrap, ten, args.records)
-        log(f"produce {args.records:,} x 100 B over {len(many):,} partitions ...")
-        pmany = put(bootstrap, many, args.records)
-        log("consume both ...")
-        c10 = get(bootstrap, ten, args.records)
-        cmany = get(bootstrap, many, args.records)
-        rows.append(f"{f'{args.client}, acks=all, linger.ms=5':<24} {'10 partitions':>15} "
-                    f"{f'{len(many):,} partitions':>18} {'ratio':>6}")
-        rows.append(f"{'produce records/s':<24} {p10:>15,.0f} {pmany:>18,.0f} {pmany / p10:>6.2f}")
-        rows.append(f"{'consume records/s':<24} {c10:>15,.0f} {cmany:>18,.0f} {cmany / c10:>6.2f}")
+        if not args.skip_throughput:
+            rows += throughput(bootstrap, many, args.records, args.client)
         rss = [b.rss_bytes() for b in brokers]
         replicas = args.partitions * args.rf / 3
         rows.append("RSS MB per broker: " + ", ".join(f"{r / 2**20:.0f}" for r in rss) + " (before the topics: "
                     + ", ".join(f"{r / 2**20:.0f}" for r in rss0) + f"); ~{(sum(rss) - sum(rss0)) / 3 / replicas / 1024:.1f}"
                     f" KB per partition replica")
-        log("\n".join(rows[-4:]))
-        controller = controller_id(bootstrap)
-        victim = next(b for b in brokers if (b.broker_id == controller) == (args.kill == "controller"))
-        survivors = [b for b in brokers if b is not victim]
-        sb = ",".join(b.bootstrap for b in survivors)
-        log(f"SIGKILL broker {victim.broker_id} ({args.kill}; controller was {controller}) ...")
-        start = time.monotonic()
-        victim.kill()
-        led_s = wait_all_led(sb, sizes, args.rf, 300, dead=victim.broker_id)
-        writable = write_everywhere(sb, many, start, 300)
-        rows.append(f"SIGKILL of broker {victim.broker_id} ({args.kill}), session timeout "
-                    f"{args.session_timeout_ms / 1000:.0f} s: every partition led by a survivor {led_s:.1f} s, "
-                    f"one acks=all record written to every partition {writable:.1f} s")
         log(rows[-1])
+        rows += failover(args, brokers, sizes, many)
     finally:
         for b in brokers:
             b.kill()
         zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep:
+            log(f"kept {root} (broker logs: b*/broker.stderr)")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     return "\n".join(rows)
 
 
@@ -273,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill", choices=("follower", "controller"), default="follower")
     parser.add_argument("--client", choices=("confluent", "moldau"), default="confluent",
                         help="the client of the throughput phase (see above)")
+    parser.add_argument("--probe", choices=("moldau", "librdkafka"), default="moldau",
+                        help="the client that writes one acks=all record to every partition after the kill")
+    parser.add_argument("--skip-throughput", action="store_true", help="no produce/consume phase before the kill")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (broker logs) afterwards")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up (brokers, ZooKeeper, files)
     print(run(args))

@@ -336,11 +336,15 @@ class Controller:
                 return written
             except BadVersionError:
                 written.update({tp: s for tp, s in changes.items() if self.ctx.states.get(tp) is s})
-                log.info("partition states changed in ZooKeeper meanwhile (attempt %d); re-reading them", attempt)
-                for tp in tps:
-                    fresh = await self.zk.partition_state(*tp)
+                stale = [tp for tp in changes if tp not in written]
+                log.info("partition states changed in ZooKeeper meanwhile (attempt %d); re-reading %d of them",
+                         attempt, len(stale))
+                # Only the states of the chunks that failed, read concurrently (not all, one by one).
+                fresh_states = await asyncio.gather(*(self.zk.partition_state(*tp) for tp in stale))
+                for tp, fresh in zip(stale, fresh_states):
                     if fresh is not None and tp[0] in self.ctx.assignments:
                         self.ctx.states[tp] = fresh
+                tps = stale
         log.error("could not write the states of %d partitions after %d attempts", len(tps), STATE_WRITE_ATTEMPTS)
         return written
 
@@ -351,18 +355,32 @@ class Controller:
         return sum(1 for s in list(self.ctx.states.values()) if s.leader == E.NO_LEADER)
 
     async def _write_states(self, changes: dict[TopicPartition, Z.LeaderIsr]) -> None:
-        """Conditional writes (controller epoch check + each state's znode version) of changed states."""
+        """Conditional writes (controller epoch check + each state's znode version) of changed states.
+
+        The multis of MULTI_CHUNK states go out together, not one round trip after the other: a broker death
+        changes every partition it held (10,000 states were 50 sequential multis, 1.3 s on a loaded machine).
+        Each multi carries the epoch check, so fencing holds for every one of them. Each chunk's states are
+        adopted as soon as it is written; a chunk that failed raises once all have finished (ControllerMovedError
+        first), so the caller re-reads and decides again only for what was not written."""
         items = sorted(changes.items())
-        for i in range(0, len(items), MULTI_CHUNK):
-            chunk = items[i:i + MULTI_CHUNK]
-            ops: list[Op] = [("set", Z.state_path(*tp), Z.partition_state(s), s.zk_version) for tp, s in chunk]
-            results = await self.zk.controller_multi(self.ctx.epoch_zk_version, ops)
-            for (tp, state), stat in zip(chunk, results):
-                state.zk_version = int(stat.version)
-                self.ctx.states[tp] = state
+        chunks = [items[i:i + MULTI_CHUNK] for i in range(0, len(items), MULTI_CHUNK)]
+        results = await asyncio.gather(*(self._write_chunk(chunk) for chunk in chunks), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for error in errors:
+            if isinstance(error, (ControllerMovedError, asyncio.CancelledError)):
+                raise error
+        if errors:
+            raise errors[0]
         for tp, state in items:
             log.info("partition %s-%d: leader %d, leader epoch %d, ISR %s", *tp, state.leader, state.leader_epoch,
                      state.isr)
+
+    async def _write_chunk(self, chunk: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:
+        ops: list[Op] = [("set", Z.state_path(*tp), Z.partition_state(s), s.zk_version) for tp, s in chunk]
+        results = await self.zk.controller_multi(self.ctx.epoch_zk_version, ops)
+        for (tp, state), stat in zip(chunk, results):
+            state.zk_version = int(stat.version)
+            self.ctx.states[tp] = state
 
     def _partition_info(self, tp: TopicPartition, is_new: bool = False) -> R.PartitionInfo:
         ctx = self.ctx
