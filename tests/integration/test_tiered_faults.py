@@ -69,6 +69,19 @@ def cluster(zookeeper: Any, s3: S3Server, tmp_path_factory: pytest.TempPathFacto
 def create(cluster: Cluster, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    # The previous test restarts a broker as it ends: its port opens before the controller and the other brokers
+    # know it is back, and CreateTopics with it in the assignment then answers INVALID_REPLICA_ASSIGNMENT.
+    def everyone_known() -> bool:
+        for b in cluster.brokers.values():
+            try:
+                ids = set(AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5).brokers)
+            except Exception:  # noqa: BLE001 - a broker still starting: ask again
+                return False
+            if ids != {1, 2, 3}:
+                return False
+        return True
+
+    wait_until(everyone_known, 60, "every broker registered and known to the others")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]], config={
         "remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1",
