@@ -1,17 +1,22 @@
 """Client quotas with four clients: a throttled client held to its quota next to an unthrottled one (issue #23).
 
-    .venv/bin/python bench/quotas.py                                  # every client, every quota: ~15 min
+    .venv/bin/python bench/quotas.py --work-dir /dev/shm              # every client, every quota: ~35 min
     .venv/bin/python bench/quotas.py --clients confluent --quotas produce --seconds 30
+    .venv/bin/python bench/quotas.py --clients confluent --quotas produce --control   # the bench's own noise
 
 One standalone broker with Kafka's default quota windows (quota.window.num 11 x quota.window.size.seconds 1).
 For each client library (confluent-kafka, kafka-python, aiokafka, Moldau's) and each quota:
   * produce: ``producer_byte_rate=1048576`` on one client id; 8 KiB records as fast as the client takes them;
   * fetch: ``consumer_byte_rate=1048576``; a consumer re-reading a 64 MiB topic from the start, again and again;
   * request: ``request_percentage`` (default 0.02) on a tight loop of Metadata requests;
-first the unthrottled client alone, then the throttled and the unthrottled client together: from the throttled
-client's first answer plus ``--warmup-s`` (which holds the first-window allowance, quota x (num - 1) x size, that
-a new client gets at once, as in Kafka) both are measured over ``--seconds``; alone, the client is measured over
-the same part of its run (from its start plus ``--warmup-s``, for ``--seconds``). Each client runs in a process of
+the unthrottled client alone, and the throttled and the unthrottled client together ("beside"), in ``--pairs``
+pairs interleaved A B B A (default 2 pairs), so that a drift of the machine weighs on both sides alike; the row
+gives the means. Every phase measures its clients from their first answer plus ``--warmup-s`` (which holds the
+first-window allowance, quota x (num - 1) x size, that a new client gets at once, as in Kafka) for ``--seconds``:
+the same part of a client's run on both sides, since a client's rate moves over its run. ``--control`` runs the
+beside phases without the throttled client and its quota: the ratio then measures only the bench's noise.
+``--work-dir /dev/shm`` keeps the broker's log in memory, so the producer rows measure the broker rather than the
+disk's write-back (which makes an unthrottled producer's rate swing 2-3x from second to second). Each client runs in a process of
 its own (so one client's GIL or event loop cannot slow the other). Rates are what the clients count (bytes acknowledged / records' bytes
 received / Metadata answers); the throttled client's request time is the broker's
 ``moldau_client_quota_recorded_total`` over the same interval. "throttle" is the largest throttle time the
@@ -400,61 +405,92 @@ class Row:
     client: str
     quota: str
     bound: float
-    throttled: float  # rate over the measured interval: B/s or % of a handler
-    throttled_with_warmup: float
+    throttled: list[float]  # per beside phase: rate over the measured interval (B/s or % of a handler)
+    throttled_with_warmup: list[float]
     client_throttle_ms: float
     broker_throttle_s: float
-    alone: float  # the unthrottled client's rate alone
-    together: float  # ... next to the throttled one
-    load: tuple[float, float]  # the machine's 1-minute load average after the alone and the together phase
-    # Shares of a core over the measured intervals: (unthrottled client, broker) alone; (throttled client,
-    # unthrottled client, broker) together.
-    cpu_alone: tuple[float, float] = (0.0, 0.0)
-    cpu_together: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    alone: list[float]  # the unthrottled client's rate alone, per alone phase
+    together: list[float]  # ... next to the throttled one, per beside phase
+    load: tuple[float, float]  # the machine's 1-minute load average, highest of the alone / the beside phases
+    # Shares of a core over the measured intervals, means over the phases: (unthrottled client, broker) alone;
+    # (throttled client, unthrottled client, broker) together.
+    cpu_alone: tuple[float, ...] = (0.0, 0.0)
+    cpu_together: tuple[float, ...] = (0.0, 0.0, 0.0)
 
 
-def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: argparse.Namespace) -> Row:
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def alone_phase(broker: BrokerProcess, client: str, quota: str, cid: str, args: argparse.Namespace
+                ) -> tuple[float, tuple[float, float], float]:
+    """The unthrottled client alone: (rate, (its CPU, the broker's CPU), load average after)."""
+    until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
+    watch = CpuWatch(broker.pid)
+    alone = finish(start_worker(client, quota, broker.bootstrap, cid, until))
+    watch.stop()
+    if args.alone_s:  # the short alone phase of old: from its 2nd second to its end
+        first = next((t for t, n in alone["samples"] if n > 0), until)
+        a0, a1 = first + 1.0, min(first + args.alone_s, until)
+    else:  # the same part of its life as beside the throttled one (a client's rate moves over its run)
+        a0, a1 = measured_interval(alone, until, args)
+    return (rate_between(alone, a0, a1), (cpu_between(alone["cpu"], a0, a1), cpu_between(watch.samples, a0, a1)),
+            os.getloadavg()[0])
+
+
+def measured_interval(result: dict[str, Any], until: float, args: argparse.Namespace) -> tuple[float, float]:
+    """From a client's first answer plus --warmup-s, for --seconds (shorter if the client started late)."""
+    first = next((t for t, n in result["samples"] if n > 0), until)
+    m0 = first + args.warmup_s
+    return m0, min(m0 + args.seconds, until)
+
+
+@dataclass
+class Beside:
+    throttled: float
+    with_warmup: float
+    fast: float
+    client_throttle_ms: float
+    broker_throttle_s: float
+    cpu: tuple[float, float, float]
+    load: float
+
+
+def beside_phase(broker: BrokerProcess, client: str, quota: str, bound: float, slow: str, fast: str,
+                 args: argparse.Namespace) -> Beside:
+    """The throttled and the unthrottled client together, both measured over the same --seconds."""
     from moldau.sync import AdminClient
 
-    tag = f"{client}-{quota}-{int(time.time()) % 100000}"
-    slow, fast = f"slow-{tag}", f"fast-{tag}"
     key = QUOTAS[quota]
-    start = time.monotonic() + 3.0  # process start-ups
-    watch = CpuWatch(broker.pid)
-    # Alone, the client is measured over the same part of its life as beside the throttled one: from its start-up
-    # plus the warm-up, for --seconds (a producer's first seconds run faster than its later ones: see
-    # PRODUCE_TOPIC_CONFIG), unless --alone-s asks for a short alone phase measured from its 2nd second.
-    a0, a1 = (start + 2.0, start + args.alone_s) if args.alone_s else \
-        (start + 2.0 + args.warmup_s, start + 2.0 + args.warmup_s + args.seconds)
-    alone = finish(start_worker(client, quota, broker.bootstrap, f"alone-{tag}", a1))
-    watch.stop()
-    alone_rate = rate_between(alone, a0, a1)
-    cpu_alone = (cpu_between(alone["cpu"], a0, a1), cpu_between(watch.samples, a0, a1))
-    load_alone = os.getloadavg()[0]
     recorded: list[tuple[float, float]] = []  # the broker's running total for the throttled client
     with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
-        admin.alter_client_quotas([({"client-id": slow}, {key: bound})])
+        if not args.control:
+            admin.alter_client_quotas([({"client-id": slow}, {key: bound})])
         try:
             # The warm-up counts from the throttled client's first answer (a client process can take seconds to
             # start on the loaded machine, and its first-window allowance must not fall into the measurement).
             until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
-            procs = [start_worker(client, quota, broker.bootstrap, cid, until) for cid in (slow, fast)]
+            # --control: the same phase without the throttled client (and without a quota), so the row's ratio
+            # is what this machine's noise alone makes of two identical phases.
+            procs = [start_worker(client, quota, broker.bootstrap, cid, until)
+                     for cid in ((fast,) if args.control else (slow, fast))]
             watch = CpuWatch(broker.pid)
             while time.monotonic() < until:
                 recorded.append((time.monotonic(),
                                  broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)))
                 time.sleep(0.5)
-            load_together = os.getloadavg()[0]
+            load = os.getloadavg()[0]
             throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
             watch.stop()
-            slow_r, fast_r = (finish(p) for p in procs)
+            results = [finish(p) for p in procs]
+            slow_r, fast_r = results[0], results[-1]
         finally:
-            admin.alter_client_quotas([({"client-id": slow}, {key: None})])
+            if not args.control:
+                admin.alter_client_quotas([({"client-id": slow}, {key: None})])
     first = next((t for t, n in slow_r["samples"] if n > 0), until)
     if os.environ.get("QUOTA_BENCH_DEBUG"):
         log(f"slow samples: {[(round(t - first, 1), n) for t, n in slow_r['samples'][::4]]}")
-    m0 = first + args.warmup_s
-    m1 = min(m0 + args.seconds, until)
+    m0, m1 = measured_interval(slow_r, until, args)
     if m1 - m0 < args.seconds:
         log(f"{client} {quota}: measured over {m1 - m0:.0f} s only (slow start)")
     if quota == "request":  # the client counts requests; the broker knows their handler time
@@ -463,10 +499,38 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
     else:
         throttled = rate_between(slow_r, m0, m1)
         with_warmup = rate_between(slow_r, first, m1)
-    row = Row(client, quota, bound, throttled, with_warmup, slow_r["throttle_max_ms"], throttle_s, alone_rate,
-              rate_between(fast_r, m0, m1), (load_alone, load_together), cpu_alone,
-              (cpu_between(slow_r["cpu"], m0, m1), cpu_between(fast_r["cpu"], m0, m1),
-               cpu_between(watch.samples, m0, m1)))
+    return Beside(throttled, with_warmup, rate_between(fast_r, m0, m1), slow_r["throttle_max_ms"], throttle_s,
+                  (cpu_between(slow_r["cpu"], m0, m1), cpu_between(fast_r["cpu"], m0, m1),
+                   cpu_between(watch.samples, m0, m1)), load)
+
+
+def phase_order(pairs: int) -> list[str]:
+    """Alone and beside phases interleaved A B B A A B ...: over an even number of pairs a drift of the machine
+    (or of the client's own rate over the run) that is linear in time weighs on both sides alike."""
+    order: list[str] = []
+    for i in range(pairs):
+        order += ["alone", "beside"] if i % 2 == 0 else ["beside", "alone"]
+    return order
+
+
+def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: argparse.Namespace) -> Row:
+    tag = f"{client}-{quota}-{int(time.time()) % 100000}"
+    alone: list[tuple[float, tuple[float, float], float]] = []
+    beside: list[Beside] = []
+    for i, phase in enumerate(phase_order(args.pairs)):
+        if phase == "alone":
+            alone.append(alone_phase(broker, client, quota, f"alone-{tag}-{i}", args))
+            log(f"{client} {quota} alone: {fmt_alone(quota, alone[-1][0])}")
+        else:
+            beside.append(beside_phase(broker, client, quota, bound, f"slow-{tag}-{i}", f"fast-{tag}-{i}", args))
+            b = beside[-1]
+            log(f"{client} {quota} beside: {fmt_alone(quota, b.fast)}, throttled {fmt_rate(quota, b.throttled)}")
+    row = Row(client, quota, bound, [b.throttled for b in beside], [b.with_warmup for b in beside],
+              max(b.client_throttle_ms for b in beside), sum(b.broker_throttle_s for b in beside),
+              [a[0] for a in alone], [b.fast for b in beside],
+              (max(a[2] for a in alone), max(b.load for b in beside)),
+              tuple(mean([a[1][k] for a in alone]) for k in range(2)),
+              tuple(mean([b.cpu[k] for b in beside]) for k in range(3)))
     log(f"{row}")
     return row
 
@@ -509,8 +573,15 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--warmup-s", type=float, default=5.0)
     ap.add_argument("--alone-s", type=float, default=None,
-                    help="a short alone phase instead (measured from its 2nd second to its end)")
+                    help="a short alone phase instead, measured from the client's 2nd second (old behaviour)")
+    ap.add_argument("--pairs", type=int, default=2,
+                    help="alone/beside pairs per row, interleaved A B B A ...; rates are the means (default 2)")
     ap.add_argument("--read-topic-mib", type=int, default=64)
+    ap.add_argument("--control", action="store_true",
+                    help="beside phases without the throttled client: the ratio then shows the bench's own noise")
+    ap.add_argument("--work-dir", default=None,
+                    help="where the broker's log.dirs go (default: the temp dir; /dev/shm takes the disk's "
+                         "write-back out of the producer rows)")
     # worker mode (one client in its own process)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--client", help=argparse.SUPPRESS)
@@ -522,7 +593,7 @@ def main() -> None:
     if args.worker:
         run_worker(args)
         return
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-quotas-"))
+    root = Path(tempfile.mkdtemp(prefix="moldau-bench-quotas-", dir=args.work_dir))
     broker = BrokerProcess(root / "broker", overrides=BROKER_OVERRIDES)
     rows: list[Row] = []
     try:
@@ -538,20 +609,26 @@ def main() -> None:
     finally:
         broker.kill()
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\nquota windows 11 x 1 s; measured over {args.seconds:.0f} s after a {args.warmup_s:.0f} s warm-up\n")
-    print("| client | quota | throttled client | vs quota | incl. warm-up | throttle seen by client (max) | "
-          "broker throttle total | unthrottled alone | unthrottled beside | ratio | load avg (alone, beside) | "
+    print(f"\nquota windows 11 x 1 s; each phase measured over {args.seconds:.0f} s after a {args.warmup_s:.0f} s "
+          f"warm-up; {args.pairs} alone and {args.pairs} beside phases per row, interleaved "
+          f"({' '.join(p[0].upper() for p in phase_order(args.pairs))}); rates are means over the phases\n")
+    print("| client | quota | throttled client (per phase) | vs quota (worst phase) | incl. warm-up | "
+          "throttle seen by client (max) | broker throttle total | unthrottled alone (per phase) | "
+          "unthrottled beside (per phase) | ratio of means | load avg (alone, beside) | "
           "CPU alone: unthrottled, broker | CPU beside: throttled, unthrottled, broker |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         name = f"{QUOTAS[r.quota]}={r.bound:.0f}" if r.quota != "request" else f"{QUOTAS[r.quota]}={r.bound:g}"
-        print(f"| {r.client} | {name} | {fmt_rate(r.quota, r.throttled)} | {r.throttled / r.bound:.2f}x | "
-              f"{r.throttled_with_warmup / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
-              f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, r.alone)} | {fmt_alone(r.quota, r.together)} | "
-              f"{r.together / r.alone:.2f} | {r.load[0]:.0f}, {r.load[1]:.0f} | "
+        worst = max(r.throttled, key=lambda v: abs(v / r.bound - 1.0))
+        print(f"| {r.client} | {name} | {fmt_rate(r.quota, mean(r.throttled))} "
+              f"({' / '.join(fmt_rate(r.quota, v) for v in r.throttled)}) | {worst / r.bound:.2f}x | "
+              f"{mean(r.throttled_with_warmup) / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
+              f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, mean(r.alone))} "
+              f"({' / '.join(fmt_alone(r.quota, v) for v in r.alone)}) | {fmt_alone(r.quota, mean(r.together))} "
+              f"({' / '.join(fmt_alone(r.quota, v) for v in r.together)}) | "
+              f"{mean(r.together) / mean(r.alone):.2f} | {r.load[0]:.0f}, {r.load[1]:.0f} | "
               + ", ".join(f"{v:.2f}" for v in r.cpu_alone) + " | " + ", ".join(f"{v:.2f}" for v in r.cpu_together)
-              + " |" if r.alone else f"{r} |")
-
+              + " |" if mean(r.alone) else f"{r} |")
 
 if __name__ == "__main__":
     main()
