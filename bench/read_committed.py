@@ -84,7 +84,8 @@ def consume(bootstrap: str, isolation: str, expected: int) -> tuple[float, int]:
         while got < expected:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{isolation}: {got:,} of {expected:,} records in 600 s")
-            for m in consumer.consume(num_messages=10000, timeout=1.0):
+            # at most what is left: librdkafka waits out the timeout for a short batch
+            for m in consumer.consume(num_messages=min(10000, expected - got), timeout=1.0):
                 if m.error() is not None:
                     raise RuntimeError(f"{isolation}: {m.error()}")
                 got += 1
