@@ -226,3 +226,69 @@ async def test_the_coordinators_own_partitions_get_their_markers_without_a_reque
     else:
         raise AssertionError("another leader's markers must go over the network")
     assert dialled == [1]
+
+
+async def test_marker_rounds_that_come_while_a_request_is_out_share_the_next_request(tmp_path: Path) -> None:
+    """One WriteTxnMarkers request per leader at a time: the rounds that come while it is out go in the next
+    request together, and each round gets its own partitions' answers. A leader answers one request of a
+    connection at a time, so one request per round made every round wait for the replication of those ahead."""
+    import functools
+    import time
+
+    from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
+    from tests.unit.client.test_connection_faults import Peer
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("t", partitions=2)
+    P3 = 7003
+    for pid, partition in ((P1, 0), (P2, 0), (P3, 1)):
+        await env.call(ApiKey.PRODUCE, 9, _produce("t", pid, 0, 2, epoch=1, partition=partition))
+    requests: list[list[int]] = []  # the producer ids of each request's markers, in order
+    first_in, release_first = asyncio.Event(), asyncio.Event()
+
+    async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = Peer(reader, writer)
+        try:
+            await peer.handshake()
+            while True:
+                req = await peer.read_request()
+                requests.append([m["producer_id"] for m in req.body["markers"]])
+                if len(requests) == 1:
+                    first_in.set()
+                    await release_first.wait()
+                peer.respond(req, await env.call(ApiKey.WRITE_TXN_MARKERS, req.version, req.body))
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(leader, "127.0.0.1", 0)
+    port = int(server.sockets[0].getsockname()[1])
+    channel = InterBrokerMarkerChannel(env.metadata, lambda _: ("127.0.0.1", port), 0)  # type: ignore[arg-type]
+    try:
+        write = functools.partial(channel.write_markers, 1)
+        first = asyncio.create_task(write(P1, 1, True, 2, [("t", 0)]))
+        async with asyncio.timeout(10):
+            await first_in.wait()
+        # While the first request waits at the leader, two more rounds come: one commits, one aborts.
+        second = asyncio.create_task(write(P2, 1, True, 2, [("t", 0), ("t", 1)]))
+        third = asyncio.create_task(write(P3, 0, False, 2, [("t", 1)]))  # an older epoch than its records'
+        deadline = time.monotonic() + 10
+        while len(channel._queued.get(1, [])) < 2:  # both queued behind the request in flight
+            assert time.monotonic() < deadline and not second.done() and not third.done()
+            await asyncio.sleep(0.01)
+        release_first.set()
+        async with asyncio.timeout(10):
+            answers = await asyncio.gather(first, second, third)
+    finally:
+        await channel.close()
+        server.close()
+        await server.wait_closed()
+    assert requests == [[P1], [P2, P3]]
+    assert answers == [{("t", 0): E.NONE}, {("t", 0): E.NONE, ("t", 1): E.NONE},
+                       {("t", 1): E.INVALID_PRODUCER_EPOCH}]
+    t0, t1 = env.replica_manager.get_partition("t", 0), env.replica_manager.get_partition("t", 1)
+    assert t0 is not None and t1 is not None
+    assert t0.log.last_stable_offset == t0.log.log_end_offset  # every transaction on t-0 ended
+    assert t1.log.last_stable_offset < t1.log.log_end_offset  # P3's records on t-1 (wrong epoch) still open
