@@ -7,7 +7,8 @@ ZooKeeper and three brokers. Topic ``big`` (one partition, only on broker 1) is 
 ``live`` (one partition, replicas [1, 3], min.insync.replicas=2) takes an acks=all confluent-kafka producer
 (1 KiB records), so its follower on broker 3 fetches from broker 1 exactly as the reassignment's new replica does.
 First the producer alone (``--alone-s``), then ``moldau-reassign-partitions --execute --throttle`` moves ``big``
-from [1] to [1, 3] while the producer keeps going. The copy rate is the new replica's log on broker 3 growing
+from [1] to [1, 3] while the producer keeps going, then (the move verified) the producer alone again: "alone" is
+the mean of the two alone phases. The copy rate is the new replica's log on broker 3 growing
 from 20% to 95% of the partition (sampled every 0.5 s), past the replication quota's first-window allowance
 (throttle x (replication.quota.window.num - 1) x window size = 100 MB, which a move gets at once, as in Kafka);
 the producer's rate is its acknowledged bytes over the same interval. Then ``--verify`` runs until the move is done and the throttle configs must be gone.
@@ -162,6 +163,11 @@ def main() -> None:
         copy_rate = (hi[1] - lo[1]) / (hi[0] - lo[0])
         beside = producer.rate(lo[0], hi[0])
         wait_until(lambda: "is completed" in tool("--verify"), 120, "the reassignment")
+        # Alone again once the move is done: the mean of before and after takes a drift of the machine's load
+        # over the minutes of the move out of the ratio (one phase before and one after weigh it alike).
+        a2 = time.monotonic()
+        time.sleep(args.alone_s)
+        after = producer.rate(a2, time.monotonic())
         producer.stop()
         import kazoo.client
         zkc = kazoo.client.KazooClient(zk.connect + "/bench")
@@ -180,8 +186,9 @@ def main() -> None:
               "during the move | ratio | throttle configs after --verify |")
         print("|---|---|---|---|---|---|---|---|")
         print(f"| {big_size / 1048576:.0f} MiB | {args.throttle / 1e6:.0f} MB/s | {copy_rate / 1e6:.2f} MB/s | "
-              f"{copy_rate / args.throttle:.2f}x | {alone / 1048576:.2f} MiB/s | {beside / 1048576:.2f} MiB/s | "
-              f"{beside / alone:.2f} | {', '.join(leftover) or 'none'} |")
+              f"{copy_rate / args.throttle:.2f}x | {(alone + after) / 2 / 1048576:.2f} MiB/s (before "
+              f"{alone / 1048576:.2f}, after {after / 1048576:.2f}) | {beside / 1048576:.2f} MiB/s | "
+              f"{beside / ((alone + after) / 2):.2f} | {', '.join(leftover) or 'none'} |")
     finally:
         for b in brokers:
             b.kill()
