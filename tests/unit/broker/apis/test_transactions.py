@@ -368,20 +368,27 @@ async def test_the_offsets_load_reads_beyond_the_high_watermark(tmp_path: Path) 
     assert group is not None and group.offsets[("a", 0)].offset == 42
 
 
+async def commit_with_markers_held(tmp_path: Path, partitions: int = 1) -> tuple[Env, int]:
+    """An env whose producer "tx" committed a transaction on a-0 (EndTxn answered) while its marker cannot land
+    (NOT_LEADER_OR_FOLLOWER, retried by the round until a test sets ``env.markers.answer`` back): (env, pid)."""
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("a", partitions)
+    await ready(env)
+    pid = (await init(env))["producer_id"]
+    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
+    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER
+    assert await end(env, pid, 0, True) == E.NONE
+    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    return env, pid
+
+
 async def test_the_next_transaction_waits_for_the_markers_of_the_previous(tmp_path: Path, monkeypatch: Any) -> None:
     """AddPartitionsToTxn of the next transaction, sent while the previous one's markers are on their way, is
     answered once they are written (not CONCURRENT_TRANSACTIONS at once), so an EndTxn(abort) right after it
     finds the transaction Ongoing; a round that outlasts the bound still answers CONCURRENT_TRANSACTIONS."""
     from moldau.broker.coordinator import txn_coordinator
 
-    env = make_env(tmp_path, CONFIG)
-    await env.create_topic("a", 1)
-    await ready(env)
-    pid = (await init(env))["producer_id"]
-    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
-    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the marker cannot land yet
-    assert await end(env, pid, 0, True) == E.NONE
-    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    env, pid = await commit_with_markers_held(tmp_path)
     next_add = asyncio.ensure_future(add(env, pid, 0, {"a": [0]}))
     await asyncio.sleep(0.05)
     assert not next_add.done()  # waiting for the round
@@ -419,14 +426,7 @@ async def test_the_next_transaction_goes_in_one_batch_with_complete_commit(tmp_p
     """The first AddPartitionsToTxn of the next transaction, waiting for the previous one's markers, is written
     together with its CompleteCommit: one batch (one replication round trip), answered once it is replicated;
     a second request of the producer waiting meanwhile goes the usual way after it."""
-    env = make_env(tmp_path, CONFIG)
-    await env.create_topic("a", 2)
-    await ready(env)
-    pid = (await init(env))["producer_id"]
-    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
-    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the marker cannot land yet
-    assert await end(env, pid, 0, True) == E.NONE
-    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    env, pid = await commit_with_markers_held(tmp_path, partitions=2)
     before = len(state_batches(env))
     first = asyncio.ensure_future(add(env, pid, 0, {"a": [1]}))
     offsets = asyncio.ensure_future(env.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
@@ -461,14 +461,7 @@ async def test_a_failed_write_with_the_successor_retries_complete_commit_alone(t
     """The write of CompleteCommit with the next Ongoing fails (the partition cannot take it): the request
     waiting hears the coordinator error (retriable), the round writes CompleteCommit alone, and the client's
     retry then opens the transaction."""
-    env = make_env(tmp_path, CONFIG)
-    await env.create_topic("a", 1)
-    await ready(env)
-    pid = (await init(env))["producer_id"]
-    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
-    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER
-    assert await end(env, pid, 0, True) == E.NONE
-    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    env, pid = await commit_with_markers_held(tmp_path)
     store, write = env.txn.store, env.txn.store.write
     failed: list[object] = []
 
@@ -494,14 +487,7 @@ async def test_a_failed_write_with_the_successor_retries_complete_commit_alone(t
 
 
 async def test_a_successor_of_a_resigning_coordinator_hears_not_coordinator(tmp_path: Path) -> None:
-    env = make_env(tmp_path, CONFIG)
-    await env.create_topic("a", 1)
-    await ready(env)
-    pid = (await init(env))["producer_id"]
-    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
-    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER
-    assert await end(env, pid, 0, True) == E.NONE
-    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    env, pid = await commit_with_markers_held(tmp_path)
     waiting = asyncio.ensure_future(add(env, pid, 0, {"a": [0]}))
     await until(lambda: (r := env.txn._rounds.get("tx")) is not None and r.successor is not None, "the successor")
     env.txn.on_resign(env.txn.store.partition_for("tx"))
@@ -522,14 +508,7 @@ async def test_a_coordinator_named_before_its_replica_leads_waits_for_it(tmp_pat
     forget every transactional id of the partition, so a PrepareCommit was never completed (its partitions' last
     stable offset stuck for good) and the producer got a new producer id (found by moldau-verify --workload txn
     with a kill -9)."""
-    env = make_env(tmp_path, CONFIG)
-    await env.create_topic("a", 1)
-    await ready(env)
-    pid = (await init(env))["producer_id"]
-    assert await add(env, pid, 0, {"a": [0]}) == {("a", 0): 0}
-    env.markers.answer = E.NOT_LEADER_OR_FOLLOWER  # the broker "dies" before its markers are written
-    assert await end(env, pid, 0, True) == E.NONE
-    await until(lambda: len(env.markers.calls) >= 1, "a marker attempt")
+    env, pid = await commit_with_markers_held(tmp_path)
     partition = env.txn.store.partition_for("tx")
     epoch = env.txn.store.epoch_of(partition)
     assert epoch is not None
