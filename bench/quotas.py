@@ -426,9 +426,11 @@ def alone_phase(broker: BrokerProcess, client: str, quota: str, cid: str, args: 
                 ) -> tuple[float, tuple[float, float], float]:
     """The unthrottled client alone: (rate, (its CPU, the broker's CPU), load average after)."""
     until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
+    proc = start_worker(client, quota, broker.bootstrap, cid, until)
     watch = CpuWatch(broker.pid)
-    alone = finish(start_worker(client, quota, broker.bootstrap, cid, until))
+    observe(broker, quota, f"slow-{cid}", until)  # as the beside phase watches its throttled client
     watch.stop()
+    alone = finish(proc)
     if args.alone_s:  # the short alone phase of old: from its 2nd second to its end
         first = next((t for t, n in alone["samples"] if n > 0), until)
         a0, a1 = first + 1.0, min(first + args.alone_s, until)
@@ -436,6 +438,26 @@ def alone_phase(broker: BrokerProcess, client: str, quota: str, cid: str, args: 
         a0, a1 = measured_interval(alone, until, args)
     return (rate_between(alone, a0, a1), (cpu_between(alone["cpu"], a0, a1), cpu_between(watch.samples, a0, a1)),
             os.getloadavg()[0])
+
+
+def observe(broker: BrokerProcess, quota: str, client_id: str, until: float) -> list[tuple[float, float]]:
+    """The broker's running quota total for ``client_id``, scraped every 0.5 s until ``until``. The alone phases
+    scrape the same way for a client that is not there: each scrape costs the broker a metrics rendering, and
+    the two sides must differ only by the throttled client."""
+    recorded: list[tuple[float, float]] = []
+    while time.monotonic() < until:
+        recorded.append((time.monotonic(), broker_metric(broker, "moldau_client_quota_recorded_total", quota,
+                                                         client_id)))
+        time.sleep(0.5)
+    return recorded
+
+
+def set_quota(broker: BrokerProcess, client_id: str, key: str, bound: float | None) -> None:
+    """Sets (None: removes) a client-id quota, with a short-lived admin client (none is open during a phase)."""
+    from moldau.sync import AdminClient
+
+    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.alter_client_quotas([({"client-id": client_id}, {key: bound})])
 
 
 def measured_interval(result: dict[str, Any], until: float, args: argparse.Namespace) -> tuple[float, float]:
@@ -459,34 +481,27 @@ class Beside:
 def beside_phase(broker: BrokerProcess, client: str, quota: str, bound: float, slow: str, fast: str,
                  args: argparse.Namespace) -> Beside:
     """The throttled and the unthrottled client together, both measured over the same --seconds."""
-    from moldau.sync import AdminClient
-
     key = QUOTAS[quota]
-    recorded: list[tuple[float, float]] = []  # the broker's running total for the throttled client
-    with AdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+    if not args.control:
+        set_quota(broker, slow, key, bound)
+    try:
+        # The warm-up counts from the throttled client's first answer (a client process can take seconds to
+        # start on the loaded machine, and its first-window allowance must not fall into the measurement).
+        until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
+        # --control: the same phase without the throttled client (and without a quota), so the row's ratio
+        # is what this machine's noise alone makes of two identical phases.
+        procs = [start_worker(client, quota, broker.bootstrap, cid, until)
+                 for cid in ((fast,) if args.control else (slow, fast))]
+        watch = CpuWatch(broker.pid)
+        recorded = observe(broker, quota, slow, until)  # the broker's running total for the throttled client
+        load = os.getloadavg()[0]
+        throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
+        watch.stop()
+        results = [finish(p) for p in procs]
+        slow_r, fast_r = results[0], results[-1]
+    finally:
         if not args.control:
-            admin.alter_client_quotas([({"client-id": slow}, {key: bound})])
-        try:
-            # The warm-up counts from the throttled client's first answer (a client process can take seconds to
-            # start on the loaded machine, and its first-window allowance must not fall into the measurement).
-            until = time.monotonic() + STARTUP_S + args.warmup_s + args.seconds
-            # --control: the same phase without the throttled client (and without a quota), so the row's ratio
-            # is what this machine's noise alone makes of two identical phases.
-            procs = [start_worker(client, quota, broker.bootstrap, cid, until)
-                     for cid in ((fast,) if args.control else (slow, fast))]
-            watch = CpuWatch(broker.pid)
-            while time.monotonic() < until:
-                recorded.append((time.monotonic(),
-                                 broker_metric(broker, "moldau_client_quota_recorded_total", quota, slow)))
-                time.sleep(0.5)
-            load = os.getloadavg()[0]
-            throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
-            watch.stop()
-            results = [finish(p) for p in procs]
-            slow_r, fast_r = results[0], results[-1]
-        finally:
-            if not args.control:
-                admin.alter_client_quotas([({"client-id": slow}, {key: None})])
+            set_quota(broker, slow, key, None)
     first = next((t for t, n in slow_r["samples"] if n > 0), until)
     if os.environ.get("QUOTA_BENCH_DEBUG"):
         log(f"slow samples: {[(round(t - first, 1), n) for t, n in slow_r['samples'][::4]]}")
