@@ -420,6 +420,12 @@ class ReplicaManager:
                 listener.on_transaction_marker(topic, index, producer_id, committed)
             except Exception:
                 log.exception("transaction marker listener %r failed for %s-%d", listener, topic, index)
+    def log_start_moved(self, topic: str, index: int) -> None:
+        """DeleteRecords moved the leader's log start offset: the partition's fetch answers change (followers
+        learn it from their next answer and then report their own, which DeleteRecords waits for)."""
+        for listener in self.append_listeners:
+            listener((topic, index))
+
     def isr_of(self, topic: str, index: int) -> list[int]:
         partition = self.partitions.get((topic, index))
         return partition.isr if partition is not None else []

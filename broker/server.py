@@ -135,6 +135,7 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.metadata: MetadataStore | None = None
         self.fetch_purgatory: Purgatory | None = None
+        self.fetch_sessions: FetchSessionCache | None = None
         self.produce_purgatory: Purgatory | None = None
         self.delete_records_purgatory: Purgatory | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
@@ -200,6 +201,10 @@ class BrokerServer:
         rm.append_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(produce_purgatory.check_and_complete)
+        # Incremental fetch sessions (KIP-227) keep the partitions that changed since their last answer.
+        self.fetch_sessions = FetchSessionCache(int(cfg.get("max.incremental.fetch.session.cache.slots")))
+        rm.append_listeners.append(self.fetch_sessions.partition_changed)
+        rm.hw_listeners.append(self.fetch_sessions.partition_changed)
         self.delete_records_purgatory = delete_records = Purgatory("DeleteRecords", LoopTimer(loop), self.broker_id)
         rm.low_watermark_listeners.append(delete_records.check_and_complete)
         if self.zk_mode is not None:
@@ -337,8 +342,7 @@ class BrokerServer:
         topics = TopicDeps(self.broker_id, self.config, metadata, auth, self.quotas)
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas,
-                                 remote=self.remote_log_manager, fetch_sessions=FetchSessionCache(
-                                     int(self.config.get("max.incremental.fetch.session.cache.slots")))),
+                                 remote=self.remote_log_manager, fetch_sessions=self.fetch_sessions),
             topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock, self.txn_coordinator),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
