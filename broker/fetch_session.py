@@ -223,6 +223,19 @@ class FetchSessionCache:
         return session
 
 
+# What a follower's fetch says of one partition: (current_leader_epoch, fetch_offset, last_fetched_epoch,
+# log_start_offset, partition_max_bytes). A tuple, compared as one value: building a request dict for each of
+# 3,333 partitions on every fetch, only to find most of them unchanged, cost the follower ~10 ms per fetch.
+PartitionPosition = tuple[int, int, int, int, int]
+
+
+def position_fields(index: int, position: PartitionPosition) -> dict[str, Any]:
+    """A partition's entry of a Fetch request."""
+    epoch, offset, last_epoch, log_start, max_bytes = position
+    return {"partition": index, "current_leader_epoch": epoch, "fetch_offset": offset,
+            "last_fetched_epoch": last_epoch, "log_start_offset": log_start, "partition_max_bytes": max_bytes}
+
+
 class FollowerSession:
     """The fetcher's half of a session (Kafka's FetchSessionHandler): a full request to open it, then only the
     partitions whose fields changed since they were last sent, and the ones to forget."""
@@ -230,20 +243,25 @@ class FollowerSession:
     def __init__(self) -> None:
         self.session_id = 0
         self.epoch = INITIAL_EPOCH
-        self.sent: dict[TopicPartition, dict[str, Any]] = {}
+        self.sent: dict[TopicPartition, PartitionPosition] = {}
 
     def reset(self) -> None:
         self.session_id, self.epoch, self.sent = 0, INITIAL_EPOCH, {}
 
-    def build(self, wanted: dict[TopicPartition, dict[str, Any]]
-              ) -> tuple[int, int, dict[TopicPartition, dict[str, Any]], list[TopicPartition]]:
+    def build(self, wanted: dict[TopicPartition, PartitionPosition]
+              ) -> tuple[int, int, dict[TopicPartition, PartitionPosition], list[TopicPartition]]:
         """(session id, epoch, partitions to send, partitions to forget) for a fetch of ``wanted``."""
         if self.session_id == 0:
             return 0, INITIAL_EPOCH, dict(wanted), []
-        changed = {tp: e for tp, e in wanted.items() if self.sent.get(tp) != e}
-        return self.session_id, self.epoch, changed, [tp for tp in self.sent if tp not in wanted]
+        sent = self.sent
+        get = sent.get
+        changed = {tp: e for tp, e in wanted.items() if get(tp) != e}
+        # |sent| + |new| == |wanted| + |sent - wanted|: look for forgotten partitions only when there are some.
+        new = sum(1 for tp in changed if tp not in sent)
+        forgotten = [tp for tp in sent if tp not in wanted] if len(sent) + new > len(wanted) else []
+        return self.session_id, self.epoch, changed, forgotten
 
-    def on_response(self, session_id: int, epoch: int, sent: dict[TopicPartition, dict[str, Any]],
+    def on_response(self, session_id: int, epoch: int, sent: dict[TopicPartition, PartitionPosition],
                     forgotten: list[TopicPartition]) -> None:
         """A successful answer to the request ``build`` made: the leader's session now holds what was sent."""
         if session_id == 0:  # the leader keeps no session for us: full requests go on
