@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -91,13 +91,12 @@ class FetchSession:
         if waiter is not None:
             waiter.try_complete()
 
-    def changed_only(self, responses: list[dict[str, Any]], full: bool,
-                     nothing_left: Callable[[str, int, SessionPartition], bool] | None = None
+    def changed_only(self, responses: list[dict[str, Any]], full: bool, left: set[TopicPartition] | None = None
                      ) -> list[dict[str, Any]]:
         """Records what each partition's answer tells the fetcher; an incremental answer keeps only the
         partitions with records, an error or a moved high watermark, last stable offset or log start offset.
-        ``nothing_left(topic, partition, sp)``: whether a partition answered without an error has nothing more
-        to say (no data past its fetch offset); such partitions leave the changed set."""
+        With ``left`` (the partitions read that have data past their fetch offset), every other partition
+        answered without an error has nothing more to say and leaves the changed set."""
         out: list[dict[str, Any]] = []
         changed_set = self.changed
         for t in responses:
@@ -115,7 +114,7 @@ class FetchSession:
                 error = p["error_code"] != ErrorCode.NONE
                 if full or changed or error or len(p["records"]) > 0:
                     kept.append(p)
-                if not error and nothing_left is not None and nothing_left(topic, index, sp):
+                if not error and left is not None and (topic, index) not in left:
                     changed_set.discard((topic, index))
             if kept or full:
                 out.append({"topic": topic, "partitions": kept})

@@ -25,6 +25,7 @@ from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
@@ -75,10 +76,11 @@ def _has_news(rm: Any, topic: str, index: int, sp: SessionPartition, follower: b
                                  r.get("current_leader_epoch", -1)))
 
 
-def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = None
-              ) -> tuple[list[FetchResponseResponses], int, bool, int]:
+def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = None,
+              left: set[TopicPartition] | None = None) -> tuple[list[FetchResponseResponses], int, bool, int]:
     """(responses, bytes read, any error, bytes of throttled replicas: leader.replication.throttled.rate);
-    ``topics``: the part of the request's topics to read (default: all)."""
+    ``topics``: the part of the request's topics to read (default: all). ``left`` gets the partitions with
+    data past their fetch offset (up to the log end for a follower, the HW for a consumer) after this read."""
     replica_id = body["replica_id"]
     consumer = replica_id < 0
     read_committed = consumer and version >= 4 and body["isolation_level"] == READ_COMMITTED
@@ -118,6 +120,8 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = 
             if r.error != ErrorCode.NONE:
                 error = True
                 entry["records"] = b""  # Kafka sends empty records, never null (librdkafka rejects -1)
+            elif left is not None and p["fetch_offset"] < (r.high_watermark if consumer else r.log_end_offset):
+                left.add((name, index))
             partitions.append(entry)
             total += r.size
         responses.append({"topic": name, "partitions": partitions})
@@ -132,17 +136,12 @@ def _record_throttled(ctx: ReplicaDeps, throttled_bytes: int) -> None:
 
 
 def _response(responses: list[FetchResponseResponses], session: FetchSession | None = None,
-              full: bool = True, ctx: ReplicaDeps | None = None, follower: bool = True) -> FetchResponse:
+              full: bool = True, left: set[TopicPartition] | None = None) -> FetchResponse:
+    """The answer; with a session, only what changed (an incremental one), and the partitions read without an
+    error and without data ``left`` leave the session's changed set."""
     if session is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
-    nothing_left = None
-    if ctx is not None:
-        rm = ctx.replica_manager
-
-        def nothing_left(topic: str, index: int, sp: SessionPartition) -> bool:
-            return not _has_news(rm, topic, index, sp, follower)
-
-    kept: Any = session.changed_only(responses, full, nothing_left)  # type: ignore[arg-type]
+    kept: Any = session.changed_only(responses, full, left)  # type: ignore[arg-type]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session.session_id,
             "responses": kept}
 
@@ -254,12 +253,12 @@ class DelayedFetch(DelayedOperation):
             session.waiter = None
         if not self.future.done():
             topics = self._topics()
-            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version, topics)
+            left: set[TopicPartition] = set()
+            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version, topics, left)
             _record_throttled(self.ctx, throttled_bytes)
             reads = _remote_reads(self.ctx, self.body, responses, self.version, topics)
             if not reads:
-                self.future.set_result(_response(responses + self.denied, session, self.full, self.ctx,
-                                                 self.body["replica_id"] >= 0))
+                self.future.set_result(_response(responses + self.denied, session, self.full, left))
                 return
             task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
             future = self.future
@@ -338,7 +337,8 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
                     ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
                                                         p["log_start_offset"], p["current_leader_epoch"])
         topics = body["topics"]
-    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version, topics)
+    left: set[TopicPartition] = set()
+    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version, topics, left)
     reads = _remote_reads(ctx, body, responses, request.version, topics)
     if reads:
         _record_throttled(ctx, throttled_bytes)
@@ -349,7 +349,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
         keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         _record_throttled(ctx, throttled_bytes)
-        return _response(responses + denied, session, full, ctx, follower)
+        return _response(responses + denied, session, full, left)
     future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
     delayed = DelayedFetch(ctx, body, request.version, future, denied)
     delayed.session, delayed.full, delayed.narrow = session, full, narrow
