@@ -16,6 +16,7 @@ from moldau.broker.fetch_session import FetchSession, FetchSessionCache
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.header import RequestHeader
 from moldau.protocol.records import build_batch
 from tests.unit.broker.apis.handler_env import Env, make_env
@@ -144,9 +145,10 @@ async def test_changes_while_an_answer_is_built_or_in_flight_are_in_the_next_ans
     assert set(visits["read"]) == {1, 2, 3, 40} and set(visits["update"]) == {1, 2, 3}
 
 
-async def test_records_the_follower_did_not_confirm_are_sent_again(tmp_path: Path) -> None:
+async def test_answers_that_change_without_the_follower_naming_the_partition(tmp_path: Path) -> None:
     """An answer's records may never be applied (the follower dropped them): as long as the follower does not
-    name a new position, the partition is read again in each fetch, as Kafka's leader reads every partition."""
+    name a new position, the partition is read again in each fetch, as Kafka's leader reads every partition.
+    A new leader epoch is told to a follower still fetching at the old one (FENCED_LEADER_EPOCH)."""
     env, follower = await _setup(tmp_path)
     visits = _count_visits(env)
     _append(env, 5)
@@ -154,6 +156,13 @@ async def test_records_the_follower_did_not_confirm_are_sent_again(tmp_path: Pat
     answer = follower.fetch([])
     assert isinstance(answer, dict) and follower.take(answer).get(5, 0) > 0
     assert set(visits["update"]) == set(visits["read"]) == {5}
+    follower.take(follower.fetch([5]))
+    assert follower.take(follower.fetch([])) == {}
+    env.replica_manager.become_leader_or_follower("t", PartitionState(9, 0, 2, [0, 1], [0, 1]), {})
+    fenced = follower.fetch([], max_wait_ms=500)
+    assert isinstance(fenced, dict)
+    assert [(p["partition_index"], p["error_code"]) for t in fenced["responses"] for p in t["partitions"]] == [
+        (9, ErrorCode.FENCED_LEADER_EPOCH)]
 
 
 async def test_caught_up_idle_partitions_keep_the_follower_in_the_isr(tmp_path: Path) -> None:
