@@ -33,6 +33,7 @@ from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC, TxnStateS
 from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.fetch_session import FetchSessionCache
+from moldau.broker.gc_freeze import GcFreezer
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
@@ -136,6 +137,7 @@ class BrokerServer:
         self.metadata: MetadataStore | None = None
         self.fetch_purgatory: Purgatory | None = None
         self.fetch_sessions: FetchSessionCache | None = None
+        self.gc_freezer: GcFreezer | None = None
         self.produce_purgatory: Purgatory | None = None
         self.delete_records_purgatory: Purgatory | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
@@ -300,6 +302,13 @@ class BrokerServer:
                        rm.maybe_shrink_isrs)
         self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
                        rm.checkpoint_high_watermarks)
+        # The partition state (loaded logs, then each burst of LeaderAndIsr or topic changes) leaves the garbage
+        # collector's full collections once it settles (broker/gc_freeze.py).
+        self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
+        rm.role_listeners.append(lambda _partition, _leader: freezer.changed())
+        if self.zk_mode is None:  # standalone: topic changes create the partitions
+            metadata.listeners.append(lambda _name, _topic: freezer.changed())
+        freezer.changed()
         log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
                  time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
 
@@ -514,6 +523,8 @@ class BrokerServer:
             await _bounded("remote log manager", self.remote_log_manager.close(), deadline)
         for task in self._tasks:
             task.cancel()
+        if self.gc_freezer is not None:
+            self.gc_freezer.close()
         if self.socket_server is not None:
             self.socket_server.stop_accepting()
         if self.fetch_purgatory is not None:
