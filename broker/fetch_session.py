@@ -65,6 +65,7 @@ class FetchSession:
     # The partitions that may have something to say in the next answer (see the module's docstring).
     changed: set[TopicPartition] = field(default_factory=set)
     swept_ms: int = 0  # when a fetch last went over every partition
+    replica_id: int = -1  # the follower's broker id (a consumer: -1)
     waiter: Waiter | None = None  # the session's parked fetch, woken when a partition changes
 
     def topics_of(self, tps: Iterable[TopicPartition]) -> list[dict[str, Any]]:
@@ -155,6 +156,7 @@ class FetchSessionCache:
                 return ErrorCode.NONE, None, True
             session = self._create(now_ms)
             if session is not None:
+                session.replica_id = body.get("replica_id", -1)
                 self._apply(session, body)
             return ErrorCode.NONE, session, True
         session = self._sessions.get(session_id)
@@ -179,6 +181,7 @@ class FetchSessionCache:
 
     def _apply(self, session: FetchSession, body: dict[str, Any]) -> None:
         partitions = session.partitions
+        superseded: list[FetchSession] = []
         for t in body["topics"]:
             name = t["topic"]
             for p in t["partitions"]:
@@ -187,9 +190,17 @@ class FetchSessionCache:
                 sp = partitions.get(tp)
                 if sp is None:
                     partitions[tp] = SessionPartition(fields)
-                    self._holders.setdefault(tp, []).append(session)
+                    holders = self._holders.setdefault(tp, [])
+                    if holders and session.replica_id >= 0:
+                        superseded += [h for h in holders if h.replica_id == session.replica_id]
+                    holders.append(session)
                 else:
                     sp.request = fields
+        # The same follower fetching the same partitions in a new session (it reconnected, or restarted): its
+        # old session is dead. Dropped now rather than when the cache runs out of slots, since every append to
+        # its partitions would go on marking it.
+        for old in {id(h): h for h in superseded}.values():
+            self._remove(old.session_id)
 
     def _release(self, session: FetchSession, tp: TopicPartition) -> None:
         holders = self._holders.get(tp)

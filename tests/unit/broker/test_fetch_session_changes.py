@@ -220,3 +220,23 @@ def test_the_changed_set_follows_the_sessions_partitions() -> None:
     cache.resolve({**inc, "session_epoch": -1, "forgotten_topics_data": []}, 0, may_create=True)
     cache.partition_changed(("t", 0))
     assert a.changed == set() and isinstance(a, FetchSession)
+
+
+def test_a_followers_new_session_supersedes_its_old_one() -> None:
+    """A follower that reconnects opens a new session over the same partitions: its old session is dropped at
+    once (not when the cache runs out of slots), so appends stop marking it; another follower's stays."""
+    cache = FetchSessionCache(10)
+
+    def full(replica_id: int) -> dict[str, Any]:
+        return {"replica_id": replica_id, "session_id": 0, "session_epoch": 0, "forgotten_topics_data": [],
+                "topics": [{"topic": "t", "partitions": [_part(0, 0), _part(1, 0)]}]}
+
+    _, old, _ = cache.resolve(full(1), 0, may_create=True)
+    _, other, _ = cache.resolve(full(2), 0, may_create=True)
+    _, new, _ = cache.resolve(full(1), 0, may_create=True)
+    assert old is not None and other is not None and new is not None and len(cache) == 2
+    cache.partition_changed(("t", 0))
+    assert old.changed == set() and new.changed == other.changed == {("t", 0)}
+    error, _, _ = cache.resolve({"replica_id": 1, "session_id": old.session_id, "session_epoch": 1,
+                                 "topics": [], "forgotten_topics_data": []}, 0, may_create=True)
+    assert error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
