@@ -9,6 +9,9 @@ import asyncio
 import struct
 from pathlib import Path
 
+import pytest
+
+from moldau.broker import network
 from moldau.broker.apis import ROUTES
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metrics import BrokerMetrics
@@ -22,7 +25,12 @@ from tests.unit.broker.test_produce_pipelining import _frame
 SMALL = 30
 
 
-async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flush_at", [None, 100])
+async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush_at: int | None) -> None:
+    """``flush_at`` 100: the copied bytes are written out every ~100 bytes instead of gathered whole."""
+    if flush_at is not None:
+        monkeypatch.setattr(network, "FLUSH_AT", flush_at)
     env = make_env(tmp_path)
     await env.create_topic("t", partitions=SMALL + 1)
     rm = env.replica_manager
