@@ -126,8 +126,12 @@ async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
 class BrokerServer:
     """One broker: starts and stops the components; handlers get typed slices of them (broker/apis/context.py)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, freeze_gc: bool = False) -> None:
+        """``freeze_gc``: the broker owns its process (``moldau-server``), so it may keep its partition state out
+        of the garbage collector's full collections (broker/gc_freeze.py); an in-process broker leaves the host
+        process's collector alone."""
         self.config = config
+        self.freeze_gc = freeze_gc
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.clock = SystemClock()
         self.metrics = BrokerMetrics(num_io_threads=1, num_network_threads=1)
@@ -304,11 +308,12 @@ class BrokerServer:
                        rm.checkpoint_high_watermarks)
         # The partition state (loaded logs, then each burst of LeaderAndIsr or topic changes) leaves the garbage
         # collector's full collections once it settles (broker/gc_freeze.py).
-        self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
-        rm.role_listeners.append(lambda _partition, _leader: freezer.changed())
-        if self.zk_mode is None:  # standalone: topic changes create the partitions
-            metadata.listeners.append(lambda _name, _topic: freezer.changed())
-        freezer.changed()
+        if self.freeze_gc:
+            self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
+            rm.role_listeners.append(lambda _partition, _leader: freezer.changed())
+            if self.zk_mode is None:  # standalone: topic changes create the partitions
+                metadata.listeners.append(lambda _name, _topic: freezer.changed())
+            freezer.changed()
         log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
                  time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
 
