@@ -26,7 +26,8 @@ only the partitions that failed. ``--probe librdkafka`` uses confluent-kafka ins
 ProduceRequest (librdkafka issue #1700), so 10,000 partitions become 10,000 acks=all requests; with
 ``message.timeout.ms`` 5000 many of them expire in the client's queue on a 2-core machine and are sent again, so
 that figure measures the client's request fan-out as much as the broker's failover. ``--skip-throughput`` skips
-the produce/consume phase (the failover is then measured on empty logs).
+the produce/consume phase (the failover is then measured on empty logs); ``--skip-failover`` stops after the
+traffic and the RSS.
 """
 
 from __future__ import annotations
@@ -370,7 +371,8 @@ def run(args: argparse.Namespace) -> str:
                     + ", ".join(f"{r / 2**20:.0f}" for r in rss0) + f"); ~{(sum(rss) - sum(rss0)) / 3 / replicas / 1024:.1f}"
                     f" KB per partition replica")
         log(rows[-1])
-        rows += failover(args, brokers, sizes, many)
+        if not args.skip_failover:
+            rows += failover(args, brokers, sizes, many)
     finally:
         for b in brokers:
             b.kill()
@@ -395,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe", choices=("moldau", "librdkafka"), default="moldau",
                         help="the client that writes one acks=all record to every partition after the kill")
     parser.add_argument("--skip-throughput", action="store_true", help="no produce/consume phase before the kill")
+    parser.add_argument("--skip-failover", action="store_true", help="no SIGKILL and failover after the traffic")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (broker logs) afterwards")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up (brokers, ZooKeeper, files)

@@ -134,6 +134,13 @@ def supported_api_versions() -> list[ApiVersionsResponseApiKeys]:
     return ADVERTISED_VERSIONS
 
 
+# A fetch answer's file region below this size is copied into the bytes around it rather than sent with its own
+# sendfile: a syscall and an await per region cost more than the copy (3,333 regions of ~200 bytes: 25 ms
+# against 4 ms on the 2-core VM).
+COPY_BELOW = 16 * 1024
+FLUSH_AT = 1 << 20  # copied bytes are written out once this many have gathered
+
+
 def _regions(part: Any) -> list[Any]:
     regions = getattr(part, "regions", None)
     return list(regions) if regions is not None else [part]
@@ -443,22 +450,54 @@ class Connection:
         self.metrics.network_busy(time.perf_counter() - t0)
         sent_by_sendfile = copied = 0
         tls = self.tls
-        for part in assemble(out, external):
-            if isinstance(part, (bytes, bytearray, memoryview)):
-                if tls is None:
-                    await self.loop.sock_sendall(self.sock, part)
-                else:
-                    await tls.sendall(part)
-            elif tls is None:
-                for region in _regions(part):
-                    sent_by_sendfile += await self._sendfile(region)
-            else:  # no sendfile through TLS: the record bytes are read and encrypted in user space
-                for region in _regions(part):
-                    await tls.send_file(region.fileobj, region.position, region.length)
-                    copied += int(region.length)
+        if tls is None and external:
+            sent_by_sendfile, copied = await self._write_parts(assemble(out, external))
+        else:
+            for part in assemble(out, external):
+                if isinstance(part, (bytes, bytearray, memoryview)):
+                    if tls is None:
+                        await self.loop.sock_sendall(self.sock, part)
+                    else:
+                        await tls.sendall(part)
+                else:  # no sendfile through TLS: the record bytes are read and encrypted in user space
+                    assert tls is not None
+                    for region in _regions(part):
+                        await tls.send_file(region.fileobj, region.position, region.length)
+                        copied += int(region.length)
         self.metrics.bytes_out(total, sent_by_sendfile)
         if copied:
             self.metrics.fetch_copied(copied)
+
+    async def _write_parts(self, parts: list[Any]) -> tuple[int, int]:
+        """Writes a response's parts on a plaintext socket: file regions of at least ``COPY_BELOW`` bytes with
+        sendfile, smaller ones read into the bytes around them, so that a follower's answer over 3,333
+        partitions (a ~200-byte region each) is a few writes instead of 6,666 sends and awaits. Returns (bytes
+        by sendfile, bytes copied)."""
+        by_sendfile = copied = 0
+        pending = bytearray()
+        for part in parts:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                pending += part
+                continue
+            for region in _regions(part):
+                length = int(region.length)
+                if length < COPY_BELOW:
+                    data = os.pread(region.fileobj.fileno(), length, region.position)
+                    if len(data) != length:
+                        raise ConnectionError("segment file shorter than the region being sent")
+                    pending += data
+                    copied += length
+                    if len(pending) >= FLUSH_AT:  # an answer of many small regions is not held whole
+                        await self.loop.sock_sendall(self.sock, pending)
+                        pending = bytearray()
+                    continue
+                if pending:
+                    await self.loop.sock_sendall(self.sock, pending)
+                    pending = bytearray()
+                by_sendfile += await self._sendfile(region)
+        if pending:
+            await self.loop.sock_sendall(self.sock, pending)
+        return by_sendfile, copied
 
     async def _send_bytes(self, data: bytes | bytearray) -> None:
         if self.tls is None:

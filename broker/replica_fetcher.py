@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moldau.broker.fetch_session import FollowerSession
+from moldau.broker.fetch_session import FollowerSession, PartitionPosition, position_fields
 from moldau.broker.partition import Partition
 from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
@@ -262,7 +262,8 @@ class Fetcher:
     # ------------------------------------------------------------------ fetching
     async def _fetch(self, conn: BrokerConnection) -> bool:
         sent: dict[TopicPartition, FollowState] = {}
-        wanted: dict[TopicPartition, dict[str, Any]] = {}
+        wanted: dict[TopicPartition, PartitionPosition] = {}
+        max_bytes = self.settings.partition_max_bytes
         throttle = self.settings.throttle
         hold_back = throttle is not None and throttle.exceeded()
         throttled: set[TopicPartition] = set()
@@ -277,17 +278,14 @@ class Fetcher:
                 throttled.add(tp)
             log_ = st.partition.log
             sent[tp] = st
-            wanted[tp] = {
-                "partition": tp[1], "current_leader_epoch": st.leader_epoch, "fetch_offset": log_.log_end_offset,
-                "last_fetched_epoch": log_.latest_epoch, "log_start_offset": log_.log_start_offset,
-                "partition_max_bytes": self.settings.partition_max_bytes}
+            wanted[tp] = (st.leader_epoch, log_.log_end_offset, log_.latest_epoch, log_.log_start_offset, max_bytes)
         if not sent:
             return False
         s = self.settings
         session_id, epoch, changed, forgotten = self.session.build(wanted)
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp, entry in changed.items():
-            by_topic.setdefault(tp[0], []).append(entry)
+        for tp, position in changed.items():
+            by_topic.setdefault(tp[0], []).append(position_fields(tp[1], position))
         gone: dict[str, list[int]] = {}
         for topic, index in forgotten:
             gone.setdefault(topic, []).append(index)

@@ -215,7 +215,7 @@ class ReplicaManager:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             partition = self._new_partition(topic, state.partition, log_)
         was_leader = partition.is_leader
-        old_hw = partition.high_watermark
+        old_hw, old_epoch = partition.high_watermark, partition.leader_epoch
         partition.log.config = config
         partition.min_insync_replicas = int(configs.get("min.insync.replicas", self.min_insync_replicas))
         became_leader = partition.apply_state(state, self.clock.time_ms())
@@ -231,8 +231,11 @@ class ReplicaManager:
         if was_leader and not partition.is_leader:
             log.info("%s-%d: follower now (leader %d, epoch %d)", topic, state.partition, state.leader,
                      state.leader_epoch)
-        if partition.high_watermark != old_hw or was_leader != partition.is_leader:
-            self._hw_changed(tp)  # waiting produces learn the outcome, consumer fetches the new HW
+        if partition.high_watermark != old_hw or was_leader != partition.is_leader or \
+                partition.leader_epoch != old_epoch:
+            # Waiting produces learn the outcome, consumer fetches the new HW, fetch sessions look at the
+            # partition again (a follower still fetching at the old epoch is told FENCED_LEADER_EPOCH).
+            self._hw_changed(tp)
         return ErrorCode.NONE
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> ErrorCode:
@@ -420,6 +423,12 @@ class ReplicaManager:
                 listener.on_transaction_marker(topic, index, producer_id, committed)
             except Exception:
                 log.exception("transaction marker listener %r failed for %s-%d", listener, topic, index)
+    def log_start_moved(self, topic: str, index: int) -> None:
+        """DeleteRecords moved the leader's log start offset: the partition's fetch answers change (followers
+        learn it from their next answer and then report their own, which DeleteRecords waits for)."""
+        for listener in self.append_listeners:
+            listener((topic, index))
+
     def isr_of(self, topic: str, index: int) -> list[int]:
         partition = self.partitions.get((topic, index))
         return partition.isr if partition is not None else []

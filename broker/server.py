@@ -33,6 +33,7 @@ from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC, TxnStateS
 from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.fetch_session import FetchSessionCache
+from moldau.broker.gc_freeze import GcFreezer
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
@@ -125,8 +126,12 @@ async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
 class BrokerServer:
     """One broker: starts and stops the components; handlers get typed slices of them (broker/apis/context.py)."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, freeze_gc: bool = False) -> None:
+        """``freeze_gc``: the broker owns its process (``moldau-server``), so it may keep its partition state out
+        of the garbage collector's full collections (broker/gc_freeze.py); an in-process broker leaves the host
+        process's collector alone."""
         self.config = config
+        self.freeze_gc = freeze_gc
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.clock = SystemClock()
         self.metrics = BrokerMetrics(num_io_threads=1, num_network_threads=1)
@@ -135,6 +140,8 @@ class BrokerServer:
         self.replica_manager: ReplicaManager | None = None
         self.metadata: MetadataStore | None = None
         self.fetch_purgatory: Purgatory | None = None
+        self.fetch_sessions: FetchSessionCache | None = None
+        self.gc_freezer: GcFreezer | None = None
         self.produce_purgatory: Purgatory | None = None
         self.delete_records_purgatory: Purgatory | None = None
         self.fetcher_manager: ReplicaFetcherManager | None = None
@@ -200,6 +207,10 @@ class BrokerServer:
         rm.append_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(produce_purgatory.check_and_complete)
+        # Incremental fetch sessions (KIP-227) keep the partitions that changed since their last answer.
+        self.fetch_sessions = FetchSessionCache(int(cfg.get("max.incremental.fetch.session.cache.slots")))
+        rm.append_listeners.append(self.fetch_sessions.partition_changed)
+        rm.hw_listeners.append(self.fetch_sessions.partition_changed)
         self.delete_records_purgatory = delete_records = Purgatory("DeleteRecords", LoopTimer(loop), self.broker_id)
         rm.low_watermark_listeners.append(delete_records.check_and_complete)
         if self.zk_mode is not None:
@@ -295,6 +306,14 @@ class BrokerServer:
                        rm.maybe_shrink_isrs)
         self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
                        rm.checkpoint_high_watermarks)
+        # The partition state (loaded logs, then each burst of LeaderAndIsr or topic changes) leaves the garbage
+        # collector's full collections once it settles (broker/gc_freeze.py).
+        if self.freeze_gc:
+            self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
+            rm.role_listeners.append(lambda _partition, _leader: freezer.changed())
+            if self.zk_mode is None:  # standalone: topic changes create the partitions
+                metadata.listeners.append(lambda _name, _topic: freezer.changed())
+            freezer.changed()
         log.info("Moldau broker %d started in %.2fs (cluster %s); advertised %s:%d", self.broker_id,
                  time.monotonic() - t0, cluster_id, endpoint.host, endpoint.port)
 
@@ -337,8 +356,7 @@ class BrokerServer:
         topics = TopicDeps(self.broker_id, self.config, metadata, auth, self.quotas)
         return BrokerContext(
             replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth, quotas=self.quotas,
-                                 remote=self.remote_log_manager, fetch_sessions=FetchSessionCache(
-                                     int(self.config.get("max.incremental.fetch.session.cache.slots")))),
+                                 remote=self.remote_log_manager, fetch_sessions=self.fetch_sessions),
             topics=topics,
             groups=GroupDeps(topics, coordinator, self.clock, self.txn_coordinator),
             control=ControlDeps(self.broker_id, rm, cluster, auth),
@@ -510,6 +528,8 @@ class BrokerServer:
             await _bounded("remote log manager", self.remote_log_manager.close(), deadline)
         for task in self._tasks:
             task.cancel()
+        if self.gc_freezer is not None:
+            self.gc_freezer.close()
         if self.socket_server is not None:
             self.socket_server.stop_accepting()
         if self.fetch_purgatory is not None:

@@ -17,11 +17,13 @@ import io
 import logging
 import os
 import threading
+from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from moldau.protocol.records import (
     BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
     BatchHeader,
@@ -45,6 +47,11 @@ INT32_MAX = 2**31 - 1
 logger = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 16 * 1024  # header scans: holds ~4 index intervals of small batches
+# The last batches appended, kept per segment as (position, base offset, last offset, size): a follower or a
+# consumer that keeps up fetches from one of them, and finding it by the index and a header scan cost a pread
+# and a few header decodes per partition and fetch. An int64 array: ~300 bytes per partition.
+_RECENT = 8
+_RECENT_FIELDS = 4
 _RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
 
 
@@ -136,6 +143,7 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._closed = False
         self._size = -1  # unknown until the .log is opened or stat-ed
+        self._recent = array("q")  # the tail of the segment's batches (see _RECENT); empty: unknown
         self._loaded = False
         self._load_lock: threading.Lock | None = None
         if lazy:
@@ -296,6 +304,7 @@ class LogSegment:
         """
         self._index.reset()
         self._time_index.reset()
+        del self._recent[:]
         self._next_offset = self.base_offset
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
@@ -361,8 +370,13 @@ class LogSegment:
         start = self._size
         _write_all(self._fd, data)
         self._size += len(data)
+        recent = self._recent
         for rel, h in headers if headers is not None else iter_headers(data):
             self._on_batch(start + rel, h)
+            if len(recent) >= _RECENT * _RECENT_FIELDS:
+                del recent[:_RECENT_FIELDS]
+            recent.extend((start + rel, h.base_offset, h.base_offset + h.last_offset_delta, h.batch_length
+                           + LOG_OVERHEAD))
         if max_timestamp > self._max_timestamp:
             self._max_timestamp = max_timestamp
             self._offset_of_max_timestamp = offset_of_max_timestamp
@@ -483,6 +497,19 @@ class LogSegment:
                 return pos_, h
         return None
 
+    def _locate(self, offset: int, start_position: int = 0) -> tuple[int, int] | None:
+        """(position, size) of the first batch at or after ``start_position`` whose last offset is >= ``offset``
+        (``translate_offset``), from the recently appended batches when they cover it."""
+        recent = self._recent
+        if recent and recent[1] <= offset:  # at or after the first batch recorded: it is among them, or past the end
+            for i in range(0, len(recent), _RECENT_FIELDS):
+                if recent[i + 2] >= offset and recent[i] >= start_position:
+                    return recent[i], recent[i + 3]
+            if offset > recent[-2]:
+                return None
+        found = self.translate_offset(offset, start_position)
+        return None if found is None else (found[0], found[1].total_size)
+
     def read(
         self, start_offset: int, max_size: int, max_offset: int | None = None, min_one: bool = False
     ) -> FileRegion | None:
@@ -492,22 +519,24 @@ class LogSegment:
         returned even when it alone exceeds ``max_size``. None when no batch here reaches ``start_offset``; an
         empty region when the first batch does not fit.
         """
-        found = self.translate_offset(start_offset)
+        found = self._locate(start_offset)
         if found is None:
             return None
-        start, first = found
+        start, first_size = found
         limit = self._size
-        if max_offset is not None:
-            stop = self.translate_offset(max_offset, start)
+        if max_offset is not None and max_offset < self._next_offset:
+            stop = self._locate(max_offset, start)
             if stop is not None:
                 limit = stop[0]
         end_limit = min(limit, start + max(max_size, 0))
-        if start + first.total_size > end_limit:
-            if min_one and start + first.total_size <= limit:
-                return FileRegion(self._file, start, first.total_size)
+        if start + first_size > end_limit:
+            if min_one and start + first_size <= limit:
+                return FileRegion(self._file, start, first_size)
             return FileRegion(self._file, start, 0)
+        if end_limit == self._size:  # everything from start: the segment ends at a batch boundary
+            return FileRegion(self._file, start, end_limit - start)
         # Jump to the last indexed batch start before the limit, then walk the few headers after it.
-        end = max(start + first.total_size, self._index.floor_position(end_limit))
+        end = max(start + first_size, self._index.floor_position(end_limit))
         for pos, h in self._scan(end, end_limit):
             if pos + h.total_size > end_limit:
                 break
@@ -549,6 +578,7 @@ class LogSegment:
             return 0
         position = found[0]
         truncated = self._size - position
+        del self._recent[:]
         self._index.truncate_to(offset)
         self._index.truncate_to_position(position)
         self._time_index.truncate_to(offset)

@@ -20,11 +20,12 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ReplicaDeps
-from moldau.broker.fetch_session import FetchSession
+from moldau.broker.fetch_session import FetchSession, SessionPartition
 from moldau.broker.purgatory import DelayedOperation
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
@@ -39,33 +40,47 @@ SESSION_VERSION = 7  # the first Fetch version with session_id and session_epoch
 READ_COMMITTED = 1
 
 
-def _to_read(ctx: ReplicaDeps, body: FetchRequest, session: FetchSession | None, full: bool) -> Any:
-    """The topics to read: all of them, or for an incremental session fetch only the partitions that may have
-    something to answer (data past the fetch offset, a moved high watermark or log start offset, or an error).
-    The others would be read only to be left out of the answer: 3,333 of them per follower fetch made reads the
-    leader's largest cost with 10,000 partitions."""
-    if session is None or full:
-        return body["topics"]
+def _sweep_ms(ctx: ReplicaDeps) -> int:
+    """How often one fetch of a session goes over all its partitions: often enough that a caught-up follower's
+    time stays far within replica.lag.time.max.ms."""
+    return max(ctx.replica_manager.replica_lag_time_max_ms // 4, 1)
+
+
+def _update_session_followers(ctx: ReplicaDeps, session: FetchSession, replica_id: int) -> None:
+    """A follower's incremental fetch: its position in each partition that was named or changed (a periodic
+    sweep: in every partition of the session; a sweep also puts the partitions with news in the changed set).
+    Recorded before reading, so the answer carries the high watermarks this very fetch advanced."""
     rm = ctx.replica_manager
-    follower = body["replica_id"] >= 0
-    out = []
-    for t in body["topics"]:
-        name = t["topic"]
-        kept = []
-        for p in t["partitions"]:
-            sp = session.partitions.get((name, p["partition"]))
-            if sp is None or rm.may_have_news(name, p["partition"], p["fetch_offset"], follower, sp.high_watermark,
-                                              sp.log_start_offset, p["current_leader_epoch"]):
-                kept.append(p)
-        if kept:
-            out.append({"topic": name, "partitions": kept})
-    return out
+    now = rm.clock.time_ms()
+    sweep = now - session.swept_ms >= _sweep_ms(ctx)
+    if sweep:
+        session.swept_ms = now
+    partitions = session.partitions
+    update = rm.update_follower
+    for tp in list(partitions) if sweep else list(session.changed):
+        sp = partitions.get(tp)
+        if sp is not None:
+            r = sp.request
+            update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
+                   r.get("current_leader_epoch", -1))
+    if sweep:
+        changed = session.changed
+        for tp, sp in partitions.items():
+            if tp not in changed and _has_news(rm, tp[0], tp[1], sp, True):
+                changed.add(tp)
 
 
-def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = None
-              ) -> tuple[list[FetchResponseResponses], int, bool, int]:
+def _has_news(rm: Any, topic: str, index: int, sp: SessionPartition, follower: bool) -> bool:
+    r = sp.request
+    return bool(rm.may_have_news(topic, index, r["fetch_offset"], follower, sp.high_watermark, sp.log_start_offset,
+                                 r.get("current_leader_epoch", -1)))
+
+
+def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = None,
+              left: set[TopicPartition] | None = None) -> tuple[list[FetchResponseResponses], int, bool, int]:
     """(responses, bytes read, any error, bytes of throttled replicas: leader.replication.throttled.rate);
-    ``topics``: the part of the request's topics to read (default: all)."""
+    ``topics``: the part of the request's topics to read (default: all). ``left`` gets the partitions with
+    data past their fetch offset (up to the log end for a follower, the HW for a consumer) after this read."""
     replica_id = body["replica_id"]
     consumer = replica_id < 0
     read_committed = consumer and version >= 4 and body["isolation_level"] == READ_COMMITTED
@@ -105,6 +120,8 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = 
             if r.error != ErrorCode.NONE:
                 error = True
                 entry["records"] = b""  # Kafka sends empty records, never null (librdkafka rejects -1)
+            elif left is not None and p["fetch_offset"] < (r.high_watermark if consumer else r.log_end_offset):
+                left.add((name, index))
             partitions.append(entry)
             total += r.size
         responses.append({"topic": name, "partitions": partitions})
@@ -119,10 +136,12 @@ def _record_throttled(ctx: ReplicaDeps, throttled_bytes: int) -> None:
 
 
 def _response(responses: list[FetchResponseResponses], session: FetchSession | None = None,
-              full: bool = True) -> FetchResponse:
+              full: bool = True, left: set[TopicPartition] | None = None) -> FetchResponse:
+    """The answer; with a session, only what changed (an incremental one), and the partitions read without an
+    error and without data ``left`` leave the session's changed set."""
     if session is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": 0, "responses": responses}
-    kept: Any = session.changed_only(responses, full)  # type: ignore[arg-type]
+    kept: Any = session.changed_only(responses, full, left)  # type: ignore[arg-type]
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session.session_id,
             "responses": kept}
 
@@ -130,15 +149,15 @@ def _response(responses: list[FetchResponseResponses], session: FetchSession | N
 RemoteRequest = tuple["FetchResponseResponsesPartitions", str, int, int, int, bool]
 
 
-def _remote_reads(ctx: ReplicaDeps, body: FetchRequest, responses: list[FetchResponseResponses], version: int
-                  ) -> list[RemoteRequest]:
+def _remote_reads(ctx: ReplicaDeps, body: FetchRequest, responses: list[FetchResponseResponses], version: int,
+                  topics: Any = None) -> list[RemoteRequest]:
     """The consumer partitions to read from remote storage: (answer entry, topic, partition, offset, max bytes,
     read_committed)."""
     if ctx.remote is None or body["replica_id"] >= 0:
         return []
     read_committed = version >= 4 and body["isolation_level"] == READ_COMMITTED
     out: list[RemoteRequest] = []
-    for t, answer in zip(body["topics"], responses, strict=True):
+    for t, answer in zip(body["topics"] if topics is None else topics, responses, strict=True):
         for p, entry in zip(t["partitions"], answer["partitions"], strict=True):
             if entry["error_code"] == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
                 out.append((entry, t["topic"], p["partition"], p["fetch_offset"], p["partition_max_bytes"],
@@ -170,9 +189,12 @@ class DelayedFetch(DelayedOperation):
     only schedules a check at the end of the event loop's turn: a follower's fetch moves the high watermark of
     every partition it names, and re-reading all partitions of each waiting fetch once per moved partition made
     one fetch over n partitions cost n x n reads. At most one check is pending per operation; it runs after
-    every change of the turn, so no wake-up is lost."""
+    every change of the turn, so no wake-up is lost.
 
-    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due", "session", "full")
+    An incremental session fetch is not watched under each partition of the session: it is the session's
+    ``waiter``, woken by a change of any of them, and reads only the session's changed set."""
+
+    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due", "session", "full", "narrow")
 
     def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any],
                  denied: list[FetchResponseResponses]) -> None:
@@ -185,6 +207,13 @@ class DelayedFetch(DelayedOperation):
         self._check_due = False
         self.session: FetchSession | None = None  # an incremental fetch session (KIP-227): answers what changed
         self.full = True
+        self.narrow = False  # an incremental fetch that reads only the session's changed set
+
+    def _topics(self) -> Any:
+        session = self.session
+        if session is None or not self.narrow:
+            return self.body["topics"]
+        return session.changed_topics()
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
@@ -201,8 +230,7 @@ class DelayedFetch(DelayedOperation):
         if self.future.done():
             self.force_complete()
             return
-        _, total, error, _ = _read_all(self.ctx, self.body, self.version,
-                                       _to_read(self.ctx, self.body, self.session, self.full))
+        _, total, error, _ = _read_all(self.ctx, self.body, self.version, self._topics())
         if error or total >= self.body["min_bytes"]:
             self.force_complete()
 
@@ -215,13 +243,22 @@ class DelayedFetch(DelayedOperation):
             self.future.get_loop().call_soon(self._respond)
 
     def _respond(self) -> None:
+        session = self.session
+        if self.narrow and session is not None:
+            if session.waiter is not self:  # a later fetch of the session took over: leave its changes to it
+                if not self.future.done():
+                    self.future.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+                                            "session_id": session.session_id, "responses": []})
+                return
+            session.waiter = None
         if not self.future.done():
-            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version,
-                                                         _to_read(self.ctx, self.body, self.session, self.full))
+            topics = self._topics()
+            left: set[TopicPartition] = set()
+            responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version, topics, left)
             _record_throttled(self.ctx, throttled_bytes)
-            reads = _remote_reads(self.ctx, self.body, responses, self.version)
+            reads = _remote_reads(self.ctx, self.body, responses, self.version, topics)
             if not reads:
-                self.future.set_result(_response(responses + self.denied, self.session, self.full))
+                self.future.set_result(_response(responses + self.denied, session, self.full, left))
                 return
             task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
             future = self.future
@@ -231,6 +268,16 @@ class DelayedFetch(DelayedOperation):
                     future.set_result(t.result())
 
             task.add_done_callback(deliver)
+
+
+def _may_read_all(ctx: ReplicaDeps, request: Request, session: FetchSession, replica_id: int) -> bool:
+    """Whether the principal may fetch every topic of the session (a follower: ClusterAction)."""
+    if not ctx.auth.enabled:
+        return True
+    if replica_id >= 0:
+        return ctx.auth.cluster(request, Operation.CLUSTER_ACTION)
+    names = {tp[0] for tp in session.partitions}
+    return len(ctx.auth.allowed_names(request, Operation.READ, ResourceType.TOPIC, names)) == len(names)
 
 
 def _unauthorized(ctx: ReplicaDeps, request: Request, body: FetchRequest) -> list[FetchResponseResponses]:
@@ -260,34 +307,53 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
             body, ctx.replica_manager.clock.time_ms(), may_create=body["replica_id"] >= 0)  # type: ignore[arg-type]
         if error_code != ErrorCode.NONE:
             return {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": []}
+    replica_id = body["replica_id"]
+    follower = replica_id >= 0
+    # An incremental fetch reads only the session's changed partitions ("narrow"), unless the principal may not
+    # read every topic of the session: then, as before sessions kept a changed set, all of them (the
+    # unauthorized ones are answered with their error).
+    narrow = session is not None and not full and _may_read_all(ctx, request, session, replica_id)
+    if session is not None and not full and not narrow:
+        body["topics"] = session.full_topics()  # type: ignore[typeddict-item]
     # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
     denied = _unauthorized(ctx, request, body)
-    replica_id = body["replica_id"]
     if replica_id < 0 and ctx.quotas is not None:
         # A consumer under consumer_byte_rate is never handed more than its quota allows over one window (as
         # Kafka's getMaxValueInQuotaWindow); the first batch still goes out whole (min_one).
         quota_bytes = ctx.quotas.fetch_limit(request)
         if quota_bytes is not None:
             body["max_bytes"] = min(body["max_bytes"], max(int(quota_bytes), 1))
-    if replica_id >= 0:
-        # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries the
-        # high watermark this very fetch may have advanced.
-        for t in body["topics"]:
-            for p in t["partitions"]:
-                ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
-                                                    p["log_start_offset"], p["current_leader_epoch"])
-    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version,
-                                                         _to_read(ctx, body, session, full))
-    reads = _remote_reads(ctx, body, responses, request.version)
+    if narrow and session is not None:
+        # Only the partitions named or changed are visited (the session's changed set), not all of them.
+        if follower:
+            _update_session_followers(ctx, session, replica_id)
+        topics: Any = session.changed_topics()
+    else:
+        if follower:
+            # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries
+            # the high watermark this very fetch may have advanced.
+            for t in body["topics"]:
+                for p in t["partitions"]:
+                    ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
+                                                        p["log_start_offset"], p["current_leader_epoch"])
+        topics = body["topics"]
+    left: set[TopicPartition] = set()
+    responses, total, error, throttled_bytes = _read_all(ctx, body, request.version, topics, left)
+    reads = _remote_reads(ctx, body, responses, request.version, topics)
     if reads:
         _record_throttled(ctx, throttled_bytes)
         return asyncio.ensure_future(_with_remote(ctx, reads, _response(responses + denied)))
-    keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    if narrow and session is not None:
+        keys: list[Any] = [("fetch-session", id(session))] if session.partitions else []
+    else:
+        keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         _record_throttled(ctx, throttled_bytes)
-        return _response(responses + denied, session, full)
+        return _response(responses + denied, session, full, left)
     future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
     delayed = DelayedFetch(ctx, body, request.version, future, denied)
-    delayed.session, delayed.full = session, full
+    delayed.session, delayed.full, delayed.narrow = session, full, narrow
+    if narrow and session is not None:
+        session.waiter = delayed  # woken by a change of any partition of the session
     ctx.fetch_purgatory.try_complete_else_watch(delayed, keys)
     return future

@@ -173,6 +173,7 @@ def handle_delete_records(ctx: PartitionAdminDeps, request: Request, body: Delet
             except OffsetOutOfRangeError:
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
+            rm.log_start_moved(t["name"], p["partition_index"])
             waiting.append((t["name"], p["partition_index"], entry, offset))
         topics.append({"name": t["name"], "partitions": partitions})
     if moved:

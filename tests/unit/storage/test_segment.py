@@ -4,6 +4,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -180,4 +181,63 @@ def test_truncate_to_cuts_at_batch_holding_offset(tmp_path: Path) -> None:
     assert all(o < 4 for o, _ in seg.index.entries())
     assert seg.read(4, 1000) is None
     assert seg.truncate_to(100, now_ms=0) == 0
+    seg.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 300)), min_size=1, max_size=30),
+    more=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 300)), max_size=12),
+    interval=st.sampled_from([0, 64, 4096]),
+    data=st.data(),
+)
+def test_reads_from_recent_batches_match_a_segment_without_them(
+    sizes: list[tuple[int, int]], more: list[tuple[int, int]], interval: int, data: st.DataObject
+) -> None:
+    """The segment keeps its last appended batches to find a fetch's start without the index and a header scan;
+    every read answers the same region as the same segment reopened (nothing recent kept), also after a
+    truncation and more appends."""
+    with tempfile.TemporaryDirectory() as d:
+        seg = open_segment(Path(d), 1000, interval)
+        append_batches(seg, sizes)
+        cut = data.draw(st.integers(1000, seg.next_offset))
+        if data.draw(st.booleans()):
+            seg.truncate_to(cut, 0)
+        append_batches(seg, more)
+        reads = data.draw(st.lists(st.tuples(
+            st.integers(1000, seg.next_offset + 2), st.integers(0, 2000), st.none() | st.integers(1000, seg.next_offset + 2),
+            st.booleans()), min_size=1, max_size=25))
+        got = []
+        for start, max_size, max_offset, min_one in reads:
+            region = seg.read(start, max_size, max_offset, min_one)
+            got.append(None if region is None else (region.position, region.length))
+        seg.close()
+        again = open_segment(Path(d), 1000, interval)
+        assert again.load()
+        expected = []
+        for start, max_size, max_offset, min_one in reads:
+            region = again.read(start, max_size, max_offset, min_one)
+            expected.append(None if region is None else (region.position, region.length))
+        assert got == expected
+        again.close()
+
+
+def test_a_fetch_from_a_recent_batch_reads_no_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower fetching from its log end offset, one of the leader's last batches: no pread to find it."""
+    import moldau.storage.segment as segment_module
+
+    seg = open_segment(tmp_path, 0, 4096)
+    batches = append_batches(seg, [(2, 100)] * 40)
+    preads: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, n: int, pos: int) -> bytes:
+        preads.append(pos)
+        return real(fd, n, pos)
+
+    monkeypatch.setattr(segment_module.os, "pread", counting)
+    base, _, position = batches[-3]
+    region = seg.read(base, 1 << 20)
+    assert region is not None and (region.position, region.length) == (position, seg.size - position)
+    assert preads == []
     seg.close()

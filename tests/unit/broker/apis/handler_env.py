@@ -138,6 +138,9 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     rm.append_listeners.append(fetch.check_and_complete)
     rm.hw_listeners.append(fetch.check_and_complete)
     rm.hw_listeners.append(produce.check_and_complete)
+    sessions = FetchSessionCache(1000)
+    rm.append_listeners.append(sessions.partition_changed)
+    rm.hw_listeners.append(sessions.partition_changed)
     coordinator = GroupCoordinator(OffsetStore(rm, clock, 1, broker_id=0), timer, clock, GroupConfig(), 0)
     coordinator.startup()
     metadata.listeners.append(coordinator.on_topic_change)
@@ -154,7 +157,7 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     metadata.listeners.append(txn.on_topic_change)
     ctx = BrokerContext(
         replicas=ReplicaDeps(rm, produce_purgatory=produce, fetch_purgatory=fetch, auth=auth,
-                             fetch_sessions=FetchSessionCache(1000)), topics=topics,
+                             fetch_sessions=sessions), topics=topics,
         groups=GroupDeps(topics, coordinator, clock, txn), control=ControlDeps(0, rm, cluster, auth),
         producer_ids=producer_ids, api_versions=ADVERTISED_VERSIONS,
         transactions=TxnDeps(txn, metadata, coordinator, clock, auth),
