@@ -339,10 +339,9 @@ class Controller:
                 stale = [tp for tp in changes if tp not in written]
                 log.info("partition states changed in ZooKeeper meanwhile (attempt %d); re-reading %d of them",
                          attempt, len(stale))
-                # Only the states of the chunks that failed, read concurrently (not all, one by one).
-                fresh_states = await asyncio.gather(*(self.zk.partition_state(*tp) for tp in stale))
-                for tp, fresh in zip(stale, fresh_states):
-                    if fresh is not None and tp[0] in self.ctx.assignments:
+                # Only the states of the chunks that failed (in a few multiReads, not all, one by one).
+                for tp, fresh in (await self.zk.partition_states_of(stale)).items():
+                    if tp[0] in self.ctx.assignments:
                         self.ctx.states[tp] = fresh
                 tps = stale
         log.error("could not write the states of %d partitions after %d attempts", len(tps), STATE_WRITE_ATTEMPTS)
@@ -579,9 +578,8 @@ class Controller:
         """Leaders report ISR changes they wrote: refresh those states, tell everyone."""
         changed: set[TopicPartition] = set()
         for path, tps in await self.zk.isr_changes():
-            for tp in tps:
-                state = await self.zk.partition_state(*tp)
-                if state is not None and tp[0] in self.ctx.assignments:
+            for tp, state in (await self.zk.partition_states_of(tps)).items():
+                if tp[0] in self.ctx.assignments:
                     self.ctx.states[tp] = state
                     changed.add(tp)
             await self.zk.client.delete(path)
