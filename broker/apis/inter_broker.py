@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.broker.apis.context import ControlDeps
 from moldau.broker.controller import requests as R
+from moldau.broker.log_summary import partition_examples
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
 from moldau.broker.security.acl import Operation
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.types import TopicPartition
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
     from moldau.protocol.typed import (
@@ -49,17 +51,21 @@ async def handle_leader_and_isr(ctx: ControlDeps, request: Request, body: Leader
     states = list(R.partition_states(body))
     if error == ErrorCode.NONE:
         configs: dict[str, dict[str, str]] = {}
+        became: dict[str, list[TopicPartition]] = {}
         for topic, topic_id, s in states:
             if topic not in configs:
                 configs[topic] = await ctx.cluster.topic_configs(topic)
             state = PartitionState(s["partition_index"], s["leader"], s["leader_epoch"], list(s["replicas"]),
                                    list(s["isr"]), zk_version=s["partition_epoch"],
                                    controller_epoch=s["controller_epoch"])
-            code = ctx.replica_manager.become_leader_or_follower(topic, state, configs[topic])
+            code = ctx.replica_manager.become_leader_or_follower(topic, state, configs[topic], became)
             results.append((topic, topic_id, s["partition_index"], code))
         led = sum(1 for t, _, s in states if s["leader"] == ctx.broker_id)
-        log.info("LeaderAndIsr from controller %d (epoch %d): %d partitions, %d led here", body["controller_id"],
-                 body["controller_epoch"], len(states), led)
+        # One line per request; each partition's change is logged at DEBUG by the replica manager.
+        changes = "".join(f"; {role} now: {len(tps)} partitions ({partition_examples(tps)})"
+                          for role, tps in sorted(became.items()))
+        log.info("LeaderAndIsr from controller %d (epoch %d): %d partitions, %d led here%s", body["controller_id"],
+                 body["controller_epoch"], len(states), led, changes)
     else:
         results = [(t, tid, s["partition_index"], error) for t, tid, s in states]
     by_id: dict[bytes, list[LeaderAndIsrResponseTopicsPartitionErrors]] = {}

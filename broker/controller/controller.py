@@ -25,6 +25,7 @@ from moldau.broker.controller.admin_ops import ControllerAdmin
 from moldau.broker.controller.channel import ControllerChannel
 from moldau.broker.controller.reassignment import Reassignments
 from moldau.broker.controller.zk import ControllerMovedError, KafkaZk, Op
+from moldau.broker.log_summary import EXAMPLES
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
@@ -370,9 +371,7 @@ class Controller:
                 raise error
         if errors:
             raise errors[0]
-        for tp, state in items:
-            log.info("partition %s-%d: leader %d, leader epoch %d, ISR %s", *tp, state.leader, state.leader_epoch,
-                     state.isr)
+        _log_states(items)
 
     async def _write_chunk(self, chunk: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:
         ops: list[Op] = [("set", Z.state_path(*tp), Z.partition_state(s), s.zk_version) for tp, s in chunk]
@@ -686,3 +685,22 @@ class Controller:
         if changes:
             log.info("moved %d partitions back to their preferred leaders", len(changes))
             self._propagate(sorted(changes))
+
+
+def _log_states(items: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:
+    """One line per write (how many states, the new leaders, a few examples); each state at DEBUG. A line per
+    partition was 10,000 lines and 8-11% of the controller's time when a broker of a large cluster died."""
+    if not items:
+        return
+    leaders: dict[int, int] = {}
+    for _, state in items:
+        leaders[state.leader] = leaders.get(state.leader, 0) + 1
+    examples = "; ".join(f"{t}-{p}: leader {s.leader}, epoch {s.leader_epoch}, ISR {s.isr}"
+                         for (t, p), s in items[:EXAMPLES])
+    more = f"; and {len(items) - EXAMPLES} more" if len(items) > EXAMPLES else ""
+    log.info("wrote %d partition states (partitions per leader %s): %s%s", len(items),
+             dict(sorted(leaders.items())), examples, more)
+    if log.isEnabledFor(logging.DEBUG):
+        for tp, state in items:
+            log.debug("partition %s-%d: leader %d, leader epoch %d, ISR %s", *tp, state.leader, state.leader_epoch,
+                      state.isr)
