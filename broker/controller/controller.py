@@ -404,11 +404,16 @@ class Controller:
             return
         infos = [self._partition_info(tp) for tp in tps if tp in ctx.states]
         live = [ctx.live[b] for b in sorted(ctx.live)]
+        body: dict[str, Any] | None = None
         for broker_id in broker_ids:
             broker = ctx.live.get(broker_id)
-            if broker is not None:
-                body = R.update_metadata(self.broker_id, ctx.epoch, broker.epoch, infos, live)
-                self.channel.send(broker_id, ApiKey.UPDATE_METADATA, body, self._on_simple_response)
+            if broker is None:
+                continue
+            # Built once: the brokers' bodies differ only in the broker epoch and share the (read-only) partition
+            # states, 10,000 dicts each after a broker death.
+            body = R.update_metadata(self.broker_id, ctx.epoch, broker.epoch, infos, live) if body is None \
+                else {**body, "broker_epoch": broker.epoch}
+            self.channel.send(broker_id, ApiKey.UPDATE_METADATA, body, self._on_simple_response)
 
     def _send_stop_replica(self, broker_id: int, tps: list[TopicPartition], delete: bool) -> None:
         broker = self.ctx.live.get(broker_id)
