@@ -8,10 +8,11 @@ appends the leader's batches exactly as they are, and takes the high watermark f
 HW, own log end offset)). FENCED_LEADER_EPOCH parks the partition until the next LeaderAndIsr.
 
 A partition answered with an error waits before it is asked again, while the others go on: UNKNOWN_LEADER_EPOCH /
-NOT_LEADER_OR_FOLLOWER (the leader has not applied the LeaderAndIsr of its new epoch yet, which after a broker
-death can take it a second or two for thousands of partitions) are retried soon, after 50 ms, then twice as long
-each time up to ``replica.fetch.backoff.ms``; other errors after ``replica.fetch.backoff.ms``. Each answer's errors
-are logged in one line per error code (how many partitions, a few of them), not one line per partition.
+NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the leader has not applied the LeaderAndIsr of its new epoch
+or new partition yet, which after a broker death can take it a second or two for thousands of partitions) are
+retried soon, after 50 ms, then twice as long each time up to ``replica.fetch.backoff.ms``; other errors after
+``replica.fetch.backoff.ms``. Each answer's errors are logged in one line per error code (how many partitions, a
+few of them), not one line per partition.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ log = logging.getLogger("moldau.replica_fetcher")
 
 # Our leader epoch is older than the leader's: a LeaderAndIsr is on its way.
 PARK = (ErrorCode.FENCED_LEADER_EPOCH,)
-# The leader has not applied the LeaderAndIsr of this epoch yet: it will in moments, so these are retried soon.
-LEADER_NOT_READY = (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+# The leader has not applied the LeaderAndIsr of this epoch (or of a new partition) yet: it will in moments, so
+# these are retried soon.
+LEADER_NOT_READY = (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 RETRY_INITIAL_MS = 50
 
 

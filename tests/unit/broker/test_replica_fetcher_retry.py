@@ -168,3 +168,19 @@ def test_the_loop_retries_soon_although_the_backoff_is_long(tmp_path: Path) -> N
             await fetcher.stop()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize(("error", "delay"), [(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, RETRY_INITIAL_MS),
+                                              (ErrorCode.NOT_LEADER_OR_FOLLOWER, RETRY_INITIAL_MS),
+                                              (ErrorCode.KAFKA_STORAGE_ERROR, 1000)])
+def test_only_a_leader_that_is_not_ready_yet_is_asked_again_soon(tmp_path: Path, error: ErrorCode,
+                                                                 delay: int) -> None:
+    async def run() -> None:
+        clock = ManualClock(0)
+        leader = ScriptedLeader(lambda tp: error)
+        fetcher = await _fetcher(leader, FetcherSettings(FOLLOWER, backoff_ms=1000, clock=clock),
+                                 [_follower(tmp_path, 0, True)], run=False)
+        assert not await fetcher._truncate(leader)  # type: ignore[arg-type]
+        assert fetcher.partitions[("t", 0)].retry_at_ms == delay
+
+    asyncio.run(run())
