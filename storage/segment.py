@@ -136,6 +136,10 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._closed = False
         self._size = -1  # unknown until the .log is opened or stat-ed
+        # (position, header) of the last batch, as appended or last scanned: a fetch at the tail (a follower
+        # keeping up, a consumer at the end) finds its batch without reading the file. Trusted only while it
+        # ends where the file ends (see _tail_batch).
+        self._tail: tuple[int, BatchHeader] | None = None
         self._loaded = False
         self._load_lock: threading.Lock | None = None
         if lazy:
@@ -270,9 +274,11 @@ class LogSegment:
         self._max_timestamp, self._offset_of_max_timestamp = self._time_index.last_entry
         start = self._index.entry(len(self._index) - 1)[1] if len(self._index) else 0
         self._next_offset = self.base_offset
+        self._tail = None
         pos = start
         since_entry = 0
         for pos_, h in self._scan(start, self._size):
+            self._tail = (pos_, h)
             if h.magic != MAGIC or pos_ + h.total_size > self._size or h.base_offset < self.base_offset:
                 return False
             if since_entry > self.index_interval_bytes and not self._index.is_full:
@@ -301,6 +307,7 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset
         self._first_batch_timestamp = None
         self._bytes_since_last_index_entry = 0
+        self._tail = None
         end = self._size
         buf = b""
         buf_start = 0
@@ -384,6 +391,7 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += h.total_size
         self._next_offset = h.last_offset + 1
+        self._tail = (position, h)
 
     # --- rolling ---------------------------------------------------------------------------------------------
 
@@ -473,10 +481,24 @@ class LogSegment:
             start = found[0]
         yield from self._scan(start, self._size)
 
+    def _tail_batch(self) -> tuple[int, BatchHeader] | None:
+        """The last batch if it is known and still ends where the file ends (None: look it up in the file)."""
+        tail = self._tail
+        if tail is not None and tail[0] + tail[1].total_size == self._size:
+            return tail
+        return None
+
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``; None past the end."""
         if not self._loaded:
             self._require()
+        tail = self._tail_batch()
+        if tail is not None and start_position <= tail[0]:
+            # Past the last batch: nothing. In it: every batch before it ends before its base offset.
+            if offset > tail[1].last_offset:
+                return None
+            if offset >= tail[1].base_offset:
+                return tail
         _, pos = self._index.lookup(offset)
         for pos_, h in self._scan(max(pos, start_position), self._size):
             if h.last_offset >= offset:
