@@ -441,7 +441,9 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
     _s("replica.fetch.min.bytes", "int", 1, "Bytes a follower fetch waits for.", importance=H),
     _s("replica.fetch.wait.max.ms", "int", 500, "Longest a follower fetch waits in the leader's purgatory; "
        "at most replica.lag.time.max.ms.", AT_LEAST_0, H),
-    _s("replica.fetch.backoff.ms", "int", 1000, "Sleep of a fetcher after a fetch error.", AT_LEAST_0),
+    _s("replica.fetch.backoff.ms", "int", 1000, "Sleep of a fetcher after a fetch error; the wait of a partition "
+       "answered with an error before it is fetched again (a leader that has not applied its LeaderAndIsr yet: "
+       "50 ms, doubling up to this).", AT_LEAST_0),
     _s("leader.replication.throttled.rate", "long", LONG_MAX, "Bytes/s a leader sends to the throttled replicas "
        "(leader.replication.throttled.replicas) that are not in sync (reassignments; docs/quotas.md).", AT_LEAST_0),
     _s("follower.replication.throttled.rate", "long", LONG_MAX, "Bytes/s a follower fetches for its throttled "

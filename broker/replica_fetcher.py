@@ -5,20 +5,28 @@ A partition joins a fetcher when a LeaderAndIsr makes this broker its follower, 
 the fetcher asks the leader (OffsetForLeaderEpoch) where the latest epoch of the local log ends in the leader's
 log and truncates there (KIP-101/279), never below the high watermark; then it fetches from its log end offset,
 appends the leader's batches exactly as they are, and takes the high watermark from the answers (HW = min(leader
-HW, own log end offset)). FENCED_LEADER_EPOCH parks the partition until the next LeaderAndIsr; other errors
-(the leader may not know of its leadership yet) back off and retry.
+HW, own log end offset)). FENCED_LEADER_EPOCH parks the partition until the next LeaderAndIsr.
+
+A partition answered with an error waits before it is asked again, while the others go on: UNKNOWN_LEADER_EPOCH /
+NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the leader has not applied the LeaderAndIsr of its new epoch
+or new partition yet, which after a broker death can take it a second or two for thousands of partitions) are
+retried soon, after 50 ms, then twice as long each time up to ``replica.fetch.backoff.ms``; other errors after
+``replica.fetch.backoff.ms``. Each answer's errors are logged in one line per error code (how many partitions, a
+few of them), not one line per partition.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from moldau.broker.fetch_session import FollowerSession, PartitionPosition, position_fields
+from moldau.broker.log_summary import partition_examples
 from moldau.broker.partition import Partition
 from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
@@ -26,6 +34,7 @@ from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
+from moldau.storage.config import Clock
 from moldau.storage.errors import StorageError
 from moldau.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from moldau.storage.log import EARLIEST_LOCAL_TIMESTAMP
@@ -33,9 +42,20 @@ from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.replica_fetcher")
 
-# Our leader epoch is older than the leader's: a LeaderAndIsr is on its way. (NOT_LEADER_OR_FOLLOWER and
-# UNKNOWN_LEADER_EPOCH mean the leader has not heard of its leadership yet: retried after the backoff.)
+# Our leader epoch is older than the leader's: a LeaderAndIsr is on its way.
 PARK = (ErrorCode.FENCED_LEADER_EPOCH,)
+# The leader has not applied the LeaderAndIsr of this epoch (or of a new partition) yet: it will in moments, so
+# these are retried soon.
+LEADER_NOT_READY = (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+RETRY_INITIAL_MS = 50
+
+
+class MonotonicClock:
+    """Milliseconds for retry delays (a ``Clock``; never jumps with the wall clock)."""
+
+    def time_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
 
 
 def divergence_offset(leader_epoch: int, leader_end_offset: int,
@@ -72,6 +92,22 @@ class FollowState:
     # The leader answered OFFSET_MOVED_TO_TIERED_STORAGE (a tiered partition whose start is in remote storage):
     # the leader's log start offset, and the replica restarts at the leader's local log start (-1: not so).
     tiered_log_start: int = -1
+    # After an error the partition is left out of requests until retry_at_ms; retry_delay_ms is the last delay.
+    retry_at_ms: int = 0
+    retry_delay_ms: int = 0
+
+    def due(self, now_ms: int) -> bool:
+        return now_ms >= self.retry_at_ms
+
+    def retry_later(self, now_ms: int, cap_ms: int, soon: bool) -> int:
+        """Schedules the next attempt after an error: ``soon`` (the leader is catching up) after RETRY_INITIAL_MS,
+        doubling with each further error up to ``cap_ms``; otherwise after ``cap_ms``. Returns the delay."""
+        self.retry_delay_ms = min(max(RETRY_INITIAL_MS, self.retry_delay_ms * 2), cap_ms) if soon else cap_ms
+        self.retry_at_ms = now_ms + self.retry_delay_ms
+        return self.retry_delay_ms
+
+    def succeeded(self) -> None:
+        self.retry_delay_ms = self.retry_at_ms = 0
 
 
 @dataclass(slots=True)
@@ -89,6 +125,7 @@ class FetcherSettings:
     security: ClientSecurity | None = None  # the login to the inter-broker listener (TLS/SASL), None = PLAINTEXT
     # follower.replication.throttled.rate over the follower.replication.throttled.replicas (KIP-73).
     throttle: ReplicationQuota | None = None
+    clock: Clock = field(default_factory=MonotonicClock)  # retry delays of partitions answered with an error
 
 
 class Fetcher:
@@ -111,6 +148,7 @@ class Fetcher:
         current = self.partitions.get(tp)
         if current is not None and current.leader_epoch == partition.leader_epoch and current.partition is partition:
             current.parked = False
+            current.retry_at_ms = 0  # asked again at once: the LeaderAndIsr may come with the leader ready
         else:
             self.partitions[tp] = FollowState(partition, partition.leader_epoch)
         self._wakeup.set()
@@ -143,13 +181,18 @@ class Fetcher:
         return conn
 
     async def _run(self) -> None:
-        backoff = self.settings.backoff_ms / 1000
+        backoff_ms = self.settings.backoff_ms
         failures = 0
         while True:
+            # Cleared before the requests, so an add() while they are in flight ends the next pause at once.
+            self._wakeup.clear()
+            now = self.settings.clock.time_ms()
             active = [s for s in self.partitions.values() if not s.parked]
             if not active:
-                self._wakeup.clear()
                 await self._wakeup.wait()
+                continue
+            if not any(s.due(now) for s in active):
+                await self._pause(min(s.retry_at_ms for s in active) - now)
                 continue
             try:
                 conn = await self._connection()
@@ -158,7 +201,7 @@ class Fetcher:
                 progressed = await self._fetch(conn) or progressed
                 failures = 0
                 if not progressed:
-                    await asyncio.sleep(backoff)
+                    await self._pause(self._until_next_retry(backoff_ms))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -166,13 +209,41 @@ class Fetcher:
                 (log.info if failures > 1 else log.warning)("fetching from broker %d failed: %r; retrying",
                                                              self.source, exc)
                 await self._close()
-                await asyncio.sleep(backoff)
+                await self._pause(backoff_ms)
+
+    def _until_next_retry(self, limit_ms: int) -> int:
+        """Milliseconds until the first partition waiting after an error is due, at most ``limit_ms``."""
+        now = self.settings.clock.time_ms()
+        waiting = [s.retry_at_ms for s in self.partitions.values() if not s.parked and s.retry_at_ms > now]
+        return min([limit_ms] + [at - now for at in waiting])
+
+    async def _pause(self, ms: int) -> None:
+        """Sleeps ``ms``, or less when partitions are added meanwhile."""
+        if ms <= 0:
+            return
+        try:
+            async with asyncio.timeout(ms / 1000):
+                await self._wakeup.wait()
+        except TimeoutError:
+            pass
+
+    def _retry_later(self, request: str, failed: dict[ErrorCode, list[TopicPartition]], now_ms: int) -> None:
+        """Schedules the partitions an answer failed and logs one line per error code."""
+        cap = self.settings.backoff_ms
+        for error, tps in failed.items():
+            soon = error in LEADER_NOT_READY
+            delay = 0
+            for tp in tps:
+                delay = max(delay, self.partitions[tp].retry_later(now_ms, cap, soon))
+            log.info("%s from broker %d: %d partitions answered %s (%s); retrying them in %d ms", request,
+                     self.source, len(tps), error.name, partition_examples(tps), delay)
 
     # ------------------------------------------------------------------ truncation
     async def _truncate(self, conn: BrokerConnection) -> bool:
         ask: dict[TopicPartition, FollowState] = {}
+        now = self.settings.clock.time_ms()
         for tp, st in self.partitions.items():
-            if not st.truncating or st.parked:
+            if not st.truncating or st.parked or not st.due(now):
                 continue
             log_ = st.partition.log
             if log_.log_end_offset == log_.log_start_offset:
@@ -183,7 +254,7 @@ class Fetcher:
             else:
                 ask[tp] = st
         if not ask:
-            return True
+            return False
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), st in ask.items():
             by_topic.setdefault(topic, []).append({"partition": index, "current_leader_epoch": st.leader_epoch,
@@ -192,6 +263,8 @@ class Fetcher:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
         response = await conn.send(api_for(ApiKey.OFFSET_FOR_LEADER_EPOCH), body)
         progressed = False
+        failed: dict[ErrorCode, list[TopicPartition]] = {}
+        parked: list[TopicPartition] = []
         for t in response["topics"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition"])
@@ -202,17 +275,26 @@ class Fetcher:
                 error = ErrorCode.for_code(int(p["error_code"]))
                 if error in PARK:
                     st.parked = True
+                    parked.append(tp)
                     continue
                 if error != ErrorCode.NONE:
-                    log.info("%s-%d: OffsetForLeaderEpoch answered %s; retrying", *tp, error.name)
+                    failed.setdefault(error, []).append(tp)
                     continue
+                st.succeeded()
                 log_ = st.partition.log
                 offset, final = divergence_offset(p["leader_epoch"], p["end_offset"], log_.end_offset_for_epoch,
                                                   log_.log_end_offset, st.partition.high_watermark)
                 self._truncate_to(st, offset)
                 st.truncating = not final
                 progressed = True
+        if parked:
+            self._log_parked("OffsetForLeaderEpoch", parked)
+        self._retry_later("OffsetForLeaderEpoch", failed, self.settings.clock.time_ms())
         return progressed
+
+    def _log_parked(self, request: str, tps: list[TopicPartition]) -> None:
+        log.info("%s from broker %d: %d partitions answered %s (%s); waiting for their next LeaderAndIsr", request,
+                 self.source, len(tps), ErrorCode.FENCED_LEADER_EPOCH.name, partition_examples(tps))
 
     def _truncate_to(self, st: FollowState, offset: int) -> None:
         partition = st.partition
@@ -227,7 +309,9 @@ class Fetcher:
         """Replicas of a tiered partition copy only the leader's local tail (KIP-405): ask the leader for its
         local log start offset (ListOffsets earliest-local, -4) and start the log empty there; the part below
         stays in remote storage, which this broker reads through the remote log metadata like the leader."""
-        ask = {tp: st for tp, st in self.partitions.items() if st.tiered_log_start >= 0 and not st.parked}
+        now = self.settings.clock.time_ms()
+        ask = {tp: st for tp, st in self.partitions.items()
+               if st.tiered_log_start >= 0 and not st.parked and st.due(now)}
         if not ask:
             return False
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -267,8 +351,9 @@ class Fetcher:
         throttle = self.settings.throttle
         hold_back = throttle is not None and throttle.exceeded()
         throttled: set[TopicPartition] = set()
+        now = self.settings.clock.time_ms()
         for tp, st in self.partitions.items():
-            if st.parked or st.truncating or st.tiered_log_start >= 0:
+            if st.parked or st.truncating or st.tiered_log_start >= 0 or not st.due(now):
                 continue
             # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
             # the follower's rate is above its bound; an in-sync one is never held back.
@@ -289,7 +374,9 @@ class Fetcher:
         gone: dict[str, list[int]] = {}
         for topic, index in forgotten:
             gone.setdefault(topic, []).append(index)
-        body = {"replica_id": s.broker_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
+        # Partitions waiting after an error are due before a long poll would end: the fetch waits no longer.
+        max_wait_ms = self._until_next_retry(s.max_wait_ms)
+        body = {"replica_id": s.broker_id, "max_wait_ms": max_wait_ms, "min_bytes": s.min_bytes,
                 "max_bytes": s.max_bytes, "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
                 "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()], "rack_id": ""}
@@ -305,6 +392,7 @@ class Fetcher:
         # An incremental answer leaves out the partitions with nothing new: no answer at all is no error either.
         progressed = not response["responses"]
         throttled_bytes = 0
+        failed: dict[ErrorCode, list[TopicPartition]] = {}
         for t in response["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
@@ -312,13 +400,22 @@ class Fetcher:
                     throttled_bytes += len(p["records"])
                 fs = sent.get(tp)
                 if fs is not None and self.partitions.get(tp) is fs and fs.partition.leader_epoch == fs.leader_epoch:
-                    progressed = self._on_partition(tp, fs, p) or progressed
+                    error = ErrorCode.for_code(int(p["error_code"]))
+                    if self._on_partition(tp, fs, p, error):
+                        progressed = True
+                    elif error != ErrorCode.NONE:
+                        failed.setdefault(error, []).append(tp)
         if throttle is not None and throttled_bytes:
             throttle.record(throttled_bytes)
+        parked = failed.pop(ErrorCode.FENCED_LEADER_EPOCH, [])
+        if parked:
+            self._log_parked("Fetch", parked)
+        for error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE):
+            failed.pop(error, None)  # handled (and logged where it matters) by _on_partition
+        self._retry_later("Fetch", failed, self.settings.clock.time_ms())
         return progressed
 
-    def _on_partition(self, tp: TopicPartition, st: FollowState, p: dict[str, Any]) -> bool:
-        error = ErrorCode.for_code(int(p["error_code"]))
+    def _on_partition(self, tp: TopicPartition, st: FollowState, p: dict[str, Any], error: ErrorCode) -> bool:
         partition = st.partition
         log_ = partition.log
         if error == ErrorCode.NONE:
@@ -341,10 +438,10 @@ class Fetcher:
             if leader_start > log_.log_start_offset and log_.maybe_increment_log_start_offset(leader_start):
                 partition.clamp_high_watermark()
             self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)
+            if st.retry_delay_ms:
+                st.succeeded()
             return True
         if error in PARK:
-            log.info("%s-%d: leader %d answered %s; waiting for the next LeaderAndIsr", *tp, self.source,
-                     error.name)
             st.parked = True
         elif error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
             st.tiered_log_start = int(p["log_start_offset"])
@@ -358,8 +455,6 @@ class Fetcher:
                 partition.clamp_high_watermark()
             else:
                 st.truncating = True
-        else:
-            log.info("%s-%d: leader %d answered %s; retrying", *tp, self.source, error.name)
         return False
 
 

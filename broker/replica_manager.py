@@ -192,9 +192,12 @@ class ReplicaManager:
                 partition.min_insync_replicas = min_isr
         log.info("%s: config applied (overrides %s)", topic, configs)
 
-    def become_leader_or_follower(self, topic: str, state: PartitionState, configs: dict[str, str]) -> ErrorCode:
+    def become_leader_or_follower(self, topic: str, state: PartitionState, configs: dict[str, str],
+                                  became: dict[str, list[TopicPartition]] | None = None) -> ErrorCode:
         """Applies one partition of a LeaderAndIsr (ZooKeeper mode): creates the log when needed, takes the new
-        leader/ISR/epoch unless the request's leader epoch is older than the one we have."""
+        leader/ISR/epoch unless the request's leader epoch is older than the one we have. A partition that became
+        leader (of a new epoch) or stopped leading is added to ``became["leader"]`` / ``became["follower"]``,
+        for the caller's one summary line; each is also logged at DEBUG."""
         tp = (topic, state.partition)
         if tp in self.offline_partitions:
             return ErrorCode.KAFKA_STORAGE_ERROR  # the controller treats this replica as offline
@@ -220,17 +223,22 @@ class ReplicaManager:
         partition.min_insync_replicas = int(configs.get("min.insync.replicas", self.min_insync_replicas))
         became_leader = partition.apply_state(state, self.clock.time_ms())
         if became_leader:
-            log.info("%s-%d: leader now (epoch %d, ISR %s, log end offset %d, high watermark %d)", topic,
-                     state.partition, state.leader_epoch, state.isr, partition.log.log_end_offset,
-                     partition.high_watermark)
+            if became is not None:
+                became.setdefault("leader", []).append(tp)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s-%d: leader now (epoch %d, ISR %s, log end offset %d, high watermark %d)", topic,
+                          state.partition, state.leader_epoch, state.isr, partition.log.log_end_offset,
+                          partition.high_watermark)
         if became_leader or not partition.is_leader:
             for listener in self.role_listeners:
                 listener(partition, partition.is_leader)
         if became_leader:
             self._wake_leader_waiters(tp)
         if was_leader and not partition.is_leader:
-            log.info("%s-%d: follower now (leader %d, epoch %d)", topic, state.partition, state.leader,
-                     state.leader_epoch)
+            if became is not None:
+                became.setdefault("follower", []).append(tp)
+            log.debug("%s-%d: follower now (leader %d, epoch %d)", topic, state.partition, state.leader,
+                      state.leader_epoch)
         if partition.high_watermark != old_hw or was_leader != partition.is_leader or \
                 partition.leader_epoch != old_epoch:
             # Waiting produces learn the outcome, consumer fetches the new HW, fetch sessions look at the

@@ -26,16 +26,20 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     RolledBackError,
     SessionExpiredError,
+    UnimplementedError,
 )
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from moldau.broker.controller import zk_data as Z
+from moldau.broker.controller import zk_multi_read as MR
 from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.zk")
 
 RETRIABLE = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+# getData operations per multiRead: ~200 bytes of answer each, so a chunk stays far below jute.maxbuffer (1 MiB).
+MULTI_READ_CHUNK = 500
 
 
 class ZkError(Exception):
@@ -84,6 +88,7 @@ class ZkClient:
         self._lost = False
         self._closing = False
         self._watches: list[Any] = []
+        self.multi_read = True  # until a server answers multiRead with UNIMPLEMENTED (ZooKeeper before 3.6)
 
     # ------------------------------------------------------------------ session
     async def start(self) -> None:
@@ -175,16 +180,20 @@ class ZkClient:
 
     async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Runs kazoo's ``<name>_async`` and retries connection-level failures for up to the session timeout."""
+        return await self._retrying(lambda kazoo: getattr(kazoo, name + "_async")(*args, **kwargs),
+                                    f"{name} {args[0] if args else ''}")
+
+    async def _retrying(self, start: Callable[[KazooClient], Any], what: str) -> Any:
         deadline = time.monotonic() + max(self.session_timeout_ms / 1000 * 2, 5.0)
         backoff = 0.05
         while True:
             if self.kazoo is None:
                 raise ZkError("ZooKeeper client is closed")
             try:
-                return await self._bridge(getattr(self.kazoo, name + "_async")(*args, **kwargs))
+                return await self._bridge(start(self.kazoo))
             except RETRIABLE as exc:
                 if self._closing or time.monotonic() + backoff > deadline:
-                    raise ZkError(f"ZooKeeper {name} {args[0] if args else ''} failed: {exc!r}") from exc
+                    raise ZkError(f"ZooKeeper {what} failed: {exc!r}") from exc
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
@@ -194,6 +203,43 @@ class ZkClient:
         except NoNodeError:
             return None
         return data, stat
+
+    async def get_many(self, paths: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """The data and stat of many znodes (None: no such znode), in the order of ``paths``.
+
+        ``MULTI_READ_CHUNK`` paths per multiRead (``zk_multi_read``), the chunks in flight together: one request
+        and one wake-up of the loop per chunk instead of per znode. A server without multiRead (ZooKeeper before
+        3.6 answers UNIMPLEMENTED) gets concurrent single reads from then on."""
+        if self.multi_read:
+            chunks = [paths[i:i + MULTI_READ_CHUNK] for i in range(0, len(paths), MULTI_READ_CHUNK)]
+            try:
+                answers = await asyncio.gather(*(self._multi_read(chunk) for chunk in chunks))
+            except UnimplementedError:
+                log.info("ZooKeeper has no multiRead (before 3.6); reading znodes one request each")
+                self.multi_read = False
+            else:
+                return [found for answer in answers for found in answer]
+        return list(await asyncio.gather(*(self.get(path) for path in paths)))
+
+    async def _multi_read(self, paths: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        def start(kazoo: KazooClient) -> Any:
+            result = kazoo.handler.async_result()
+            # kazoo has no public call for a request type it does not know; _call queues any request object.
+            kazoo._call(MR.MultiRead([(kazoo.chroot or "") + p for p in paths]), result)
+            return result
+
+        results = await self._retrying(start, f"multiRead of {len(paths)} znodes")
+        if len(results) != len(paths):
+            raise ZkError(f"multiRead of {len(paths)} znodes answered {len(results)} results")
+        out: list[tuple[bytes, ZnodeStat] | None] = []
+        for path, result in zip(paths, results):
+            if isinstance(result, int):
+                if result == NoNodeError.code:
+                    out.append(None)
+                    continue
+                raise ZkError(f"ZooKeeper read of {path} failed: {MR.error_for(result)!r}")
+            out.append(result)
+        return out
 
     async def exists(self, path: str) -> ZnodeStat | None:
         stat: ZnodeStat | None = await self._call("exists", path)
@@ -480,11 +526,23 @@ class KafkaZk:
             return None
 
     async def partition_states(self, topic: str, partitions: Iterable[int]) -> dict[int, Z.LeaderIsr]:
-        """The states of many partitions, read concurrently (one round trip's latency, not one per partition:
-        a new controller of 10,000 partitions would otherwise read them one by one)."""
-        indexes = list(partitions)
-        states = await asyncio.gather(*(self.partition_state(topic, p) for p in indexes))
-        return {p: s for p, s in zip(indexes, states) if s is not None}
+        """The states of many partitions of one topic (partitions without a readable state are left out)."""
+        found = await self.partition_states_of([(topic, p) for p in partitions])
+        return {p: s for (_, p), s in found.items()}
+
+    async def partition_states_of(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Z.LeaderIsr]:
+        """The states of many partitions in a few multiReads (``ZkClient.get_many``), each with its znode version
+        for the conditional writes that follow; partitions without a readable state are left out."""
+        wanted = list(tps)
+        out: dict[TopicPartition, Z.LeaderIsr] = {}
+        for tp, found in zip(wanted, await self.client.get_many([Z.state_path(*tp) for tp in wanted])):
+            if found is None:
+                continue
+            try:
+                out[tp] = Z.parse_partition_state(tp[0], tp[1], found[0], int(found[1].version))
+            except Z.MalformedZnode as exc:
+                log.error("%s; treating the partition as having no state", exc)
+        return out
 
     async def topic_config(self, topic: str) -> dict[str, str]:
         found = await self.client.get(Z.topic_config_path(topic))

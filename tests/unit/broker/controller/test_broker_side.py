@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from moldau.broker.apis.context import ControlDeps, StandaloneCluster
-from moldau.broker.apis.inter_broker import handle_stop_replica, handle_update_metadata
+from moldau.broker.apis.inter_broker import handle_leader_and_isr, handle_stop_replica, handle_update_metadata
 from moldau.broker.controller import requests as R
 from moldau.broker.controller import zk_data as Z
 from moldau.broker.controller.controller import Controller, ControllerSettings
@@ -133,3 +134,39 @@ async def test_metadata_handler_answers_on_the_request_listener(tmp_path: Path) 
     internal = await ask("INTERNAL")
     assert [(b["node_id"], b["host"]) for b in internal["brokers"]] == [(1, "i1"), (2, "i2")]
     assert all(p["error_code"] == ErrorCode.NONE for p in internal["topics"][0]["partitions"])
+
+
+class GatedConfigs(ZkCluster):
+    """Topic configs as ZooKeeper would give them, each answer held until every topic has been asked for."""
+
+    def __init__(self, cache: MetadataCache, controller: Controller, topics: int) -> None:
+        super().__init__(None, cache, controller, lambda: 50)  # type: ignore[arg-type]  # no ZooKeeper needed
+        self.asked: list[str] = []
+        self.topics = topics
+        self.all_asked = asyncio.Event()
+
+    async def topic_configs(self, topic: str) -> dict[str, str]:
+        self.asked.append(topic)
+        if len(self.asked) == self.topics:
+            self.all_asked.set()
+        await asyncio.wait_for(self.all_asked.wait(), 5)  # one read after the other never gets here in time
+        return {"min.insync.replicas": "2"} if topic == "a" else {}
+
+
+async def test_a_leader_and_isr_reads_its_topics_configs_side_by_side_then_applies_every_state(
+        tmp_path: Path) -> None:
+    cache = await _cache()
+    rm = _replica_manager(tmp_path)
+    controller = Controller(2, None, ControllerSettings(), lambda: 50)  # type: ignore[arg-type]  # never started
+    cluster = GatedConfigs(cache, controller, topics=3)
+    ctx = ControlDeps(2, rm, cluster)
+    infos = [R.PartitionInfo(t, bytes([i + 1]) * 16, p, Z.LeaderIsr(2, 1, [2, 1], 3, 0), [2, 1])
+             for i, t in enumerate("abc") for p in range(4)]
+    answer = await handle_leader_and_isr(ctx, None, R.leader_and_isr(1, 3, 50, infos, LIVE))  # type: ignore[arg-type]
+    assert answer["error_code"] == 0 and sorted(cluster.asked) == ["a", "b", "c"]
+    assert all(e["error_code"] == 0 for e in answer["partition_errors"]) and len(answer["partition_errors"]) == 12
+    for t in "abc":
+        for p in range(4):
+            partition = rm.get_partition(t, p)
+            assert partition is not None and partition.is_leader and partition.leader_epoch == 1
+            assert partition.min_insync_replicas == (2 if t == "a" else 1)

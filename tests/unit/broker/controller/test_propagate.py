@@ -60,3 +60,15 @@ def test_a_new_controller_sends_leader_and_isr_before_the_metadata_naming_the_le
     for broker in (1, 2, 3):
         keys = [key for b, key, _ in channel.sent if b == broker]
         assert keys == [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA], (broker, keys)
+
+
+def test_every_broker_gets_the_same_metadata_under_its_own_broker_epoch() -> None:
+    controller, channel = _controller(set())
+    controller._propagate([("t", 0), ("t", 1)])
+    bodies = {b: body for b, key, body in channel.sent if key == ApiKey.UPDATE_METADATA}
+    assert {b: body["broker_epoch"] for b, body in bodies.items()} == {1: 101, 2: 102, 3: 103}
+    for body in bodies.values():
+        assert [(s["topic_name"], s["partition_index"], s["leader"], s["isr"])
+                for s in body["ungrouped_partition_states"]] == [("t", 0, 1, [1, 2]), ("t", 1, 2, [2, 1])]
+        assert [b["id"] for b in body["live_brokers"]] == [1, 2, 3]
+        assert body["controller_epoch"] == 2

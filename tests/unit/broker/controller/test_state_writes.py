@@ -44,9 +44,9 @@ class RecordingZk:
         self.writes += paths
         return [type("Stat", (), {"version": op[3] + 1})() for op in ops]
 
-    async def partition_state(self, topic: str, partition: int) -> Z.LeaderIsr:
-        self.reads.append(Z.state_path(topic, partition))
-        return Z.LeaderIsr(1, 0, [1, 3], 1, 7)  # a leader changed the ISR meanwhile: version 7
+    async def partition_states_of(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], Z.LeaderIsr]:
+        self.reads += [Z.state_path(*tp) for tp in tps]
+        return {tp: Z.LeaderIsr(1, 0, [1, 3], 1, 7) for tp in tps}  # a leader changed the ISR meanwhile: version 7
 
 
 def _controller(zk: RecordingZk) -> Controller:
