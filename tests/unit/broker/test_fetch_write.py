@@ -12,15 +12,12 @@ from pathlib import Path
 import pytest
 
 from moldau.broker import network
-from moldau.broker.apis import ROUTES
-from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metrics import BrokerMetrics
-from moldau.broker.network import COPY_BELOW, SocketServer
-from moldau.broker.request_channel import RequestChannel
+from moldau.broker.network import COPY_BELOW
 from moldau.protocol.api import REGISTRY, ApiKey
 from moldau.protocol.records import build_batch
 from tests.unit.broker.apis.handler_env import make_env
-from tests.unit.broker.test_produce_pipelining import _frame
+from tests.unit.broker.test_produce_pipelining import _frame, serving
 
 SMALL = 30
 
@@ -41,13 +38,7 @@ async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
     small_bytes = sum(expected[p].size for p in range(SMALL))
     assert all(expected[p].size < COPY_BELOW for p in range(SMALL)) and expected[SMALL].size >= COPY_BELOW
     metrics = BrokerMetrics()
-    channel = RequestChannel(500)
-    pool = HandlerPool(channel, ROUTES, env.ctx, 1, metrics)
-    server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, metrics)
-    await server.start()
-    pool.start()
-    reader, writer = await asyncio.open_connection(*server.bound["PLAINTEXT"])
-    try:
+    async with serving(env, workers=1, metrics=metrics) as (reader, writer):
         writer.write(_frame(ApiKey.FETCH, 12, 7, {
             "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
@@ -56,10 +47,6 @@ async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
                  "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in range(SMALL + 1)]}]}))
         size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
         frame = await asyncio.wait_for(reader.readexactly(size), 5)
-    finally:
-        writer.close()
-        await server.close_all()
-        await pool.stop()
     assert struct.unpack_from(">i", frame)[0] == 7
     # Response header v1 (flexible): correlation id + an empty tagged-field section.
     body, end = REGISTRY[ApiKey.FETCH].response_decoder(12)(memoryview(frame), 5)

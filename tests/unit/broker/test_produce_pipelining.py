@@ -67,10 +67,12 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 
 @asynccontextmanager
-async def serving(env: Env) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    metrics = BrokerMetrics()
+async def serving(env: Env, workers: int = 2, metrics: BrokerMetrics | None = None
+                  ) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A real socket server and handler pool over ``env``, and one client connection to it."""
+    metrics = metrics if metrics is not None else BrokerMetrics()
     channel = RequestChannel(500)
-    pool = HandlerPool(channel, ROUTES, env.ctx, 2, metrics)
+    pool = HandlerPool(channel, ROUTES, env.ctx, workers, metrics)
     server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, metrics)
     await server.start()
     pool.start()
