@@ -6,18 +6,22 @@
 ZooKeeper and three brokers. Topic ``big`` (one partition, only on broker 1) is filled with ``--mib`` MiB; topic
 ``live`` (one partition, replicas [1, 3], min.insync.replicas=2) takes an acks=all confluent-kafka producer
 (1 KiB records), so its follower on broker 3 fetches from broker 1 exactly as the reassignment's new replica does.
-First the producer alone (``--alone-s``), then ``moldau-reassign-partitions --execute --throttle`` moves ``big``
-from [1] to [1, 3] while the producer keeps going, then (the move verified) the producer alone again: "alone" is
-the mean of the two alone phases. The copy rate is the new replica's log on broker 3 growing
-from 20% to 95% of the partition (sampled every 0.5 s), past the replication quota's first-window allowance
+First the producer alone (``--alone-s``, after ``--warmup-s``), then ``moldau-reassign-partitions --execute
+--throttle`` moves ``big`` from [1] to [1, 3] while the producer keeps going, then (the move verified) the producer
+alone again: "alone" is the mean of the two alone phases. Before each alone phase the page cache is written back
+(sync), and the phases are long, so both see the same disk: with a 2 s warm-up and 10 s phases they were 1.8x and
+2.0x apart (in opposite directions) in two runs, with 20 s and 45 s 1.06x. The copy rate is the new replica's
+log on broker 3 growing from 20% to 95% of the partition (sampled every 0.5 s), past the replication quota's first-window allowance
 (throttle x (replication.quota.window.num - 1) x window size = 100 MB, which a move gets at once, as in Kafka);
-the producer's rate is its acknowledged bytes over the same interval. Then ``--verify`` runs until the move is done and the throttle configs must be gone.
+the producer's rate is its acknowledged bytes over the same interval. Then ``--verify`` runs until the move is
+done and the throttle configs must be gone.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -88,9 +92,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mib", type=int, default=1024, help="size of the partition moved (default 1 GiB)")
     ap.add_argument("--throttle", type=int, default=10_000_000, help="--throttle of the reassignment, bytes/s")
-    ap.add_argument("--alone-s", type=float, default=10.0)
+    ap.add_argument("--alone-s", type=float, default=45.0,
+                    help="each alone phase (before and after the move); long enough to take in the write-back of "
+                         "the producer's own data, as the ~100 s move phase does")
+    ap.add_argument("--warmup-s", type=float, default=20.0,
+                    help="the producer runs this long before its first alone phase, so that phase, like the one "
+                         "after the move, sees the page cache's write-back of the producer's own data going")
+    ap.add_argument("--work-dir", default=None, help="where the brokers' logs go (default: the system's temp dir; "
+                    "a 1 GiB fill into /dev/shm stalled this 2-core VM for minutes)")
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-reassign-"))
+    root = Path(tempfile.mkdtemp(prefix="moldau-bench-reassign-", dir=args.work_dir))
     zk = ZooKeeperProcess(root / "zk")
     brokers: list[BrokerProcess] = []
     try:
@@ -121,9 +132,13 @@ def main() -> None:
         assert filler.flush(120) == 0
         big_size = dir_size(brokers[0].partition_dir("big", 0))
         log(f"filled {big_size / 1e6:.0f} MB in {time.monotonic() - t:.0f} s")
+        # Nothing of the fill left to write back when the first alone phase starts (as for the second, below).
+        t = time.monotonic()
+        os.sync()
+        log(f"sync took {time.monotonic() - t:.1f} s")
 
         producer = AcksAllProducer(bootstrap)
-        time.sleep(2.0)
+        time.sleep(args.warmup_s)
         a0 = time.monotonic()
         time.sleep(args.alone_s)
         alone = producer.rate(a0, time.monotonic())
@@ -165,6 +180,10 @@ def main() -> None:
         wait_until(lambda: "is completed" in tool("--verify"), 120, "the reassignment")
         # Alone again once the move is done: the mean of before and after takes a drift of the machine's load
         # over the minutes of the move out of the ratio (one phase before and one after weigh it alike).
+        # And the new replica's 1 GiB written back before that phase too, as the fill was before the first one.
+        t = time.monotonic()
+        os.sync()
+        log(f"sync took {time.monotonic() - t:.1f} s")
         a2 = time.monotonic()
         time.sleep(args.alone_s)
         after = producer.rate(a2, time.monotonic())
