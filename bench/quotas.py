@@ -3,6 +3,7 @@
     .venv/bin/python bench/quotas.py --work-dir /dev/shm              # every client, every quota: ~35 min
     .venv/bin/python bench/quotas.py --clients confluent --quotas produce --seconds 30
     .venv/bin/python bench/quotas.py --clients confluent --quotas produce --control   # the bench's own noise
+    .venv/bin/python bench/quotas.py --work-dir /dev/shm --toggle --window-s 5      # one neighbour process per row
 
 One standalone broker with Kafka's default quota windows (quota.window.num 11 x quota.window.size.seconds 1).
 For each client library (confluent-kafka, kafka-python, aiokafka, Moldau's) and each quota:
@@ -15,7 +16,8 @@ gives the means. Every phase measures its clients from their first answer plus `
 first-window allowance, quota x (num - 1) x size, that a new client gets at once, as in Kafka) for ``--seconds``:
 the same part of a client's run on both sides, since a client's rate moves over its run. ``--control`` runs the
 beside phases without the throttled client and its quota: the ratio then measures only the bench's noise.
-``--work-dir /dev/shm`` keeps the broker's log in memory, so the producer rows measure the broker rather than the
+``--toggle`` keeps one unthrottled client process through the row and stops / resumes the throttled one next to
+it every ``--window-s`` (see toggle_row): both sides are then the same process, interleaved finely. ``--work-dir /dev/shm`` keeps the broker's log in memory, so the producer rows measure the broker rather than the
 disk's write-back (which makes an unthrottled producer's rate swing 2-3x from second to second). Each client runs in a process of
 its own (so one client's GIL or event loop cannot slow the other). Rates are what the clients count (bytes acknowledged / records' bytes
 received / Metadata answers); the throttled client's request time is the broker's
@@ -36,6 +38,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -550,6 +553,68 @@ def measure(broker: BrokerProcess, client: str, quota: str, bound: float, args: 
     return row
 
 
+def toggle_order(windows: int) -> list[bool]:
+    """Whether the throttled client runs in each window: on off off on on off off on ... (A B B A per pair)."""
+    return [(i % 4) in (0, 3) for i in range(windows)]
+
+
+def toggle_row(broker: BrokerProcess, client: str, quota: str, bound: float, args: argparse.Namespace) -> Row:
+    """--toggle: ONE unthrottled client process runs through the whole row, and the throttled client next to it
+    is stopped (SIGSTOP) and resumed (SIGCONT) every --window-s seconds, on off off on ...; the unthrottled
+    client's rate in the windows with the throttled one running is compared with its rate in the windows without
+    it. Each window is measured from --settle-s after its switch. One process on both sides takes out what the
+    phase design cannot: a client process's own speed differs from one start to the next (its CPU time per MiB
+    moved 0.73-1.14x between phases on this VM), and that is the same process here."""
+    key = QUOTAS[quota]
+    tag = f"{client}-{quota}-{int(time.time()) % 100000}"
+    slow, fast = f"slow-{tag}", f"fast-{tag}"
+    order = toggle_order(args.windows)
+    start = time.monotonic() + STARTUP_S + args.warmup_s
+    until = start + args.windows * args.window_s + 1.0
+    set_quota(broker, slow, key, bound)
+    try:
+        slow_p = start_worker(client, quota, broker.bootstrap, slow, until)
+        fast_p = start_worker(client, quota, broker.bootstrap, fast, until)
+        watch = CpuWatch(broker.pid)
+        windows: list[tuple[bool, float, float]] = []
+        running = True
+        for i, on in enumerate(order):
+            t = start + i * args.window_s
+            while time.monotonic() < t:
+                time.sleep(min(0.05, max(t - time.monotonic(), 0.0)))
+            if on != running:
+                slow_p.send_signal(signal.SIGCONT if on else signal.SIGSTOP)
+                running = on
+            windows.append((on, t + args.settle_s, t + args.window_s))
+        if not running:
+            slow_p.send_signal(signal.SIGCONT)
+        loads = os.getloadavg()[0]
+        throttle_s = broker_metric(broker, "moldau_client_quota_throttle_time_seconds_total", quota, slow)
+        while time.monotonic() < until:
+            time.sleep(0.1)
+        watch.stop()
+        slow_r, fast_r = finish(slow_p), finish(fast_p)
+    finally:
+        set_quota(broker, slow, key, None)
+
+    def side(on: bool) -> tuple[list[float], tuple[float, ...]]:
+        spans = [(a, b) for w_on, a, b in windows if w_on == on]
+        rates = [rate_between(fast_r, a, b) for a, b in spans]
+        total = sum(b - a for a, b in spans)
+
+        def share(samples: list[Any]) -> float:
+            return sum(cpu_between(samples, a, b) * (b - a) for a, b in spans) / total
+        return rates, (share(slow_r["cpu"]), share(fast_r["cpu"]), share(watch.samples))
+    beside, cpu_on = side(True)
+    alone, cpu_off = side(False)
+    on_spans = [(a, b) for w_on, a, b in windows if w_on]
+    # The throttled client's rate over the whole row (its stopped windows included would halve it): over the
+    # windows it ran, each from its switch (a resumed client first spends what its quota window holds).
+    throttled = [rate_between(slow_r, a - args.settle_s, b) for a, b in on_spans]
+    return Row(client, quota, bound, throttled, throttled, slow_r["throttle_max_ms"], throttle_s, alone, beside,
+               (loads, loads), (cpu_off[1], cpu_off[2]), cpu_on)
+
+
 def prefill(bootstrap: str, mib: int) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -592,6 +657,13 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=2,
                     help="alone/beside pairs per row, interleaved A B B A ...; rates are the means (default 2)")
     ap.add_argument("--read-topic-mib", type=int, default=64)
+    ap.add_argument("--toggle", action="store_true",
+                    help="one unthrottled client through the row, the throttled one stopped and resumed every "
+                         "--window-s (on off off on ...): see toggle_row")
+    ap.add_argument("--windows", type=int, default=16, help="--toggle: windows per row (a multiple of 4)")
+    ap.add_argument("--window-s", type=float, default=10.0, help="--toggle: length of a window")
+    ap.add_argument("--settle-s", type=float, default=1.0,
+                    help="--toggle: each window is measured from this long after its switch")
     ap.add_argument("--control", action="store_true",
                     help="beside phases without the throttled client: the ratio then shows the bench's own noise")
     ap.add_argument("--work-dir", default=None,
@@ -618,15 +690,27 @@ def main() -> None:
             bound = args.request_percentage if quota == "request" else float(args.byte_rate)
             for client in args.clients:
                 try:
-                    rows.append(measure(broker, client, quota, bound, args))
+                    rows.append(toggle_row(broker, client, quota, bound, args) if args.toggle
+                                else measure(broker, client, quota, bound, args))
+                    if args.toggle:
+                        log(f"{rows[-1]}")
                 except Exception as exc:  # one client's failure does not lose the others' rows
                     log(f"{client} {quota}: {exc}")
     finally:
         broker.kill()
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\nquota windows 11 x 1 s; each phase measured over {args.seconds:.0f} s after a {args.warmup_s:.0f} s "
-          f"warm-up; {args.pairs} alone and {args.pairs} beside phases per row, interleaved "
-          f"({' '.join(p[0].upper() for p in phase_order(args.pairs))}); rates are means over the phases\n")
+    if args.toggle:
+        print(f"\nquota windows 11 x 1 s; --toggle: one unthrottled client process per row, the throttled one "
+              f"stopped and resumed every {args.window_s:g} s ({args.windows} windows, on off off on ...; each "
+              f"measured from {args.settle_s:g} s after its switch); 'alone' = the windows with the throttled "
+              f"client stopped, 'beside' = with it running; the throttled client's rate is per running window "
+              f"(a resumed client first spends what its quota window holds: the held-to-quota figures are the "
+              f"phase design's)\n")
+    else:
+        print(f"\nquota windows 11 x 1 s; each phase measured over {args.seconds:.0f} s after a "
+              f"{args.warmup_s:.0f} s warm-up; {args.pairs} alone and {args.pairs} beside phases per row, "
+              f"interleaved ({' '.join(p[0].upper() for p in phase_order(args.pairs))}); rates are means over "
+              f"the phases\n")
     print("| client | quota | throttled client (per phase) | vs quota (worst phase) | incl. warm-up | "
           "throttle seen by client (max) | broker throttle total | unthrottled alone (per phase) | "
           "unthrottled beside (per phase) | ratio of means | load avg (alone, beside) | "
