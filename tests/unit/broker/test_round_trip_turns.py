@@ -76,9 +76,6 @@ async def test_a_parked_follower_fetch_goes_out_on_the_next_turn_after_an_append
     import moldau.broker.apis.fetch as fetch_module
 
     env = await _env(tmp_path)
-    parked = _follower_fetch(env, 0)
-    assert isinstance(parked, Reply) and not parked.done()
-    await asyncio.sleep(0)  # the check scheduled when it was parked: nothing to read yet
     reads = 0
     real = fetch_module._read_all
 
@@ -88,11 +85,15 @@ async def test_a_parked_follower_fetch_goes_out_on_the_next_turn_after_an_append
         return real(*args)
 
     monkeypatch.setattr(fetch_module, "_read_all", counting)
+    parked = _follower_fetch(env, 0)
+    assert isinstance(parked, Reply) and not parked.done() and reads == 1
+    await asyncio.sleep(0)
+    assert reads == 1  # parking schedules no second read of what the handler has just read
     env.replica_manager.append("t", 0, bytearray(build_batch([(None, b"v", [], None)])), 1)
     assert not parked.done()  # not in the append's own call: the other appends of the turn go out with it
     await asyncio.sleep(0)
     # One turn later, and the check's read is the answer (no second read a turn after it).
-    assert parked.done() and reads == 1
+    assert parked.done() and reads == 2
     assert parked.result()["responses"][0]["partitions"][0]["records"].size > 0
     assert env.timer.now_ms == 0 and env.ctx.replicas.fetch_purgatory.num_delayed == 0
 
