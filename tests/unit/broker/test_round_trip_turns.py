@@ -243,3 +243,26 @@ async def test_a_reply_tells_its_listener_once_however_it_ends(how: str) -> None
     if how == "exception":
         with pytest.raises(RuntimeError):
             await reply
+
+
+async def test_the_coordinators_own_markers_are_appended_when_the_round_asks(tmp_path: Path) -> None:
+    """The marker channel starts a write in the call (its own partitions appended, the others' queued), so a
+    round's markers do not wait a turn for a task to start; the awaitable answers once they are replicated."""
+    import functools
+
+    from moldau.broker.apis.txn_markers import TxnMarkerDeps, write_markers_locally
+    from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
+
+    env = await _env(tmp_path, partitions=2)
+    rm = env.replica_manager
+    channel = InterBrokerMarkerChannel(env.metadata, lambda _: None, 0,  # type: ignore[arg-type]
+                                       local=functools.partial(write_markers_locally,
+                                                               TxnMarkerDeps(rm, timeout_ms=5000)))
+    written = asyncio.ensure_future(channel.write_markers(0, 5, 0, True, 0, [("t", 0), ("t", 1)]))
+    assert [rm.partitions[("t", p)].log.log_end_offset for p in range(2)] == [1, 1]  # before any turn
+    await asyncio.sleep(0)
+    assert not written.done()
+    for p in range(2):
+        rm.update_follower("t", p, 1, 1, 0, 1)
+    assert await asyncio.wait_for(written, 2) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
+    assert not rm._hw_waiters and env.timer.now_ms == 0
