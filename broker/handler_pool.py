@@ -43,8 +43,10 @@ class HandlerPool:
 
     def start(self) -> None:
         self._workers = [asyncio.create_task(self._run(i)) for i in range(self.num_workers)]
+        self.channel.inline = self.handle_timed
 
     async def stop(self) -> None:
+        self.channel.inline = None
         await cancel_and_wait(self._workers)
         for fut in list(self._pending):
             fut.cancel()
@@ -54,12 +56,17 @@ class HandlerPool:
             request = await self.channel.receive_request()
             if request is None:
                 return
-            t0 = time.perf_counter()
-            request.dequeued_at = t0
-            c0 = time.thread_time()
-            self.handle(request)
-            request.cpu_seconds = time.thread_time() - c0
-            self.metrics.handler_busy(time.perf_counter() - t0)
+            self.handle_timed(request)
+
+    def handle_timed(self, request: Request) -> None:
+        """``handle`` with the worker's measurements (dequeued time, CPU time, busy time): a worker's request, or
+        one the request channel hands over at once (``RequestChannel.inline``)."""
+        t0 = time.perf_counter()
+        request.dequeued_at = t0
+        c0 = time.thread_time()
+        self.handle(request)
+        request.cpu_seconds = time.thread_time() - c0
+        self.metrics.handler_busy(time.perf_counter() - t0)
 
     def handle(self, request: Request) -> None:
         handler = self.routes.get(request.api_key)

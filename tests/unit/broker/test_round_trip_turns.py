@@ -266,3 +266,41 @@ async def test_the_coordinators_own_markers_are_appended_when_the_round_asks(tmp
         rm.update_follower("t", p, 1, 1, 0, 1)
     assert await asyncio.wait_for(written, 2) == {("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
     assert not rm._hw_waiters and env.timer.now_ms == 0
+
+
+async def test_a_request_is_handled_at_once_when_nothing_is_queued_and_in_order_when_something_is(
+        tmp_path: Path) -> None:
+    env = await _env(tmp_path)
+    channel = RequestChannel(10)
+    handled: list[str] = []
+
+    def handler(ctx: Any, request: Request, body: Any) -> dict[str, Any]:
+        handled.append(request.header.client_id or "")
+        return {"throttle_time_ms": 0, "error_code": 0}
+
+    pool = HandlerPool(channel, {ApiKey.END_TXN: handler}, env.ctx, 1, BrokerMetrics())
+
+    def end_txn(name: str) -> Request:
+        api = REGISTRY[ApiKey.END_TXN]
+        wire = api.encode_request(3, {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0,
+                                      "committed": True})
+        request = Request(RequestHeader(ApiKey.END_TXN, 3, 1, name), api, wire, 0, "127.0.0.1")
+        request.done = asyncio.get_running_loop().create_future()
+        return request
+
+    pool.start()
+    try:
+        first = end_txn("first")
+        await channel.send_request(first)
+        assert first.done is not None and first.done.done() and handled == ["first"]  # no turn, no worker
+        # A backlog (a worker has not taken it yet): the next request queues behind it.
+        queued, after = end_txn("queued"), end_txn("after")
+        channel.queue.put_nowait(queued)
+        await channel.send_request(after)
+        assert handled == ["first"]
+        assert after.done is not None
+        await asyncio.wait_for(after.done, 2)
+        assert handled == ["first", "queued", "after"]
+    finally:
+        await pool.stop()
+    assert channel.inline is None
