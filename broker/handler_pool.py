@@ -2,7 +2,9 @@
 
 A handler is ``handler(ctx, request, body) -> dict | None | Awaitable[dict | None]``. A dict is the response
 body, None means "send nothing" (acks=0), and an awaitable (a purgatory future, a coroutine that talks to
-ZooKeeper) is answered when it completes, so a worker is never held by a waiting request. Handlers turn
+ZooKeeper) is answered when it completes, so a worker is never held by a waiting request. A purgatory's
+``Reply`` is answered in the very call that sets its result, a coroutine by its own task as it returns: neither
+waits a turn of the event loop for a done callback. Handlers turn
 failures into Kafka error codes; an exception that escapes one is logged and closes only that connection.
 """
 
@@ -12,10 +14,10 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-from moldau.broker.request_channel import Request, RequestChannel
+from moldau.broker.request_channel import Reply, Request, RequestChannel
 from moldau.protocol.types import DecodeError
 from moldau.tasks import cancel_and_wait
 
@@ -41,8 +43,10 @@ class HandlerPool:
 
     def start(self) -> None:
         self._workers = [asyncio.create_task(self._run(i)) for i in range(self.num_workers)]
+        self.channel.inline = self.handle_timed
 
     async def stop(self) -> None:
+        self.channel.inline = None
         await cancel_and_wait(self._workers)
         for fut in list(self._pending):
             fut.cancel()
@@ -52,12 +56,17 @@ class HandlerPool:
             request = await self.channel.receive_request()
             if request is None:
                 return
-            t0 = time.perf_counter()
-            request.dequeued_at = t0
-            c0 = time.thread_time()
-            self.handle(request)
-            request.cpu_seconds = time.thread_time() - c0
-            self.metrics.handler_busy(time.perf_counter() - t0)
+            self.handle_timed(request)
+
+    def handle_timed(self, request: Request) -> None:
+        """``handle`` with the worker's measurements (dequeued time, CPU time, busy time): a worker's request, or
+        one the request channel hands over at once (``RequestChannel.inline``)."""
+        t0 = time.perf_counter()
+        request.dequeued_at = t0
+        c0 = time.thread_time()
+        self.handle(request)
+        request.cpu_seconds = time.thread_time() - c0
+        self.metrics.handler_busy(time.perf_counter() - t0)
 
     def handle(self, request: Request) -> None:
         handler = self.routes.get(request.api_key)
@@ -78,13 +87,36 @@ class HandlerPool:
             log.exception("%s handler failed; closing the connection", request.api.name)
             request.fail()
             return
-        if inspect.isawaitable(result):
+        if isinstance(result, Reply):  # parked in a purgatory: answered in the call that completes it
+            request.local_done_at = time.perf_counter()
+            self._pending.add(result)
+            result.on_done(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
+        elif inspect.iscoroutine(result):
+            # Answered by the handler's own task when it returns, not by a done callback a turn later (EndTxn,
+            # AddPartitionsToTxn, WriteTxnMarkers: each a step of a transaction's chain of round trips).
+            request.local_done_at = time.perf_counter()
+            task = asyncio.ensure_future(self._answer(result, request))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
+        elif inspect.isawaitable(result):
             request.local_done_at = time.perf_counter()  # from here on the request waits: remote time
             fut = asyncio.ensure_future(result)
             self._pending.add(fut)
             fut.add_done_callback(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
         else:
             request.respond(result)
+
+    async def _answer(self, coro: Coroutine[Any, Any, Any], request: Request) -> None:
+        try:
+            result = await coro
+        except asyncio.CancelledError:  # stop()
+            request.fail()
+            raise
+        except Exception as exc:
+            log.error("%s handler failed: %r; closing the connection", request.api.name, exc, exc_info=exc)
+            request.fail()
+            return
+        request.respond(result)
 
     def _finish(self, fut: asyncio.Future[Any], request: Request) -> None:
         self._pending.discard(fut)

@@ -39,7 +39,7 @@ from moldau.broker.security.listener_config import ListenerSecurity
 from moldau.broker.security.principal_mapping import DEFAULT_MAPPER, NoMatchingRule, PrincipalMapper
 from moldau.broker.security.sasl import SaslAuthenticator, Step
 from moldau.broker.security.tls import ReloadingContext, TlsIO, certificate_principal
-from moldau.broker.socket_wait import wait_readable
+from moldau.broker.socket_wait import ReadableWatch
 from moldau.protocol.api import REGISTRY, api_name
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
@@ -185,6 +185,7 @@ class Connection:
         self._writer: asyncio.Task[None] | None = None
         self._advanced = asyncio.Event()  # set each time the writer answered the oldest pipelined request
         self._muted_until = 0.0  # loop time until which a throttled client's next frame waits (KIP-219)
+        self._watch: ReadableWatch | None = None  # plaintext: the socket stays registered between requests
 
     @property
     def in_flight(self) -> bool:
@@ -248,7 +249,9 @@ class Connection:
             self.close()
 
     async def _readable(self) -> None:
-        await wait_readable(self.loop, self.sock)
+        if self._watch is None:
+            self._watch = ReadableWatch(self.loop, self.sock)
+        await self._watch.wait()
 
     def _certificate_principal(self, tls: TlsIO) -> bool:
         """On an SSL listener the client certificate names the principal (as Kafka). False refuses the
@@ -540,6 +543,11 @@ class Connection:
             self.loop.remove_writer(fd)
 
     def close(self) -> None:
+        if self._watch is not None:
+            try:
+                self._watch.close()
+            except (OSError, ValueError):  # the descriptor is gone already
+                pass
         try:
             self.sock.close()
         except OSError:

@@ -20,3 +20,47 @@ async def wait_readable(loop: asyncio.AbstractEventLoop, sock: socket.socket) ->
         await fut
     finally:
         loop.remove_reader(fd)
+
+
+class ReadableWatch:
+    """Waits for one socket to become readable, again and again, keeping the descriptor registered with the loop
+    between waits: a connection that reads one request, answers it and waits for the next (a follower's fetches,
+    a producer's requests) would otherwise register and unregister its socket once per request (two epoll_ctl
+    calls and the loop's bookkeeping, on every request of every replication round trip).
+
+    The loop watches level-triggered: readiness while nobody waits (data arriving while the connection is busy
+    with the previous request) unregisters the socket, so a busy connection costs nothing; the next ``wait``
+    registers it again. ``close`` unregisters it before the socket is closed."""
+
+    __slots__ = ("_loop", "_fd", "_waiter", "_registered")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self._loop = loop
+        self._fd = sock.fileno()
+        self._waiter: asyncio.Future[None] | None = None
+        self._registered = False
+
+    def _ready(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            self._unregister()
+            return
+        waiter.set_result(None)
+
+    def _unregister(self) -> None:
+        if self._registered:
+            self._registered = False
+            self._loop.remove_reader(self._fd)
+
+    async def wait(self) -> None:
+        waiter = self._waiter = self._loop.create_future()
+        if not self._registered:
+            self._loop.add_reader(self._fd, self._ready)
+            self._registered = True
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        self._unregister()

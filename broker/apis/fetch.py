@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.fetch_session import FetchSession, SessionPartition
 from moldau.broker.purgatory import DelayedOperation
-from moldau.broker.request_channel import Request
+from moldau.broker.request_channel import Reply, Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
@@ -186,15 +186,21 @@ async def _with_remote(ctx: ReplicaDeps, reads: list[RemoteRequest], response: F
 
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for ``min_bytes``. A wake-up (an append or a high-watermark move on one of its partitions)
-    only schedules a check at the end of the event loop's turn: a follower's fetch moves the high watermark of
+    only schedules a check on the next turn of the event loop: a follower's fetch moves the high watermark of
     every partition it names, and re-reading all partitions of each waiting fetch once per moved partition made
     one fetch over n partitions cost n x n reads. At most one check is pending per operation; it runs after
-    every change of the turn, so no wake-up is lost.
+    every change of the turn, so no wake-up is lost, and the appends of that turn (a client's pipelined produces,
+    read from one socket read and handled by a worker in one go) go out in one answer.
+
+    A check that finds enough is the answer: its read is sent as it is, in the same callback (a second read on
+    a later turn cost every replication round trip one more loop turn and read per follower, on the path of
+    each acks=all write; nothing can change in between, the check runs to the end of a callback). An answer
+    forced by the timeout (``max_wait_ms``) reads then.
 
     An incremental session fetch is not watched under each partition of the session: it is the session's
     ``waiter``, woken by a change of any of them, and reads only the session's changed set."""
 
-    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due", "session", "full", "narrow")
+    __slots__ = ("ctx", "body", "version", "future", "denied", "_check_due", "session", "full", "narrow", "_read")
 
     def __init__(self, ctx: ReplicaDeps, body: FetchRequest, version: int, future: asyncio.Future[Any],
                  denied: list[FetchResponseResponses]) -> None:
@@ -208,6 +214,9 @@ class DelayedFetch(DelayedOperation):
         self.session: FetchSession | None = None  # an incremental fetch session (KIP-227): answers what changed
         self.full = True
         self.narrow = False  # an incremental fetch that reads only the session's changed set
+        # The check's read that completed the fetch, sent as the answer: (topics, responses, throttled bytes,
+        # partitions with data left).
+        self._read: tuple[Any, list[FetchResponseResponses], int, set[TopicPartition]] | None = None
 
     def _topics(self) -> Any:
         session = self.session
@@ -230,44 +239,46 @@ class DelayedFetch(DelayedOperation):
         if self.future.done():
             self.force_complete()
             return
-        _, total, error, _ = _read_all(self.ctx, self.body, self.version, self._topics())
+        topics = self._topics()
+        left: set[TopicPartition] = set()
+        responses, total, error, throttled_bytes = _read_all(self.ctx, self.body, self.version, topics, left)
         if error or total >= self.body["min_bytes"]:
-            self.force_complete()
+            self._read = (topics, responses, throttled_bytes, left)
+            if not self.force_complete():
+                self._read = None
 
     def on_complete(self) -> None:
-        # The answer is read at the end of this turn of the event loop, not now: completion usually comes from
-        # an append, and the requests handled in the same turn (a client's pipelined produces, read from one
-        # socket read) append more. Reading once afterwards sends them in one response, so a follower fetch
-        # carries everything that arrived while it was in flight instead of one batch per round trip.
+        read, self._read = self._read, None
         if not self.future.done():
-            self.future.get_loop().call_soon(self._respond)
+            self._respond(read)
 
-    def _respond(self) -> None:
+    def _respond(self, read: tuple[Any, list[FetchResponseResponses], int, set[TopicPartition]] | None) -> None:
         session = self.session
         if self.narrow and session is not None:
             if session.waiter is not self:  # a later fetch of the session took over: leave its changes to it
-                if not self.future.done():
-                    self.future.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-                                            "session_id": session.session_id, "responses": []})
+                self.future.set_result({"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+                                        "session_id": session.session_id, "responses": []})
                 return
             session.waiter = None
-        if not self.future.done():
+        if read is None:  # the timeout: read now
             topics = self._topics()
             left: set[TopicPartition] = set()
             responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version, topics, left)
-            _record_throttled(self.ctx, throttled_bytes)
-            reads = _remote_reads(self.ctx, self.body, responses, self.version, topics)
-            if not reads:
-                self.future.set_result(_response(responses + self.denied, session, self.full, left))
-                return
-            task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
-            future = self.future
+        else:
+            topics, responses, throttled_bytes, left = read
+        _record_throttled(self.ctx, throttled_bytes)
+        reads = _remote_reads(self.ctx, self.body, responses, self.version, topics)
+        if not reads:
+            self.future.set_result(_response(responses + self.denied, session, self.full, left))
+            return
+        task = asyncio.ensure_future(_with_remote(self.ctx, reads, _response(responses + self.denied)))
+        future = self.future
 
-            def deliver(t: asyncio.Task[FetchResponse]) -> None:
-                if not future.done():
-                    future.set_result(t.result())
+        def deliver(t: asyncio.Task[FetchResponse]) -> None:
+            if not future.done():
+                future.set_result(t.result())
 
-            task.add_done_callback(deliver)
+        task.add_done_callback(deliver)
 
 
 def _may_read_all(ctx: ReplicaDeps, request: Request, session: FetchSession, replica_id: int) -> bool:
@@ -350,10 +361,15 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
         _record_throttled(ctx, throttled_bytes)
         return _response(responses + denied, session, full, left)
-    future: asyncio.Future[FetchResponse] = asyncio.get_running_loop().create_future()
+    future: Reply[FetchResponse] = Reply()
     delayed = DelayedFetch(ctx, body, request.version, future, denied)
     delayed.session, delayed.full, delayed.narrow = session, full, narrow
     if narrow and session is not None:
         session.waiter = delayed  # woken by a change of any partition of the session
+    # Everything was read just now, in this same step: the purgatory's checks while it starts watching would
+    # schedule a read that can find nothing new (a wasted read per parked fetch, twice per replication round
+    # trip). A change from here on wakes it as usual.
+    delayed._check_due = True
     ctx.fetch_purgatory.try_complete_else_watch(delayed, keys)
+    delayed._check_due = False
     return future

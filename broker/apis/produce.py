@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from moldau.broker.apis.context import ReplicaDeps
 from moldau.broker.purgatory import DelayedOperation
-from moldau.broker.request_channel import Request
+from moldau.broker.request_channel import Reply, Request
 from moldau.broker.security.acl import Operation, ResourceType
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
@@ -162,7 +162,7 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
     response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
     if not waiting:
         return response
-    future: asyncio.Future[ProduceResponse] = asyncio.get_running_loop().create_future()
+    future: Reply[ProduceResponse] = Reply()
     op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
     ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
     return future

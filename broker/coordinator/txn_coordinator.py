@@ -14,8 +14,9 @@ on the broker's event loop.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,6 +70,15 @@ class _Successor:
     producer_epoch: int
     partitions: set[TopicPartition]
     result: asyncio.Future[ErrorCode | None]
+    # The same answer, for the waiting request to await under its time-out (which cancels it): a shield over
+    # ``result`` told the request one turn of the event loop later, on every back-to-back transaction.
+    told: asyncio.Future[ErrorCode | None]
+
+    def answer(self, error: ErrorCode | None) -> None:
+        if not self.result.done():
+            self.result.set_result(error)
+        if not self.told.done():
+            self.told.set_result(error)
 
 
 @dataclass(slots=True, eq=False)
@@ -94,9 +104,12 @@ class MarkerChannel(Protocol):
 
     def topic_exists(self, topic: str) -> bool: ...
 
-    async def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: list[TopicPartition]
-                            ) -> dict[TopicPartition, ErrorCode]: ...
+    def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, partitions: list[TopicPartition]
+                      ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
+        """The writes start when called where they can (a coroutine function's, when awaited); the awaitable
+        gives each partition's error."""
+        ...
 
 
 class TransactionCoordinator:
@@ -322,11 +335,12 @@ class TransactionCoordinator:
             except TimeoutError:
                 return ErrorCode.CONCURRENT_TRANSACTIONS
             return None
-        successor = round_.successor = _Successor(producer_id, epoch, set(partitions),
-                                                  asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        successor = round_.successor = _Successor(producer_id, epoch, set(partitions), loop.create_future(),
+                                                  loop.create_future())
         try:
             async with asyncio.timeout(MARKER_ROUND_WAIT_S):
-                return await asyncio.shield(successor.result)  # shared with the round: never cancelled
+                return await successor.told  # ``result`` is the round's: never cancelled
         except TimeoutError:
             if round_.successor is successor:  # not taken: give the place up
                 round_.successor = None
@@ -391,14 +405,41 @@ class TransactionCoordinator:
             if self._rounds.get(meta.transactional_id) is round_:
                 del self._rounds[meta.transactional_id]
             successor, round_.successor = round_.successor, None
-            if successor is not None and not successor.result.done():
-                successor.result.set_result(None)
+            if successor is not None:
+                successor.answer(None)
             round_.done.set()
 
     def _still_ours(self, meta: TransactionMetadata, coordinator_epoch: int) -> bool:
         tid = meta.transactional_id
         return (self.active and self.store.get(tid) is meta
                 and self.store.epoch_of(self.store.partition_for(tid)) == coordinator_epoch)
+
+    async def _write_markers(self, by_leader: dict[int, list[TopicPartition]], producer_id: int,
+                             producer_epoch: int, commit: bool, coordinator_epoch: int
+                             ) -> list[dict[TopicPartition, ErrorCode] | BaseException]:
+        """Every leader's markers at once (started now: this broker's appended, the others' requests queued), then
+        their answers one by one, each awaited directly: a task per leader under gather started the writes a turn
+        of the event loop late and told the round two turns after the last answer."""
+        writes = [self.markers.write_markers(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+                  for leader, tps in by_leader.items()]
+        waits = [asyncio.ensure_future(w) if inspect.iscoroutine(w) else w for w in writes]
+        results: list[dict[TopicPartition, ErrorCode] | BaseException] = []
+        try:
+            for wait in waits:
+                try:
+                    results.append(await wait)
+                except asyncio.CancelledError as exc:
+                    task = asyncio.current_task()
+                    if task is None or task.cancelling():  # the round itself is cancelled
+                        raise
+                    results.append(exc)  # only this write was: retried as a failed one
+                except Exception as exc:
+                    results.append(exc)
+        finally:
+            for wait in waits:  # the round was cancelled: what is not sent yet is left out
+                if isinstance(wait, asyncio.Future) and not wait.done():
+                    wait.cancel()
+        return results
 
     async def _complete(self, meta: TransactionMetadata, coordinator_epoch: int, round_: _Round) -> None:
         """One marker round: markers to every partition's leader until all are written, then CompleteX (with the
@@ -418,9 +459,7 @@ class TransactionCoordinator:
                 leader = self.markers.leader_of(tp)
                 if leader is not None and leader >= 0:
                     by_leader.setdefault(leader, []).append(tp)
-            results = await asyncio.gather(*(
-                self.markers.write_markers(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
-                for leader, tps in by_leader.items()), return_exceptions=True)
+            results = await self._write_markers(by_leader, producer_id, producer_epoch, commit, coordinator_epoch)
             for leader, result in zip(by_leader, results, strict=True):
                 if isinstance(result, BaseException):
                     log.info("markers for %s to broker %d failed (%s); retrying", meta.transactional_id, leader,
@@ -444,8 +483,7 @@ class TransactionCoordinator:
             successor, round_.successor = round_.successor, None
             if successor is not None and (successor.result.done() or (successor.producer_id, successor.producer_epoch)
                                           != (meta.producer_id, meta.producer_epoch)):
-                if not successor.result.done():
-                    successor.result.set_result(None)  # not this producer's any more: the usual way decides
+                successor.answer(None)  # not this producer's any more: the usual way decides
                 successor = None
             try:
                 transit: TxnTransit | tuple[TxnTransit, ...] = (
@@ -454,7 +492,7 @@ class TransactionCoordinator:
             except TxnError as exc:
                 log.error("cannot complete %s of %s: %s", meta.state.display, meta.transactional_id, exc)
                 if successor is not None:
-                    successor.result.set_result(None)
+                    successor.answer(None)
                 return
             error = await self.store.write(meta.transactional_id, transit, coordinator_epoch)
             if error == ErrorCode.NONE:
@@ -462,7 +500,7 @@ class TransactionCoordinator:
             else:
                 meta.abort_transition()  # still PrepareX: CompleteX alone is retried
             if successor is not None:
-                successor.result.set_result(error)  # an error is retriable for the client (coordinator errors)
+                successor.answer(error)  # an error is retriable for the client (coordinator errors)
             if error == ErrorCode.NONE:
                 log.debug("%s %s (producer %d, epoch %d)", meta.state.display, meta.transactional_id,
                           producer_id, producer_epoch)

@@ -46,6 +46,10 @@ class _Queued:
     answer: asyncio.Future[dict[TopicPartition, ErrorCode]]
 
 
+async def _as_codes(written: Awaitable[dict[TopicPartition, int]]) -> dict[TopicPartition, ErrorCode]:
+    return {tp: ErrorCode.for_code(int(code)) for tp, code in (await written).items()}
+
+
 class InterBrokerMarkerChannel:
     def __init__(self, metadata: MetadataStore, endpoint_of: Callable[[int], tuple[str, int] | None],
                  broker_id: int, *, security: ClientSecurity | None = None, request_timeout_ms: int = 30000,
@@ -91,19 +95,21 @@ class InterBrokerMarkerChannel:
             self._conns[broker_id] = conn
             return conn
 
-    async def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: list[TopicPartition]
-                            ) -> dict[TopicPartition, ErrorCode]:
+    def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, partitions: list[TopicPartition]
+                      ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
+        """Starts the writes now (this broker's partitions appended, the others' queued for their leader's next
+        request); the awaitable gives each partition's error. A cancelled round's markers are left out of a
+        request not yet sent."""
         if leader_id == self.broker_id and self.local is not None:
-            written = await self.local(producer_id, producer_epoch, commit, coordinator_epoch, partitions)
-            return {tp: ErrorCode.for_code(int(code)) for tp, code in written.items()}
+            return _as_codes(self.local(producer_id, producer_epoch, commit, coordinator_epoch, partitions))
         answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = asyncio.get_running_loop().create_future()
         self._queued.setdefault(leader_id, []).append(
             _Queued(producer_id, producer_epoch, commit, coordinator_epoch, partitions, answer))
         if leader_id not in self._senders:
             self._senders[leader_id] = asyncio.get_running_loop().create_task(
                 self._send_queued(leader_id), name=f"txn-markers-to-{leader_id}")
-        return await answer  # a cancelled round's markers are left out of a request not yet sent
+        return answer
 
     async def _send_queued(self, leader_id: int) -> None:
         """Sends what is queued for the leader, one request at a time, until nothing is left."""

@@ -268,12 +268,12 @@ async def test_marker_rounds_that_come_while_a_request_is_out_share_the_next_req
     channel = InterBrokerMarkerChannel(env.metadata, lambda _: ("127.0.0.1", port), 0)  # type: ignore[arg-type]
     try:
         write = functools.partial(channel.write_markers, 1)
-        first = asyncio.create_task(write(P1, 1, True, 2, [("t", 0)]))
+        first = asyncio.ensure_future(write(P1, 1, True, 2, [("t", 0)]))
         async with asyncio.timeout(10):
             await first_in.wait()
         # While the first request waits at the leader, two more rounds come: one commits, one aborts.
-        second = asyncio.create_task(write(P2, 1, True, 2, [("t", 0), ("t", 1)]))
-        third = asyncio.create_task(write(P3, 0, False, 2, [("t", 1)]))  # an older epoch than its records'
+        second = asyncio.ensure_future(write(P2, 1, True, 2, [("t", 0), ("t", 1)]))
+        third = asyncio.ensure_future(write(P3, 0, False, 2, [("t", 1)]))  # an older epoch than its records'
         deadline = time.monotonic() + 10
         while len(channel._queued.get(1, [])) < 2:  # both queued behind the request in flight
             assert time.monotonic() < deadline and not second.done() and not third.done()
