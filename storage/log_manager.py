@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -60,6 +61,10 @@ class LogManager:
         self._dir_counts: dict[Path, int] = {}
         self.load_stats = LoadStats()
         self._rolled: dict[TopicPartition, Log] = {}  # logs with segments finished by a roll and not yet flushed
+        # High-watermark checkpoint writes, possibly on worker threads: one at a time, newest snapshot wins.
+        self._offsets_lock = threading.Lock()
+        self._offsets_taken = 0
+        self._offsets_written: dict[Path, int] = {}
         # Log dirs that failed (an I/O error: disk full, gone, read-only): never written again until a restart.
         self.offline_dirs: set[Path] = set()
         self._locks: list[int] = []
@@ -299,13 +304,43 @@ class LogManager:
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Writes ``replication-offset-checkpoint`` in each log dir for the partitions it holds."""
+        self.write_offset_files(self.high_watermark_files(high_watermarks))
+
+    def high_watermark_files(self, high_watermarks: Mapping[TopicPartition, int]) \
+            -> list[tuple[Path, dict[TopicPartition, int]]]:
+        """Each log dir's ``replication-offset-checkpoint`` and its entries (the partitions the dir holds), for
+        :meth:`write_offset_files`; taken where the logs may change (the event loop)."""
+        files = []
         for d, logs in self._by_dir().items():
             entries = {
                 (lg.topic, lg.partition): high_watermarks[(lg.topic, lg.partition)]
                 for lg in logs
                 if (lg.topic, lg.partition) in high_watermarks
             }
-            write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, entries)
+            files.append((d / REPLICATION_OFFSET_CHECKPOINT, entries))
+        return files
+
+    def write_offset_files(self, files: list[tuple[Path, dict[TopicPartition, int]]]) -> None:
+        """Writes (and fsyncs) the checkpoint files of :meth:`high_watermark_files`. May run on a worker thread;
+        writes are serialized, and one taken earlier than a file's last write is skipped (an older snapshot that
+        reached the lock late must not overwrite a newer one)."""
+        self.offset_files_writer(files)()
+
+    def _write_offset_files(self, files: list[tuple[Path, dict[TopicPartition, int]]], taken: int) -> None:
+        with self._offsets_lock:
+            for path, entries in files:
+                if self._offsets_written.get(path, 0) > taken:
+                    continue
+                write_offsets(path, entries)
+                self._offsets_written[path] = taken
+
+    def offset_files_writer(self, files: list[tuple[Path, dict[TopicPartition, int]]]) -> Callable[[], None]:
+        """:meth:`write_offset_files` as a call for a worker thread, its place in the order of writes taken now
+        (on the calling thread)."""
+        with self._offsets_lock:
+            self._offsets_taken += 1
+            taken = self._offsets_taken
+        return partial(self._write_offset_files, files, taken)
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         result: dict[TopicPartition, int] = {}
