@@ -220,14 +220,8 @@ class Controller:
         ctx.live, topics = await asyncio.gather(self.zk.live_brokers(), self.zk.topics())
         for broker in ctx.live.values():
             self.channel.add_broker(broker)
-        await self._load_topics(topics)
-        # New partitions get their first state; partitions whose leader is gone get a new one.
-        # Brokers that died before (or while) this controller took over leave every ISR now, exactly as if their
-        # death had been seen: a former controller's own death is only ever handled here.
-        everything = ctx.all_partitions()
-        await self._initialize_new_partitions(everything)
-        await self._decide_and_write(everything, self._elect_or_shrink)
-        self._announce_all(everything)
+        _log_states(sorted((await self._load_and_elect(topics)).items()))
+        self._announce_all(ctx.all_partitions())
         await self._on_topic_deletion()
         await self._on_isr_change()
         if self.settings.auto_leader_rebalance:
@@ -265,6 +259,27 @@ class Controller:
 
         loaded = await asyncio.gather(*(one(topic) for topic in topics))
         return [topic for topic, ok in zip(topics, loaded) if ok]
+
+    async def _load_and_elect(self, topics: list[str]) -> dict[TopicPartition, Z.LeaderIsr]:
+        """A new controller's first decisions, topic by topic as each is loaded (LOAD_CONCURRENCY loaded at a
+        time), so the state writes of the first topics overlap the reads of the others: new partitions get their
+        first state; partitions whose leader is gone get a new one. Brokers that died before (or while) this
+        controller took over leave every ISR now, exactly as if their death had been seen: a former
+        controller's own death is only ever handled here. Returns the states written (logged by the caller in
+        one line); the first error is raised once every topic is done (ControllerMovedError first)."""
+        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+        written: dict[TopicPartition, Z.LeaderIsr] = {}
+
+        async def one(topic: str) -> None:
+            async with gate:
+                if not await self._load_topic(topic):
+                    return
+            tps = self.ctx.partitions_of(topic)
+            await self._initialize_new_partitions(tps)
+            written.update(await self._decide_and_write(tps, self._elect_or_shrink, log_writes=False))
+
+        _raise_first(await asyncio.gather(*(one(topic) for topic in topics), return_exceptions=True))
+        return written
 
     async def _load_topic(self, topic: str) -> bool:
         assignment = await self.zk.assignment(topic)
@@ -344,9 +359,11 @@ class Controller:
         return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
 
     async def _decide_and_write(self, tps: list[TopicPartition],
-                                decide: Callable[[TopicPartition, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TopicPartition, Z.LeaderIsr]:
+                                decide: Callable[[TopicPartition, Z.LeaderIsr], Z.LeaderIsr | None],
+                                log_writes: bool = True) -> dict[TopicPartition, Z.LeaderIsr]:
         """Decides the new state of each partition from its current one and writes the changes; when a leader
-        changed a state meanwhile (version conflict), re-reads those states and decides again."""
+        changed a state meanwhile (version conflict), re-reads those states and decides again. ``log_writes``:
+        a line per write (else the caller logs what was written)."""
         written: dict[TopicPartition, Z.LeaderIsr] = {}
         for attempt in range(1, STATE_WRITE_ATTEMPTS + 1):
             changes: dict[TopicPartition, Z.LeaderIsr] = {}
@@ -356,7 +373,7 @@ class Controller:
                 if new is not None:
                     changes[tp] = new
             try:
-                await self._write_states(changes)
+                await self._write_states(changes, log_writes)
                 written.update(changes)
                 return written
             except BadVersionError:
@@ -378,7 +395,7 @@ class Controller:
             return 0
         return sum(1 for s in list(self.ctx.states.values()) if s.leader == E.NO_LEADER)
 
-    async def _write_states(self, changes: dict[TopicPartition, Z.LeaderIsr]) -> None:
+    async def _write_states(self, changes: dict[TopicPartition, Z.LeaderIsr], log_writes: bool = True) -> None:
         """Conditional writes (controller epoch check + each state's znode version) of changed states.
 
         The multis of MULTI_CHUNK states go out together, not one round trip after the other: a broker death
@@ -388,14 +405,9 @@ class Controller:
         first), so the caller re-reads and decides again only for what was not written."""
         items = sorted(changes.items())
         chunks = [items[i:i + MULTI_CHUNK] for i in range(0, len(items), MULTI_CHUNK)]
-        results = await asyncio.gather(*(self._write_chunk(chunk) for chunk in chunks), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        for error in errors:
-            if isinstance(error, (ControllerMovedError, asyncio.CancelledError)):
-                raise error
-        if errors:
-            raise errors[0]
-        _log_states(items)
+        _raise_first(await asyncio.gather(*(self._write_chunk(chunk) for chunk in chunks), return_exceptions=True))
+        if log_writes:
+            _log_states(items)
 
     async def _write_chunk(self, chunk: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:
         ops: list[Op] = [("set", Z.state_path(*tp), Z.partition_state(s), s.zk_version) for tp, s in chunk]
@@ -727,6 +739,17 @@ class Controller:
         if changes:
             log.info("moved %d partitions back to their preferred leaders", len(changes))
             self._propagate(sorted(changes))
+
+
+def _raise_first(results: list[Any]) -> None:
+    """Raises the first exception among ``asyncio.gather(..., return_exceptions=True)`` results, a moved
+    controller or a cancellation before any other."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for error in errors:
+        if isinstance(error, (ControllerMovedError, asyncio.CancelledError)):
+            raise error
+    if errors:
+        raise errors[0]
 
 
 def _log_states(items: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:
