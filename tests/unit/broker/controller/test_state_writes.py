@@ -148,3 +148,57 @@ def test_a_new_controller_writes_each_topic_as_soon_as_it_is_read() -> None:
         assert zk.writes.index(Z.state_path("a", 0)) < zk.writes.index(Z.state_path("b", 0))
 
     asyncio.run(run())
+
+
+def test_a_broker_death_goes_to_the_brokers_in_batches_as_each_is_written() -> None:
+    """PROPAGATE_BATCH partitions per LeaderAndIsr/UpdateMetadata: the first batch's requests are queued while
+    the other batches' states are still being written; each broker gets every change once, its LeaderAndIsr of
+    a batch before that batch's UpdateMetadata; one log line."""
+    from moldau.broker.controller.controller import PROPAGATE_BATCH
+    from moldau.protocol.api import ApiKey
+
+    from .test_propagate import RecordingChannel
+
+    partitions = PROPAGATE_BATCH * 2 + 10
+
+    class OrderedZk(RecordingZk):
+        """Holds every multi but the first batch's until that batch's requests have been queued."""
+
+        def __init__(self, channel: RecordingChannel) -> None:
+            super().__init__()
+            self.gate.set()
+            self.channel = channel
+            self.sent_at_first_hold: int | None = None
+
+        async def controller_multi(self, epoch_zk_version: int, ops: list[Any]) -> list[Any]:
+            if int(ops[-1][1].split("/")[-2]) >= PROPAGATE_BATCH:
+                for _ in range(500):  # bounded: the first batch is queued within a few loop turns
+                    if self.channel.sent:
+                        break
+                    await asyncio.sleep(0.01)
+                if self.sent_at_first_hold is None:
+                    self.sent_at_first_hold = len(self.channel.sent)
+            return await super().controller_multi(epoch_zk_version, ops)
+
+    async def run() -> None:
+        channel = RecordingChannel()
+        zk = OrderedZk(channel)
+        controller = Controller(2, zk, ControllerSettings(), lambda: 10)  # type: ignore[arg-type]  # never started
+        ctx = controller.ctx
+        ctx.epoch = 1
+        ctx.live = {b: Z.BrokerInfo(b, f"h{b}", 9092, None, [], 100 + b) for b in (2, 3)}
+        ctx.assignments["t"] = {p: [1, 2, 3] for p in range(partitions)}
+        for p in range(partitions):
+            ctx.states[("t", p)] = Z.LeaderIsr(1 + p % 3, 0, [1, 2, 3], 1, 0)
+        controller.channel = channel  # type: ignore[assignment]
+        await controller._decide_write_propagate(sorted(ctx.states), controller._elect_or_shrink)  # 1 is dead
+        assert zk.sent_at_first_hold == 4  # LeaderAndIsr and UpdateMetadata to 2 and 3: the first batch only
+        for broker in (2, 3):
+            keys = [key for b, key, _ in channel.sent if b == broker]
+            assert keys == [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA] * 3, keys
+            told = [s["partition_index"] for b, key, body in channel.sent if b == broker
+                    and key == ApiKey.LEADER_AND_ISR for s in body["ungrouped_partition_states"]]
+            assert sorted(told) == list(range(partitions))
+        assert all(1 not in s.isr and s.leader in (2, 3) and s.leader_epoch == 1 for s in ctx.states.values())
+
+    asyncio.run(run())
