@@ -442,11 +442,14 @@ class KafkaZk:
 
     async def live_brokers(self) -> dict[int, Z.BrokerInfo]:
         brokers: dict[int, Z.BrokerInfo] = {}
+        ids: list[str] = []
         for child in await self.client.get_children(Z.BROKER_IDS):
             if not child.isdigit():
                 log.warning("ignoring znode %s/%s: not a broker id", Z.BROKER_IDS, child)
                 continue
-            found = await self.client.get(Z.broker_path(int(child)))
+            ids.append(child)
+        # read side by side: a broker death is handled once these are read
+        for child, found in zip(ids, await asyncio.gather(*(self.client.get(Z.broker_path(int(c))) for c in ids))):
             if found is None:
                 continue
             try:
