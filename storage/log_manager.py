@@ -265,7 +265,12 @@ class LogManager:
         self._rolled[(log.topic, log.partition)] = log
 
     def _note_epochs(self, log: Log) -> None:
-        self._epochs_changed.setdefault((log.topic, log.partition), (log, self.clock.time_ms()))
+        key = (log.topic, log.partition)
+        found = self._epochs_changed.get(key)
+        if found is None:
+            self._epochs_changed[key] = (log, self.clock.time_ms())
+        elif found[0] is not log:  # the partition's log was replaced (deleted, created again): the newest one
+            self._epochs_changed[key] = (log, found[1])
 
     def take_rolled(self, now_ms: int | None = None) -> list[Log]:
         """The logs rolled since the last call, and those whose leader epochs changed at least
