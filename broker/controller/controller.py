@@ -40,9 +40,6 @@ log = logging.getLogger("moldau.controller")
 STATE_WRITE_ATTEMPTS = 5
 MULTI_CHUNK = 200
 LOAD_CONCURRENCY = 32  # topics a new controller reads side by side
-# A change of many partitions (a broker death, a new controller) goes to the brokers in LeaderAndIsr and
-# UpdateMetadata requests of at least this many partitions, each as soon as its states are written.
-PROPAGATE_BATCH = 1000
 
 
 @dataclass(slots=True)
@@ -224,6 +221,7 @@ class Controller:
         for broker in ctx.live.values():
             self.channel.add_broker(broker)
         _log_states(sorted((await self._load_and_elect(topics)).items()))
+        self._announce_all(ctx.all_partitions())
         await self._on_topic_deletion()
         await self._on_isr_change()
         if self.settings.auto_leader_rebalance:
@@ -264,16 +262,13 @@ class Controller:
 
     async def _load_and_elect(self, topics: list[str]) -> dict[TopicPartition, Z.LeaderIsr]:
         """A new controller's first decisions, topic by topic as each is loaded (LOAD_CONCURRENCY loaded at a
-        time), so the state writes of the first topics overlap the reads of the others; its first word to the
-        brokers (``_announce_all``) goes out in batches of at least PROPAGATE_BATCH partitions as they are
-        written, so the brokers apply the first while the next are written. New partitions get their
+        time), so the state writes of the first topics overlap the reads of the others: new partitions get their
         first state; partitions whose leader is gone get a new one. Brokers that died before (or while) this
         controller took over leave every ISR now, exactly as if their death had been seen: a former
         controller's own death is only ever handled here. Returns the states written (logged by the caller in
         one line); the first error is raised once every topic is done (ControllerMovedError first)."""
         gate = asyncio.Semaphore(LOAD_CONCURRENCY)
         written: dict[TopicPartition, Z.LeaderIsr] = {}
-        pending: list[TopicPartition] = []  # decided, not yet announced
 
         async def one(topic: str) -> None:
             async with gate:
@@ -282,15 +277,8 @@ class Controller:
             tps = self.ctx.partitions_of(topic)
             await self._initialize_new_partitions(tps)
             written.update(await self._decide_and_write(tps, self._elect_or_shrink, log_writes=False))
-            pending.extend(tps)
-            if len(pending) >= PROPAGATE_BATCH:  # the brokers apply these while the next topics are written
-                self._announce_all(pending[:])
-                pending.clear()
 
-        results = await asyncio.gather(*(one(topic) for topic in topics), return_exceptions=True)
-        if pending and not any(isinstance(r, (ControllerMovedError, asyncio.CancelledError)) for r in results):
-            self._announce_all(pending[:])
-        _raise_first(results)
+        _raise_first(await asyncio.gather(*(one(topic) for topic in topics), return_exceptions=True))
         return written
 
     async def _load_topic(self, topic: str) -> bool:
@@ -540,29 +528,9 @@ class Controller:
             if self.channel is not None:
                 await self.channel.remove_broker(b)
 
-        touched = sorted(tp for tp, s in ctx.states.items() if s.leader in dead or any(r in dead for r in s.isr))
-        await self._decide_write_propagate(touched, self._elect_or_shrink)
-
-    async def _decide_write_propagate(self, tps: list[TopicPartition],
-                                      decide: Callable[[TopicPartition, Z.LeaderIsr], Z.LeaderIsr | None]) \
-            -> dict[TopicPartition, Z.LeaderIsr]:
-        """``_decide_and_write`` then ``_propagate``, in batches of PROPAGATE_BATCH partitions side by side: each
-        batch's LeaderAndIsr and UpdateMetadata go out as soon as its states are written, so the brokers apply
-        the first batches while the controller still writes the others (a broker death at 10,000 partitions:
-        10,010 states, and 1-3 s for the survivors to apply them). One log line for all the writes."""
-        written: dict[TopicPartition, Z.LeaderIsr] = {}
-
-        async def one(batch: list[TopicPartition]) -> None:
-            changes = await self._decide_and_write(batch, decide, log_writes=False)
-            written.update(changes)
-            if changes:
-                self._propagate(sorted(changes))
-
-        results = await asyncio.gather(*(one(tps[i:i + PROPAGATE_BATCH]) for i in range(0, len(tps), PROPAGATE_BATCH)),
-                                       return_exceptions=True)
-        _log_states(sorted(written.items()))
-        _raise_first(results)
-        return written
+        touched = [tp for tp, s in ctx.states.items() if s.leader in dead or any(r in dead for r in s.isr)]
+        changes = await self._decide_and_write(touched, self._elect_or_shrink)
+        self._propagate(sorted(changes))
 
     async def _on_brokers_started(self, brokers: list[Z.BrokerInfo]) -> None:
         ctx = self.ctx
