@@ -135,8 +135,8 @@ def test_state_writes_go_in_one_multi_all_or_nothing_under_the_chroot(zookeeper:
             await client.create(Z.CONTROLLER_EPOCH, b"1")
             epoch_version = (await client.get(Z.CONTROLLER_EPOCH))[1].version  # type: ignore[index]
             paths = [Z.state_path("w", p) for p in range(5)]
-            await _create_all(client, [(Z.partitions_path("w"), b""), *[(Z.partition_path("w", p), b"")
-                                                                        for p in range(5)]])
+            await client.ensure_path(Z.partitions_path("w"))
+            await _create_all(client, [(Z.partition_path("w", p), b"") for p in range(5)])
             await _create_all(client, [(path, b"v0") for path in paths])
             stats = await kzk.controller_multi(epoch_version, [("set", path, b"v1", 0) for path in paths])
             assert [s.version for s in stats] == [1] * 5
