@@ -63,7 +63,8 @@ def test_send_many_partitions_queues_every_partition_in_one_call(broker: BrokerP
     from moldau import Producer as SyncProducer
     from moldau.errors import KafkaError
 
-    AdminClient({"bootstrap.servers": broker.bootstrap}).create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
     first = {p: [f"a{p}-{i}".encode() for i in range(p + 1)] for p in (0, 2, 5)}
     second = {p: [f"b{p}-{i}".encode() for i in range(3)] for p in range(6)}
 
