@@ -13,6 +13,13 @@ was allocated since: in the same run, the automatic full collections took 30-100
 Frozen objects are still freed by reference counting; only a reference cycle among them that becomes garbage
 stays, until a *full* freeze (every ``full_every_s`` at most) unfreezes and collects everything first. A full
 freeze costs what a full collection did (~1 s at 10,000 partitions on a loaded machine), so it is rare.
+
+The freezes in between collect only the young generations (0 and 1) before freezing: the old generation's
+unfrozen objects are what the burst just built (a LeaderAndIsr of 10,010 partitions: ~150,000 objects), a full
+collection of them found nothing to free in the runs of bench/many_partitions.py and paused the event loop
+150-530 ms a second after each failover's LeaderAndIsr, while clients were looking for the new leaders (1 ms
+instead in an in-process LeaderAndIsr of 10,000 partitions). A cycle among them that was already garbage stays
+until the next full freeze, like one that dies after being frozen.
 """
 
 from __future__ import annotations
@@ -27,12 +34,14 @@ log = logging.getLogger("moldau.gc")
 
 
 def collect_and_freeze(full: bool) -> tuple[int, int, float]:
-    """(objects collected, objects frozen, seconds): a full collection of what is not frozen (``full``: of
-    every object, frozen ones back in sight first), then every survivor into the permanent generation."""
+    """(objects collected, objects frozen, seconds): a collection of the young generations (``full``: of every
+    object, frozen ones back in sight first), then every survivor into the permanent generation."""
     start = time.perf_counter()
     if full:
         gc.unfreeze()
-    collected = gc.collect()
+        collected = gc.collect()
+    else:
+        collected = gc.collect(1)
     gc.freeze()
     return collected, gc.get_freeze_count(), time.perf_counter() - start
 

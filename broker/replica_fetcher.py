@@ -5,7 +5,9 @@ A partition joins a fetcher when a LeaderAndIsr makes this broker its follower, 
 the fetcher asks the leader (OffsetForLeaderEpoch) where the latest epoch of the local log ends in the leader's
 log and truncates there (KIP-101/279), never below the high watermark; then it fetches from its log end offset,
 appends the leader's batches exactly as they are, and takes the high watermark from the answers (HW = min(leader
-HW, own log end offset)). FENCED_LEADER_EPOCH parks the partition until the next LeaderAndIsr.
+HW, own log end offset)). FENCED_LEADER_EPOCH parks the partition until the next LeaderAndIsr. A new epoch of
+the same leader (the controller only changed the ISR: after a broker death, two thirds of a survivor's followed
+partitions) needs no truncation when the previous epoch's was done (``Fetcher.add``).
 
 A partition answered with an error waits before it is asked again, while the others go on: UNKNOWN_LEADER_EPOCH /
 NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the leader has not applied the LeaderAndIsr of its new epoch
@@ -150,7 +152,13 @@ class Fetcher:
             current.parked = False
             current.retry_at_ms = 0  # asked again at once: the LeaderAndIsr may come with the leader ready
         else:
-            self.partitions[tp] = FollowState(partition, partition.leader_epoch)
+            # The same leader in the very next epoch (the controller only changed the ISR, e.g. took a dead
+            # replica out): it led without a break, so a log that was already truncated for the epoch before is
+            # still a prefix of the leader's and needs no OffsetForLeaderEpoch round (as Kafka's fetch-based
+            # truncation asks nothing then). A skipped epoch may have had another leader: truncate then.
+            continued = current is not None and current.partition is partition and not current.truncating \
+                and current.tiered_log_start < 0 and partition.leader_epoch == current.leader_epoch + 1
+            self.partitions[tp] = FollowState(partition, partition.leader_epoch, truncating=not continued)
         self._wakeup.set()
 
     def remove(self, tp: TopicPartition) -> None:

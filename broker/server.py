@@ -304,8 +304,9 @@ class BrokerServer:
             self._tasks += self.cleaner_service.start()
         self._schedule("isr-expiration", max(int(cfg.get("replica.lag.time.max.ms")) // 2, 1),
                        rm.maybe_shrink_isrs)
-        self._schedule("highwatermark-checkpoint", int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
-                       rm.checkpoint_high_watermarks)
+        self._schedule_async("highwatermark-checkpoint",
+                             int(cfg.get("replica.high.watermark.checkpoint.interval.ms")),
+                             rm.checkpoint_high_watermarks_in_background)
         # The partition state (loaded logs, then each burst of LeaderAndIsr or topic changes) leaves the garbage
         # collector's full collections once it settles (broker/gc_freeze.py).
         if self.freeze_gc:
@@ -474,17 +475,24 @@ class BrokerServer:
             self.metrics_port = m.start_http_server(str(self.config.get("metrics.host")), port)
             log.info("metrics on http://%s:%d/metrics", self.config.get("metrics.host"), self.metrics_port)
 
-    def _schedule(self, name: str, interval_ms: int, fn: Callable[[], Any]) -> None:
+    def _schedule_async(self, name: str, interval_ms: int, fn: Callable[[], Awaitable[None]]) -> None:
+        """As :meth:`_schedule`, for a coroutine function (awaited before the next interval starts)."""
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_ms / 1000)
                 try:
-                    fn()
+                    await fn()
                 except Exception:
                     log.exception("scheduled task %s failed", name)
 
         if 0 < interval_ms < (1 << 31):
             self._tasks.append(asyncio.create_task(loop(), name=name))
+
+    def _schedule(self, name: str, interval_ms: int, fn: Callable[[], Any]) -> None:
+        async def call() -> None:
+            fn()
+
+        self._schedule_async(name, interval_ms, call)
 
     async def _flush_rolled_segments(self) -> None:
         """Segments finished by a roll are fsynced within a second, on a worker thread (fsync lets go of the

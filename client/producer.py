@@ -281,6 +281,30 @@ class Producer(TransactionalApi):
                 await asyncio.sleep(0)  # a batch filled: let the sender ship it
         return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
 
+    async def send_many_partitions(self, topic: str, values: Mapping[int, Iterable[Any]]) -> asyncio.Future[int]:
+        """``send_many`` for many partitions of one topic in one call: ``values`` maps each partition to its
+        records' values (no keys). Every partition's records are queued before the sender runs, so it sends one
+        request per leader with all of them; the future gives the total count once all are acknowledged, or the
+        first delivery error. Over 10,000 partitions a ``send_many`` per partition made the caller, not the
+        brokers, the limit (docs/benchmarks.md)."""
+        if self._closed or not self._started:
+            raise ClientError("producer is closed" if self._closed else "producer not started; await start()")
+        if self._txn is not None:
+            self._txn.check_can_send()
+        parts = set(await self._partitions(topic))
+        unknown = sorted(p for p in values if p not in parts)
+        if unknown:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"{topic} has no partition {', '.join(map(str, unknown[:5]))}")
+        ts = int(time.time() * 1000)
+        batches: dict[int, _Batch] = {}
+        count = 0
+        for partition, records in values.items():
+            if self._value_ser is not None:
+                records = [self._value_ser(v) for v in records]
+            count += await self._append_values(topic, partition, records, ts, batches)
+        return asyncio.ensure_future(self._await_batches(list(batches.values()), count))
+
     async def _append_values(self, topic: str, partition: int, values: Iterable[Any], ts: int,
                              batches: dict[int, _Batch]) -> int:
         """send_many's bulk path (one partition, values only): fills whole batches per step, not per record."""

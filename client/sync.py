@@ -128,6 +128,19 @@ class Producer:
 
         return asyncio.run_coroutine_threadsafe(go(), self._loop)
 
+    def send_many_partitions(self, topic: str, values: Mapping[int, Iterable[Any]]) -> concurrent.futures.Future[int]:
+        """``send_many`` for many partitions of one topic in one call (``{partition: values}``, no keys): one
+        hand-over to the client's loop instead of one per partition; the future gives the total count once all
+        are acked."""
+        by_partition = {partition: list(records) for partition, records in values.items()}
+
+        async def go() -> int:
+            await self._drain_pending()
+            inner = await self._aio.send_many_partitions(topic, by_partition)
+            return await inner
+
+        return asyncio.run_coroutine_threadsafe(go(), self._loop)
+
     # ------------------------------------------------------------------ transactions
     def init_transactions(self) -> None:
         """Registers ``transactional.id`` (fencing older producers with it); once, before the first transaction."""

@@ -133,6 +133,8 @@ class Log(LogTransactions):
         self._dir_dirty = False
         self._parent_dirty = new  # a new log's own directory entry: made durable by its first flush
         self.on_roll: Callable[[Log], None] | None = None  # the log manager flushes rolled segments soon after
+        # The log manager writes a changed leader-epoch checkpoint out a little later (LogManager.take_rolled).
+        self.on_epochs_changed: Callable[[Log], None] | None = None
         self.producer_state = ProducerStateManager(self.dir)
         self.leader_epoch_cache = LeaderEpochCache(self.dir, self._epochs_changed)
         self.last_flush_ms = self.clock.time_ms()
@@ -466,7 +468,9 @@ class Log(LogTransactions):
         return seg
 
     def _epochs_changed(self) -> None:
-        if self.on_roll is not None:  # the log manager writes the checkpoint out with the rolled segments
+        if self.on_epochs_changed is not None:  # the log manager writes the checkpoint out a little later
+            self.on_epochs_changed(self)
+        elif self.on_roll is not None:
             self.on_roll(self)
         else:
             self.leader_epoch_cache.write_out()

@@ -39,6 +39,7 @@ log = logging.getLogger("moldau.controller")
 # controller's write (conditional on the znode version) then fails, and it re-reads and decides again.
 STATE_WRITE_ATTEMPTS = 5
 MULTI_CHUNK = 200
+LOAD_CONCURRENCY = 32  # topics a new controller reads side by side
 
 
 @dataclass(slots=True)
@@ -216,44 +217,82 @@ class Controller:
         self.active = True
         self.channel = ControllerChannel(self.broker_id, self.settings.socket_timeout_ms, self.settings.listener_name,
                                          self.settings.security)
-        ctx.live = await self.zk.live_brokers()
+        ctx.live, topics = await asyncio.gather(self.zk.live_brokers(), self.zk.topics())
         for broker in ctx.live.values():
             self.channel.add_broker(broker)
-        for topic in await self.zk.topics():
-            await self._load_topic(topic)
-        # New partitions get their first state; partitions whose leader is gone get a new one.
-        # Brokers that died before (or while) this controller took over leave every ISR now, exactly as if their
-        # death had been seen: a former controller's own death is only ever handled here.
-        await self._initialize_new_partitions(ctx.all_partitions())
-        await self._decide_and_write(ctx.all_partitions(), self._elect_or_shrink)
-        self._announce_all()
+        _log_states(sorted((await self._load_and_elect(topics)).items()))
+        self._announce_all(ctx.all_partitions())
         await self._on_topic_deletion()
         await self._on_isr_change()
         if self.settings.auto_leader_rebalance:
             self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_timer(),
                                                                           name="leader-rebalance-timer")
 
-    def _announce_all(self) -> None:
+    def _announce_all(self, everything: list[TopicPartition] | None = None) -> None:
         """A new controller's first word to every live broker: LeaderAndIsr for the partitions it hosts, then
         UpdateMetadata. In that order, as in ``_propagate``: the states may already name leaders this controller
         just elected, and a broker whose metadata named it leader before its LeaderAndIsr arrived would send
-        clients to itself only to answer them NOT_LEADER_OR_FOLLOWER."""
+        clients to itself only to answer them NOT_LEADER_OR_FOLLOWER. ``everything``: ``ctx.all_partitions()``
+        when the caller has it."""
         ctx = self.ctx
-        for broker_id in ctx.live:
-            self._send_leader_and_isr(broker_id, [tp for tp in ctx.all_partitions() if broker_id in ctx.replicas(tp)])
-        self._send_update_metadata(list(ctx.live), ctx.all_partitions())
+        tps = ctx.all_partitions() if everything is None else everything
+        per_broker: dict[int, list[TopicPartition]] = {b: [] for b in ctx.live}
+        for tp in tps:
+            for r in ctx.replicas(tp):
+                if r in per_broker:
+                    per_broker[r].append(tp)
+        shared: dict[TopicPartition, dict[str, Any]] = {}
+        for broker_id, hosted in per_broker.items():
+            self._send_leader_and_isr(broker_id, hosted, shared=shared)
+        self._send_update_metadata(list(ctx.live), tps)
 
     # ------------------------------------------------------------------ state helpers
+    async def _load_topics(self, topics: list[str]) -> list[str]:
+        """Loads many topics side by side, LOAD_CONCURRENCY at a time; returns those that exist. Each topic is a
+        few ZooKeeper round trips (its assignment, then its config and partition states); a new controller
+        reading one topic after the other waited for each of them in turn."""
+        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def one(topic: str) -> bool:
+            async with gate:
+                return await self._load_topic(topic)
+
+        loaded = await asyncio.gather(*(one(topic) for topic in topics))
+        return [topic for topic, ok in zip(topics, loaded) if ok]
+
+    async def _load_and_elect(self, topics: list[str]) -> dict[TopicPartition, Z.LeaderIsr]:
+        """A new controller's first decisions, topic by topic as each is loaded (LOAD_CONCURRENCY loaded at a
+        time), so the state writes of the first topics overlap the reads of the others: new partitions get their
+        first state; partitions whose leader is gone get a new one. Brokers that died before (or while) this
+        controller took over leave every ISR now, exactly as if their death had been seen: a former
+        controller's own death is only ever handled here. Returns the states written (logged by the caller in
+        one line); the first error is raised once every topic is done (ControllerMovedError first)."""
+        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+        written: dict[TopicPartition, Z.LeaderIsr] = {}
+
+        async def one(topic: str) -> None:
+            async with gate:
+                if not await self._load_topic(topic):
+                    return
+            tps = self.ctx.partitions_of(topic)
+            await self._initialize_new_partitions(tps)
+            written.update(await self._decide_and_write(tps, self._elect_or_shrink, log_writes=False))
+
+        _raise_first(await asyncio.gather(*(one(topic) for topic in topics), return_exceptions=True))
+        return written
+
     async def _load_topic(self, topic: str) -> bool:
         assignment = await self.zk.assignment(topic)
         if assignment is None:
             return False
+        config, states = await asyncio.gather(self.zk.topic_config(topic),
+                                              self.zk.partition_states(topic, assignment.partitions))
         ctx = self.ctx
         ctx.assignments[topic] = assignment.partitions
         ctx.topic_ids[topic] = assignment.topic_id
-        ctx.topic_configs[topic] = await self.zk.topic_config(topic)
+        ctx.topic_configs[topic] = config
         self.admin.watch_topic(topic)
-        for p, state in (await self.zk.partition_states(topic, assignment.partitions)).items():
+        for p, state in states.items():
             ctx.states[(topic, p)] = state
         return True
 
@@ -320,9 +359,11 @@ class Controller:
         return self._new_state(tp, state.leader, E.shrink_isr(state.isr, dead))
 
     async def _decide_and_write(self, tps: list[TopicPartition],
-                                decide: Callable[[TopicPartition, Z.LeaderIsr], Z.LeaderIsr | None]) -> dict[TopicPartition, Z.LeaderIsr]:
+                                decide: Callable[[TopicPartition, Z.LeaderIsr], Z.LeaderIsr | None],
+                                log_writes: bool = True) -> dict[TopicPartition, Z.LeaderIsr]:
         """Decides the new state of each partition from its current one and writes the changes; when a leader
-        changed a state meanwhile (version conflict), re-reads those states and decides again."""
+        changed a state meanwhile (version conflict), re-reads those states and decides again. ``log_writes``:
+        a line per write (else the caller logs what was written)."""
         written: dict[TopicPartition, Z.LeaderIsr] = {}
         for attempt in range(1, STATE_WRITE_ATTEMPTS + 1):
             changes: dict[TopicPartition, Z.LeaderIsr] = {}
@@ -332,7 +373,7 @@ class Controller:
                 if new is not None:
                     changes[tp] = new
             try:
-                await self._write_states(changes)
+                await self._write_states(changes, log_writes)
                 written.update(changes)
                 return written
             except BadVersionError:
@@ -354,7 +395,7 @@ class Controller:
             return 0
         return sum(1 for s in list(self.ctx.states.values()) if s.leader == E.NO_LEADER)
 
-    async def _write_states(self, changes: dict[TopicPartition, Z.LeaderIsr]) -> None:
+    async def _write_states(self, changes: dict[TopicPartition, Z.LeaderIsr], log_writes: bool = True) -> None:
         """Conditional writes (controller epoch check + each state's znode version) of changed states.
 
         The multis of MULTI_CHUNK states go out together, not one round trip after the other: a broker death
@@ -364,14 +405,9 @@ class Controller:
         first), so the caller re-reads and decides again only for what was not written."""
         items = sorted(changes.items())
         chunks = [items[i:i + MULTI_CHUNK] for i in range(0, len(items), MULTI_CHUNK)]
-        results = await asyncio.gather(*(self._write_chunk(chunk) for chunk in chunks), return_exceptions=True)
-        errors = [r for r in results if isinstance(r, BaseException)]
-        for error in errors:
-            if isinstance(error, (ControllerMovedError, asyncio.CancelledError)):
-                raise error
-        if errors:
-            raise errors[0]
-        _log_states(items)
+        _raise_first(await asyncio.gather(*(self._write_chunk(chunk) for chunk in chunks), return_exceptions=True))
+        if log_writes:
+            _log_states(items)
 
     async def _write_chunk(self, chunk: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:
         ops: list[Op] = [("set", Z.state_path(*tp), Z.partition_state(s), s.zk_version) for tp, s in chunk]
@@ -386,16 +422,28 @@ class Controller:
                                is_new)
 
     # ------------------------------------------------------------------ sending
-    def _send_leader_and_isr(self, broker_id: int, tps: list[TopicPartition], is_new: bool = False) -> None:
+    def _send_leader_and_isr(self, broker_id: int, tps: list[TopicPartition], is_new: bool = False,
+                             shared: dict[TopicPartition, dict[str, Any]] | None = None) -> None:
+        """LeaderAndIsr of ``tps`` (those with a state) to one broker. ``shared``: the partitions' body entries
+        already built for other brokers of the same change (filled here); each is built once, not per broker."""
         ctx = self.ctx
         broker = ctx.live.get(broker_id)
-        tps = [tp for tp in tps if tp in ctx.states]
-        if broker is None or not tps or self.channel is None:
+        if broker is None or self.channel is None:
             return
-        infos = [self._partition_info(tp, is_new) for tp in tps]
-        leaders = [ctx.live[i.state.leader] for i in infos if i.state.leader in ctx.live]
-        unique = list({b.broker_id: b for b in leaders}.values())
-        body = R.leader_and_isr(self.broker_id, ctx.epoch, broker.epoch, infos, unique)
+        entries = {} if shared is None else shared
+        states: list[dict[str, Any]] = []
+        for tp in tps:
+            entry = entries.get(tp)
+            if entry is None:
+                state = ctx.states.get(tp)
+                if state is None:
+                    continue
+                entry = entries[tp] = R.leader_and_isr_state(tp[0], tp[1], state, ctx.replicas(tp), is_new)
+            states.append(entry)
+        if not states:
+            return
+        leaders = [ctx.live[b] for b in dict.fromkeys(s["leader"] for s in states) if b in ctx.live]
+        body = R.leader_and_isr_body(self.broker_id, ctx.epoch, broker.epoch, states, ctx.topic_ids, leaders)
         self.channel.send(broker_id, ApiKey.LEADER_AND_ISR, body, self._on_leader_and_isr_response)
 
     def _send_update_metadata(self, broker_ids: list[int], tps: list[TopicPartition]) -> None:
@@ -434,8 +482,9 @@ class Controller:
             for r in self.ctx.replicas(tp):
                 if r in self.ctx.live and r not in self.ctx.shutting_down:
                     per_broker.setdefault(r, {})[tp] = None
+        shared: dict[TopicPartition, dict[str, Any]] = {}
         for broker_id, tps in sorted(per_broker.items()):
-            self._send_leader_and_isr(broker_id, list(tps))
+            self._send_leader_and_isr(broker_id, list(tps), shared=shared)
         self._send_update_metadata(list(self.ctx.live), changed)
 
     def _on_leader_and_isr_response(self, broker_id: int, response: dict[str, Any]) -> None:
@@ -506,9 +555,8 @@ class Controller:
         ctx = self.ctx
         new = [t for t in await self.zk.topics() if t not in ctx.assignments]
         created: list[TopicPartition] = []
-        for topic in new:
-            if await self._load_topic(topic):
-                created += ctx.partitions_of(topic)
+        for topic in await self._load_topics(new):
+            created += ctx.partitions_of(topic)
         if not created:
             return
         log.info("new topics %s", sorted({t for t, _ in created}))
@@ -517,8 +565,9 @@ class Controller:
         for tp in created:
             for r in ctx.replicas(tp):
                 per_broker.setdefault(r, []).append(tp)
+        shared: dict[TopicPartition, dict[str, Any]] = {}
         for broker_id, tps in sorted(per_broker.items()):
-            self._send_leader_and_isr(broker_id, tps, is_new=True)
+            self._send_leader_and_isr(broker_id, tps, is_new=True, shared=shared)
         self._send_update_metadata(list(ctx.live), created)
 
     async def _on_topic_deletion(self) -> None:
@@ -690,6 +739,17 @@ class Controller:
         if changes:
             log.info("moved %d partitions back to their preferred leaders", len(changes))
             self._propagate(sorted(changes))
+
+
+def _raise_first(results: list[Any]) -> None:
+    """Raises the first exception among ``asyncio.gather(..., return_exceptions=True)`` results, a moved
+    controller or a cancellation before any other."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    for error in errors:
+        if isinstance(error, (ControllerMovedError, asyncio.CancelledError)):
+            raise error
+    if errors:
+        raise errors[0]
 
 
 def _log_states(items: list[tuple[TopicPartition, Z.LeaderIsr]]) -> None:

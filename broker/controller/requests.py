@@ -36,15 +36,28 @@ def _group(states: list[dict[str, Any]], ids: dict[str, bytes]) -> list[dict[str
             for t, ps in by_topic.items()]
 
 
+def leader_and_isr_state(topic: str, partition: int, state: LeaderIsr, replicas: list[int],
+                         is_new: bool = False) -> dict[str, Any]:
+    """One partition's entry of a LeaderAndIsr body. The entries are only read afterwards, so one entry may go
+    into the bodies of several brokers (a broker death changes every partition of all of them)."""
+    return {"topic_name": topic, "partition_index": partition, "controller_epoch": state.controller_epoch,
+            "leader": state.leader, "leader_epoch": state.leader_epoch, "isr": list(state.isr),
+            "partition_epoch": state.zk_version, "replicas": list(replicas), "adding_replicas": [],
+            "removing_replicas": [], "is_new": is_new, "leader_recovery_state": 0}
+
+
 def leader_and_isr(controller_id: int, controller_epoch: int, broker_epoch: int, partitions: list[PartitionInfo],
                    leaders: list[BrokerInfo]) -> dict[str, Any]:
-    states = [{"topic_name": p.topic, "partition_index": p.partition, "controller_epoch": p.state.controller_epoch,
-               "leader": p.state.leader, "leader_epoch": p.state.leader_epoch, "isr": list(p.state.isr),
-               "partition_epoch": p.state.zk_version, "replicas": list(p.replicas), "adding_replicas": [],
-               "removing_replicas": [], "is_new": p.is_new, "leader_recovery_state": 0} for p in partitions]
+    states = [leader_and_isr_state(p.topic, p.partition, p.state, p.replicas, p.is_new) for p in partitions]
+    return leader_and_isr_body(controller_id, controller_epoch, broker_epoch, states,
+                               {p.topic: p.topic_id for p in partitions}, leaders)
+
+
+def leader_and_isr_body(controller_id: int, controller_epoch: int, broker_epoch: int, states: list[dict[str, Any]],
+                        topic_ids: dict[str, bytes], leaders: list[BrokerInfo]) -> dict[str, Any]:
+    """A LeaderAndIsr body from entries of :func:`leader_and_isr_state` (``topic_ids``: at least their topics')."""
     return {"controller_id": controller_id, "controller_epoch": controller_epoch, "broker_epoch": broker_epoch,
-            "type": 0, "ungrouped_partition_states": states,
-            "topic_states": _group(states, {p.topic: p.topic_id for p in partitions}),
+            "type": 0, "ungrouped_partition_states": states, "topic_states": _group(states, topic_ids),
             "live_leaders": [{"broker_id": b.broker_id, "host_name": b.host, "port": b.port} for b in leaders]}
 
 

@@ -33,6 +33,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from moldau.broker.controller import zk_data as Z
 from moldau.broker.controller import zk_multi_read as MR
+from moldau.broker.controller import zk_multi_write as MW
 from moldau.protocol.types import TopicPartition
 
 log = logging.getLogger("moldau.zk")
@@ -286,33 +287,36 @@ class ZkClient:
         """All or nothing. Raises the first failing operation's exception."""
         assert self.kazoo is not None
         deadline = time.monotonic() + max(self.session_timeout_ms / 1000 * 2, 5.0)
+        kazoo = self.kazoo
         while True:
-            txn = self.kazoo.transaction()
-            for op in ops:
-                kind = op[0]
-                if kind == "create":
-                    txn.create(op[1], op[2], ephemeral=op[3])
-                elif kind == "set":
-                    txn.set_data(op[1], op[2], op[3])
-                elif kind == "delete":
-                    txn.delete(op[1], op[2])
-                elif kind == "check":
-                    txn.check(op[1], op[2])
-                else:
-                    raise ValueError(f"unknown multi op {kind}")
+            if MW.supports(ops):
+                # Checks and conditional writes (the controller's state writes) serialized in one go, not an
+                # object per operation (zk_multi_write.py): the same request and answer as kazoo's transaction.
+                pending: Any = kazoo.handler.async_result()
+                kazoo._call(MW.MultiWrite(ops, kazoo.chroot or ""), pending)
+            else:
+                txn = kazoo.transaction()
+                for op in ops:
+                    kind = op[0]
+                    if kind == "create":
+                        txn.create(op[1], op[2], ephemeral=op[3])
+                    elif kind == "set":
+                        txn.set_data(op[1], op[2], op[3])
+                    elif kind == "delete":
+                        txn.delete(op[1], op[2])
+                    elif kind == "check":
+                        txn.check(op[1], op[2])
+                    else:
+                        raise ValueError(f"unknown multi op {kind}")
+                pending = txn.commit_async()
             try:
-                results: list[Any] = await self._bridge(txn.commit_async())
+                results: list[Any] = await self._bridge(pending)
             except RETRIABLE as exc:
                 if self._closing or time.monotonic() > deadline:
                     raise ZkError(f"ZooKeeper multi failed: {exc!r}") from exc
                 await asyncio.sleep(0.1)
                 continue
-            for result in results:
-                if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-                    raise result
-            for result in results:
-                if isinstance(result, Exception):
-                    raise result
+            _raise_first_failure(results)
             return results
 
     # ------------------------------------------------------------------ watches
@@ -340,6 +344,17 @@ class ZkClient:
             return True
 
         self._watches.append(DataWatch(self.kazoo, path, on_data))
+
+
+def _raise_first_failure(results: list[Any]) -> None:
+    """A failed multi answers the failing operation's error and RolledBackError (or RuntimeInconsistency) for
+    the others: raises the operation's own error, so callers see e.g. BadVersionError."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            raise result
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -427,11 +442,14 @@ class KafkaZk:
 
     async def live_brokers(self) -> dict[int, Z.BrokerInfo]:
         brokers: dict[int, Z.BrokerInfo] = {}
+        ids: list[str] = []
         for child in await self.client.get_children(Z.BROKER_IDS):
             if not child.isdigit():
                 log.warning("ignoring znode %s/%s: not a broker id", Z.BROKER_IDS, child)
                 continue
-            found = await self.client.get(Z.broker_path(int(child)))
+            ids.append(child)
+        # read side by side: a broker death is handled once these are read
+        for child, found in zip(ids, await asyncio.gather(*(self.client.get(Z.broker_path(int(c))) for c in ids))):
             if found is None:
                 continue
             try:

@@ -266,11 +266,26 @@ class LeaderIsr:
 
 
 def partition_state(state: LeaderIsr) -> bytes:
-    return _dumps({"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
-                   "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+    """The state znode's JSON (the bytes ``_dumps`` gives for the same object, a quarter of its cost: a broker
+    death writes 10,010 of them)."""
+    isr = ",".join([str(int(r)) for r in state.isr])
+    return (f'{{"controller_epoch":{int(state.controller_epoch)},"leader":{int(state.leader)},"version":1,'
+            f'"leader_epoch":{int(state.leader_epoch)},"isr":[{isr}]}}').encode()
 
 
 def parse_partition_state(topic: str, partition: int, raw: bytes | None, zk_version: int) -> LeaderIsr:
+    # A new controller reads 10,010 of these at once: a well-formed one is taken in one go, anything else goes
+    # the checked way below, which names what is wrong.
+    try:
+        data = json.loads(raw) if raw else None
+        if type(data) is dict:
+            leader, epoch, isr, controller_epoch = (data.get("leader"), data.get("leader_epoch"), data.get("isr"),
+                                                    data.get("controller_epoch"))
+            if type(leader) is int and type(epoch) is int and type(controller_epoch) is int and type(isr) is list \
+                    and all(type(r) is int for r in isr):
+                return LeaderIsr(leader, epoch, isr, controller_epoch, zk_version)
+    except (ValueError, UnicodeDecodeError):
+        pass
     path = state_path(topic, partition)
     data = _loads(path, raw)
     return LeaderIsr(_int(path, data, "leader"), _int(path, data, "leader_epoch"),

@@ -55,6 +55,33 @@ def test_idempotent_producer_gets_producer_id_and_sequences(broker: BrokerProces
     assert values == [f"v{i}".encode() for i in range(300)] + [f"w{i}".encode() for i in range(700)]
 
 
+def test_send_many_partitions_queues_every_partition_in_one_call(broker: BrokerProcess, topic: str) -> None:
+    """One call for many partitions (asyncio and blocking producer): every partition gets its records in order,
+    the future counts them all; an unknown partition is refused before anything is queued."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from moldau import Producer as SyncProducer
+    from moldau.errors import KafkaError
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 6, 1)])[topic].result(30)
+    first = {p: [f"a{p}-{i}".encode() for i in range(p + 1)] for p in (0, 2, 5)}
+    second = {p: [f"b{p}-{i}".encode() for i in range(3)] for p in range(6)}
+
+    async def produce() -> int:
+        async with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+            with pytest.raises(KafkaError, match="has no partition 6, 9"):
+                await p.send_many_partitions(topic, {0: [b"x"], 6: [b"y"], 9: [b"z"]})
+            return await (await p.send_many_partitions(topic, first))
+
+    assert _run(produce()) == 1 + 3 + 6
+    with SyncProducer(bootstrap_servers=broker.bootstrap) as sp:
+        assert sp.send_many_partitions(topic, second).result(60) == 18
+    for p in range(6):
+        want = first.get(p, []) + second[p]
+        assert [m.value() for m in ck_consume(broker.bootstrap, topic, len(want), partition=p)] == want, p
+
+
 def test_keyed_records_follow_murmur2_and_acks_zero(broker: BrokerProcess, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 

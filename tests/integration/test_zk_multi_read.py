@@ -119,3 +119,42 @@ def test_a_path_that_kazoo_would_chroot_is_read_under_the_chroot(
             await outside.close()
 
     asyncio.run(run())
+
+
+def test_state_writes_go_in_one_multi_all_or_nothing_under_the_chroot(zookeeper: ZooKeeperProcess) -> None:
+    """The controller's multis of checks and conditional writes (zk_multi_write.py, not kazoo's transaction):
+    every write lands with its new version; a stale version or controller epoch fails the whole multi with
+    kazoo's exception and writes nothing; other multis (creates) still go through kazoo."""
+    from kazoo.exceptions import BadVersionError
+
+    async def run() -> None:
+        client = await _client(zookeeper, "/writes")
+        outside = await _client(zookeeper, "")
+        try:
+            kzk = KafkaZk(client)
+            await client.create(Z.CONTROLLER_EPOCH, b"1")
+            epoch_version = (await client.get(Z.CONTROLLER_EPOCH))[1].version  # type: ignore[index]
+            paths = [Z.state_path("w", p) for p in range(5)]
+            await client.ensure_path(Z.partitions_path("w"))
+            await _create_all(client, [(Z.partition_path("w", p), b"") for p in range(5)])
+            await _create_all(client, [(path, b"v0") for path in paths])
+            stats = await kzk.controller_multi(epoch_version, [("set", path, b"v1", 0) for path in paths])
+            assert [s.version for s in stats] == [1] * 5
+            assert [f[0] for f in await client.get_many(paths)] == [b"v1"] * 5  # type: ignore[index]
+            # under the chroot: the client outside sees them at /writes/...
+            assert (await outside.get("/writes" + paths[0]))[0] == b"v1"  # type: ignore[index]
+            # one stale version: nothing is written
+            with pytest.raises(BadVersionError):
+                await client.multi([("check", Z.CONTROLLER_EPOCH, epoch_version),
+                                    *[("set", path, b"v2", 0 if i == 3 else 1) for i, path in enumerate(paths)]])
+            assert [f[0] for f in await client.get_many(paths)] == [b"v1"] * 5  # type: ignore[index]
+            # a moved controller epoch: the controller learns it moved, nothing is written
+            await outside.set("/writes" + Z.CONTROLLER_EPOCH, b"2")
+            with pytest.raises(zk_module.ControllerMovedError):
+                await kzk.controller_multi(epoch_version, [("set", path, b"v3", 1) for path in paths])
+            assert [f[1].version for f in await client.get_many(paths)] == [1] * 5  # type: ignore[index]
+        finally:
+            await client.close()
+            await outside.close()
+
+    asyncio.run(run())

@@ -1,5 +1,5 @@
 """The broker's partition state leaves CPython's full garbage collections once it settles (broker/gc_freeze.py):
-after a quiet period, or at most a bound into a burst of changes; garbage is collected, not frozen."""
+after a quiet period, or at most a bound into a burst of changes; young garbage is collected, not frozen."""
 
 from __future__ import annotations
 
@@ -53,6 +53,26 @@ def test_collect_and_freeze_frees_cycles_and_freezes_the_living() -> None:
     assert later() is not None
     collect_and_freeze(full=True)
     assert later() is None
+
+
+def test_a_new_object_freeze_collects_only_the_young_generations() -> None:
+    """Between full freezes only generations 0 and 1 are collected: what reached the old generation since the
+    last freeze (a LeaderAndIsr's partition state) is frozen without a full collection's pause."""
+    collect_and_freeze(full=True)
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    gc.collect()  # they survive into the old generation, not frozen
+    old = weakref.ref(a)
+    del a, b
+    c, d = Node(), Node()
+    c.other, d.other = d, c
+    young = weakref.ref(c)
+    del c, d
+    collect_and_freeze(full=False)
+    assert young() is None
+    assert old() is not None  # frozen: freed by the next full freeze
+    collect_and_freeze(full=True)
+    assert old() is None
 
 
 async def test_freezes_once_changes_pause() -> None:

@@ -184,3 +184,35 @@ def test_only_a_leader_that_is_not_ready_yet_is_asked_again_soon(tmp_path: Path,
         assert fetcher.partitions[("t", 0)].retry_at_ms == delay
 
     asyncio.run(run())
+
+
+async def test_the_same_leader_in_the_next_epoch_needs_no_truncation(tmp_path: Path) -> None:
+    """An ISR change (the controller took a dead replica out) gives the same leader a new epoch: a replica that
+    had truncated for the epoch before is still a prefix of that leader's log and asks no OffsetForLeaderEpoch.
+    A skipped epoch (another leader may have led meanwhile) or a replica still truncating asks again."""
+    leader = ScriptedLeader(lambda tp: ErrorCode.NONE)
+    p = _follower(tmp_path, 0, with_data=True)
+    fetcher = await _fetcher(leader, FetcherSettings(FOLLOWER), [p], run=False)
+    tp = ("t", 0)
+    assert await fetcher._truncate(leader)  # type: ignore[arg-type]
+    assert len(leader.asked(ApiKey.OFFSET_FOR_LEADER_EPOCH, tp)) == 1 and not fetcher.partitions[tp].truncating
+
+    p.apply_state(PartitionState(0, LEADER, EPOCH + 1, [LEADER, FOLLOWER], [LEADER]), 0)
+    fetcher.add(p)
+    assert fetcher.partitions[tp].leader_epoch == EPOCH + 1 and not fetcher.partitions[tp].truncating
+    assert not await fetcher._truncate(leader)  # type: ignore[arg-type]
+    assert len(leader.asked(ApiKey.OFFSET_FOR_LEADER_EPOCH, tp)) == 1
+
+    p.apply_state(PartitionState(0, LEADER, EPOCH + 3, [LEADER, FOLLOWER], [LEADER, FOLLOWER]), 0)
+    fetcher.add(p)  # EPOCH + 2 was never seen here: it may have had another leader
+    assert fetcher.partitions[tp].truncating
+    p.apply_state(PartitionState(0, LEADER, EPOCH + 4, [LEADER, FOLLOWER], [LEADER, FOLLOWER]), 0)
+    fetcher.add(p)  # the next epoch, but the one before was not truncated yet
+    assert fetcher.partitions[tp].truncating
+    assert await fetcher._truncate(leader)  # type: ignore[arg-type]
+    assert len(leader.asked(ApiKey.OFFSET_FOR_LEADER_EPOCH, tp)) == 2
+
+    fetcher.remove(tp)  # another leader in between (the role change removes it from this fetcher) ...
+    p.apply_state(PartitionState(0, LEADER, EPOCH + 6, [LEADER, FOLLOWER], [LEADER, FOLLOWER]), 0)
+    fetcher.add(p)  # ... and back: truncate
+    assert fetcher.partitions[tp].truncating

@@ -323,3 +323,27 @@ def test_a_fetch_from_another_leader_epoch_neither_counts_nor_brings_its_followe
 
     asyncio.run(scenario())
     lm.shutdown()
+
+
+async def test_the_periodic_high_watermark_checkpoint_writes_only_what_changed(tmp_path: Path) -> None:
+    """replica.high.watermark.checkpoint.interval.ms: written on a worker thread, and not at all when no high
+    watermark moved since the last one (10,000 partitions made it a pause of the event loop every 5 s)."""
+    from moldau.broker.replica_manager import ReplicaManager
+    from moldau.storage.log_manager import LogManager
+
+    lm = LogManager([tmp_path], LogConfig(), ManualClock(1_000))
+    lm.load()
+    rm = ReplicaManager(1, lm, lambda _: LogConfig(), clock=ManualClock(1_000))
+    rm.become_leader_or_follower("t", PartitionState(0, 1, 3, [1, 2], [1, 2], zk_version=1), {})
+    rm.append("t", 0, records(6), acks=1)
+    rm.update_follower("t", 0, 2, 4)
+    checkpoint = tmp_path / "replication-offset-checkpoint"
+    await rm.checkpoint_high_watermarks_in_background()
+    assert lm.read_high_watermarks() == {("t", 0): 4}
+    checkpoint.unlink()
+    await rm.checkpoint_high_watermarks_in_background()  # nothing moved: no write
+    assert not checkpoint.exists()
+    rm.update_follower("t", 0, 2, 6)
+    await rm.checkpoint_high_watermarks_in_background()
+    assert lm.read_high_watermarks() == {("t", 0): 6}
+    lm.shutdown()

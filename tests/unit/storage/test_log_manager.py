@@ -77,6 +77,22 @@ def test_checkpoints_and_recovery_point(tmp_path: Path, clock: ManualClock) -> N
     assert read_offsets(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 10}
 
 
+def test_an_older_high_watermark_snapshot_never_overwrites_a_newer_one(tmp_path: Path, clock: ManualClock) -> None:
+    """The periodic checkpoint is written on a worker thread: a snapshot taken before another write but written
+    after it (the shutdown's checkpoint overtook it) is dropped, so the file keeps the newest one."""
+    manager = LogManager([tmp_path], small_config(), clock)
+    manager.load()
+    manager.get_or_create_log("t", 0)
+    older = manager.offset_files_writer(manager.high_watermark_files({("t", 0): 3}))
+    manager.write_high_watermarks({("t", 0): 5})
+    older()
+    assert manager.read_high_watermarks() == {("t", 0): 5}
+    newer = manager.offset_files_writer(manager.high_watermark_files({("t", 0): 8}))
+    newer()
+    assert manager.read_high_watermarks() == {("t", 0): 8}
+    manager.shutdown()
+
+
 def test_flush_interval_policies(tmp_path: Path, clock: ManualClock) -> None:
     manager = LogManager([tmp_path], small_config(flush_interval_messages=3, flush_interval_ms=1000), clock)
     manager.load()

@@ -220,17 +220,32 @@ def test_after_a_crash_only_segments_past_the_last_roll_flush_are_rescanned(tmp_
 
 def test_leader_epoch_checkpoints_are_written_by_the_flush_task(tmp_path: Path, clock: ManualClock) -> None:
     """A leader change does not write the checkpoint in-line: the log manager's flush task (flush_logs on the
-    rolled and changed logs) writes it; a clean close writes it too."""
+    rolled and changed logs) writes it EPOCH_CHECKPOINT_DELAY_MS after the first change, or with the next flush
+    of the log, whichever comes first; a clean close writes it too."""
     from moldau.storage.checkpoint import read_leader_epochs
+    from moldau.storage.log_manager import EPOCH_CHECKPOINT_DELAY_MS
 
-    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager = LogManager([tmp_path / "d"], small_config(segment_bytes=600), clock)
     manager.load()
     log = manager.get_or_create_log("t", 0)
+    other = manager.get_or_create_log("t", 1)
     log.leader_epoch_cache.assign(4, 0)
     checkpoint = tmp_path / "d" / "t-0" / "leader-epoch-checkpoint"
-    assert not checkpoint.exists()
-    LogManager.flush_logs(manager.take_rolled())
+    clock.advance(EPOCH_CHECKPOINT_DELAY_MS - 1)
+    other.leader_epoch_cache.assign(4, 0)
+    assert manager.take_rolled() == []  # not yet due
+    clock.advance(1)
+    assert LogManager.flush_logs(manager.take_rolled()) == 0  # nothing rolled, but t-0's epochs are written
     assert read_leader_epochs(checkpoint) == [(4, 0)]
+    assert not (tmp_path / "d" / "t-1" / "leader-epoch-checkpoint").exists()
+    # A roll flushes the log at once, and its epochs before the segments: the recovery point never passes an
+    # epoch the file lacks.
     log.leader_epoch_cache.assign(5, 0)
-    manager.shutdown()
+    for _ in range(6):
+        log.append_as_leader(batch(2, value_size=100), 5)
+    assert LogManager.flush_logs(manager.take_rolled()) == 1 and log.recovery_point > 0
     assert read_leader_epochs(checkpoint) == [(5, 0)]
+    log.leader_epoch_cache.assign(6, log.log_end_offset)
+    manager.shutdown()
+    assert read_leader_epochs(checkpoint) == [(5, 0), (6, log.log_end_offset)]
+    assert read_leader_epochs(tmp_path / "d" / "t-1" / "leader-epoch-checkpoint") == [(4, 0)]

@@ -101,3 +101,50 @@ def test_a_moved_controller_epoch_stops_the_writes() -> None:
             await controller._decide_and_write(sorted(controller.ctx.states), _shrink(controller))
 
     asyncio.run(run())
+
+
+class TakeoverZk(RecordingZk):
+    """What a new controller reads, topic by topic: topic "b"'s states are answered only once a state of topic
+    "a" has been written (within 5 s), as a controller that waited for every read before writing never would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate.set()
+        self.a_written = asyncio.Event()
+        self.client = type("Client", (), {"watch_data": staticmethod(lambda path, callback: None)})()
+
+    async def assignment(self, topic: str) -> Z.TopicAssignment:
+        return Z.TopicAssignment(topic, bytes(16), {p: [1, 2, 3] for p in range(4)}, {}, {})
+
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        return {}
+
+    async def partition_states(self, topic: str, partitions: Any) -> dict[int, Z.LeaderIsr]:
+        if topic == "b":
+            await asyncio.wait_for(self.a_written.wait(), 5)
+        return {p: Z.LeaderIsr(1 + p % 2, 3, [1, 2, 3], 1, 4) for p in partitions}  # broker 1 leads the even ones
+
+    async def controller_multi(self, epoch_zk_version: int, ops: list[Any]) -> list[Any]:
+        results = await super().controller_multi(epoch_zk_version, ops)
+        if any("/topics/a/" in op[1] for op in ops):
+            self.a_written.set()
+        return results
+
+
+def test_a_new_controller_writes_each_topic_as_soon_as_it_is_read() -> None:
+    """Broker 1 (the old controller) is dead: every partition loses it from its ISR, the ones it led get a new
+    leader from the live ISR (the first live replica: 2), one new leader epoch each; the states of one topic are
+    written while the next is still being read."""
+    async def run() -> None:
+        zk = TakeoverZk()
+        controller = Controller(2, zk, ControllerSettings(), lambda: 10)  # type: ignore[arg-type]  # never started
+        controller.ctx.epoch = 2
+        controller.ctx.live = {b: Z.BrokerInfo(b, f"h{b}", 9092) for b in (2, 3)}
+        written = await controller._load_and_elect(["a", "b"])
+        assert sorted(written) == [(t, p) for t in "ab" for p in range(4)]
+        for tp, state in written.items():
+            assert (state.leader, state.isr, state.leader_epoch, state.zk_version) == (2, [2, 3], 4, 5), tp
+            assert controller.ctx.states[tp] is state
+        assert zk.writes.index(Z.state_path("a", 0)) < zk.writes.index(Z.state_path("b", 0))
+
+    asyncio.run(run())

@@ -37,6 +37,17 @@ def test_topic_and_state_formats() -> None:
     assert Z.parse_topic_assignment("old", b'{"version":1,"partitions":{"0":[1]}}').partitions == {0: [1]}
 
 
+@pytest.mark.parametrize("state", [Z.LeaderIsr(2, 5, [2, 3], 7), Z.LeaderIsr(-1, 0, [], 0, 4),
+                                   Z.LeaderIsr(1001, 2**31 - 1, [1001, 3, 2], 12, 9)])
+def test_a_state_znode_is_compact_json_read_back_as_written(state: Z.LeaderIsr) -> None:
+    raw = Z.partition_state(state)
+    assert raw == json.dumps({"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
+                              "leader_epoch": state.leader_epoch, "isr": state.isr}, separators=(",", ":")).encode()
+    back = Z.parse_partition_state("t", 0, raw, 3)
+    assert (back.leader, back.leader_epoch, back.isr, back.controller_epoch, back.zk_version) == \
+        (state.leader, state.leader_epoch, state.isr, state.controller_epoch, 3)
+
+
 @pytest.mark.parametrize("raw", [b"", b"nope", b"[]", b'{"partitions":{"x":[1]}}', b'{"partitions":{"0":"1"}}',
                                  b'{"partitions":{}}', b'{"partitions":{"0":[]}}'])
 def test_malformed_topic_znodes_name_the_path(raw: bytes) -> None:
