@@ -109,13 +109,16 @@ def main() -> None:
         for i in (1, 2, 3):
             brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
                 "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false"}).start())
+                "auto.leader.rebalance.enable": "false", "log.retention.check.interval.ms": "1000"}).start())
         bootstrap = ",".join(b.bootstrap for b in brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([
                 NewTopic("big", num_partitions=1, replica_assignment=[[1]]),
+                # The producer writes ~100 MiB/s to two replicas for ~4 minutes: without a bound its log took
+                # the disk's last 38 GB (2026-11-27 02:32). Only its last 1 GiB is kept.
                 NewTopic("live", num_partitions=1, replica_assignment=[[1, 3]],
-                         config={"min.insync.replicas": "2"})]).values():
+                         config={"min.insync.replicas": "2", "segment.bytes": str(64 << 20),
+                                 "retention.bytes": str(1 << 30)})]).values():
             f.result(30)
         log(f"filling big with {args.mib} MiB")
         t = time.monotonic()
