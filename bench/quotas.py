@@ -71,7 +71,10 @@ STARTUP_S = 8.0  # the together phase's slack for client start-up
 # write began to pay for reclaim, so a producer alone for 40 s averaged half its rate over 10 s. That decay fell
 # on the later, together phase and read as the throttled neighbour's doing (0.33-0.38x in confluent's row).
 PRODUCE_TOPIC_CONFIG = {"segment.bytes": str(64 << 20), "retention.bytes": str(512 << 20)}
-BROKER_OVERRIDES = {"log.retention.check.interval.ms": "1000"}
+# Deleted segments are removed a second after retention renames them (Kafka's default waits 60 s): an unthrottled
+# producer writes 300+ MiB/s, and a minute of .deleted segments filled /dev/shm (24 GB, the VM's whole memory) in
+# the first --toggle run, whose neighbour writes for minutes without a pause.
+BROKER_OVERRIDES = {"log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "1000"}
 
 
 def log(msg: str) -> None:

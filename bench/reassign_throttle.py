@@ -109,7 +109,8 @@ def main() -> None:
         for i in (1, 2, 3):
             brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
                 "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false", "log.retention.check.interval.ms": "1000"}).start())
+                "auto.leader.rebalance.enable": "false", "log.retention.check.interval.ms": "1000",
+                "log.segment.delete.delay.ms": "1000"}).start())
         bootstrap = ",".join(b.bootstrap for b in brokers)
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([
