@@ -722,9 +722,15 @@ def main() -> None:
     for r in rows:
         name = f"{QUOTAS[r.quota]}={r.bound:.0f}" if r.quota != "request" else f"{QUOTAS[r.quota]}={r.bound:g}"
         worst = max(r.throttled, key=lambda v: abs(v / r.bound - 1.0))
-        print(f"| {r.client} | {name} | {fmt_rate(r.quota, mean(r.throttled))} "
-              f"({' / '.join(fmt_rate(r.quota, v) for v in r.throttled)}) | {worst / r.bound:.2f}x | "
-              f"{mean(r.throttled_with_warmup) / r.bound:.2f}x | {r.client_throttle_ms:.0f} ms | "
+        # --toggle has no broker-side handler time per window: a request row gives the throttled client's
+        # Metadata answers per second there, and no ratio to the quota.
+        fmt = (lambda v: f"{v:.1f} req/s") if args.toggle and r.quota == "request" else (
+            lambda v, q=r.quota: fmt_rate(q, v))
+        vs = "-" if args.toggle and r.quota == "request" else f"{worst / r.bound:.2f}x"
+        vs_w = "-" if args.toggle and r.quota == "request" else f"{mean(r.throttled_with_warmup) / r.bound:.2f}x"
+        print(f"| {r.client} | {name} | {fmt(mean(r.throttled))} "
+              f"({' / '.join(fmt(v) for v in r.throttled)}) | {vs} | "
+              f"{vs_w} | {r.client_throttle_ms:.0f} ms | "
               f"{r.broker_throttle_s:.1f} s | {fmt_alone(r.quota, mean(r.alone))} "
               f"({' / '.join(fmt_alone(r.quota, v) for v in r.alone)}) | {fmt_alone(r.quota, mean(r.together))} "
               f"({' / '.join(fmt_alone(r.quota, v) for v in r.together)}) | "
