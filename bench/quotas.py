@@ -724,8 +724,10 @@ def main() -> None:
         worst = max(r.throttled, key=lambda v: abs(v / r.bound - 1.0))
         # --toggle has no broker-side handler time per window: a request row gives the throttled client's
         # Metadata answers per second there, and no ratio to the quota.
-        fmt = (lambda v: f"{v:.1f} req/s") if args.toggle and r.quota == "request" else (
-            lambda v, q=r.quota: fmt_rate(q, v))
+        per_s = args.toggle and r.quota == "request"
+
+        def fmt(v: float, q: str = r.quota, per_s: bool = per_s) -> str:
+            return f"{v:.1f} req/s" if per_s else fmt_rate(q, v)
         vs = "-" if args.toggle and r.quota == "request" else f"{worst / r.bound:.2f}x"
         vs_w = "-" if args.toggle and r.quota == "request" else f"{mean(r.throttled_with_warmup) / r.bound:.2f}x"
         print(f"| {r.client} | {name} | {fmt(mean(r.throttled))} "
