@@ -18,19 +18,16 @@ header ``(13, false, 0)``, ``(5, false, 0)`` + Stat, or ``(-1, false, err)`` + E
 
 from __future__ import annotations
 
-import struct
 from typing import Any, ClassVar
 
 from kazoo.exceptions import EXCEPTIONS
 from kazoo.protocol.states import ZnodeStat
 
+# The multi's framing (operation header, int, stat, end marker) is the one multiRead uses.
+from moldau.broker.controller.zk_multi_read import _END, _HEADER, _INT, _STAT, OP_ERROR
+
 OP_SET_DATA = 5
 OP_CHECK = 13
-OP_ERROR = -1
-_HEADER = struct.Struct("!i?i")
-_INT = struct.Struct("!i")
-_STAT = struct.Struct("!qqqqiiiqiiq")
-_END = _HEADER.pack(-1, True, -1)
 
 # (kind, path, version) for "check"; (kind, path, data, version) for "set" (ZkClient.multi's op tuples)
 WriteOp = tuple[Any, ...]
