@@ -4,7 +4,8 @@ Starts ZooKeeper (Debian's ``zookeeper`` package: ZooKeeperServerMain on its jar
 processes, prints their addresses and how to try them with kcat, and stops everything in order (brokers one by one,
 each with a controlled shutdown, then ZooKeeper) on Ctrl-C, SIGTERM, SIGHUP (terminal closed) or a broken stdout
 (``... | tee log`` interrupted), and when any child exits on its own. Every port is checked before anything starts;
-``--port 0`` picks free ones. Children die with the launcher even when it is SIGKILLed (a parent-death signal).
+``--port 0`` picks free ones below the kernel's ephemeral range (so no client connection can take one before its
+broker binds it). The usage text comes once every broker's metadata holds all of them. Children die with the launcher even when it is SIGKILLed (a parent-death signal).
 ``--detach`` runs it in the background; ``status`` and ``stop --data <data>`` find it by ``<data>/launcher.pid``.
 Data: ``<data>/zookeeper`` and ``<data>/broker-<id>``; each child's output goes to ``<data>/<name>.log``.
 """
@@ -38,6 +39,7 @@ ZK_JARS = ("zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple", "netty-ha
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BROKER_STOP_TIMEOUT_S = 30.0
 ZOOKEEPER_STOP_TIMEOUT_S = 15.0
+BROKERS_KNOWN_TIMEOUT_S = 60.0
 PR_SET_PDEATHSIG = 1
 PID_FILE = "launcher.pid"
 GRAFANA_DASHBOARD_UID = "moldau-cluster"  # ops/grafana/dashboards/moldau.json
@@ -101,11 +103,44 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
-def _free_ports(n: int) -> list[int]:
-    """n distinct free ports, all held open together while chosen so that none is picked twice."""
-    socks = []
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LINUX_EPHEMERAL_DEFAULT = range(32768, 61000)
+# --port 0 picks from here: below Linux's ephemeral range, so no client's outgoing connection can take a chosen
+# port in the seconds between the choice and the broker's bind (the kernel picks a connection's local port from
+# the ephemeral range only). tests/integration/harness.py hands out 20000-31999: the two never meet.
+PICK_RANGE = range(10000, 20000)
+
+
+def ephemeral_range(path: str = EPHEMERAL_RANGE_FILE) -> range:
+    """The kernel's range for outgoing connections' local ports (and bind(0))."""
     try:
-        for _ in range(n):
+        with open(path) as f:
+            low, high = (int(x) for x in f.read().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return LINUX_EPHEMERAL_DEFAULT
+
+
+def _free_ports(n: int, pick: range = PICK_RANGE, ephemeral: range | None = None) -> list[int]:
+    """n distinct free ports from ``pick`` outside the ephemeral range, starting at a random place, all held
+    open together while chosen so that none is picked twice; bind(0)'s ports where too few are found."""
+    eph = ephemeral_range() if ephemeral is None else ephemeral
+    pool = [p for p in pick if p not in eph]
+    start = int.from_bytes(os.urandom(2), "big") % len(pool) if pool else 0
+    socks: list[socket.socket] = []
+    try:
+        for port in pool[start:] + pool[:start]:
+            if len(socks) == n:
+                break
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no conflict
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        while len(socks) < n:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             socks.append(s)
             s.bind(("127.0.0.1", 0))
@@ -213,6 +248,23 @@ def _die_with_launcher(launcher_pid: int) -> None:
         os._exit(1)
 
 
+def live_brokers_metric(metrics_port: int, timeout: float = 2.0) -> int | None:
+    """``moldau_live_brokers`` from a broker's metrics endpoint (plain HTTP whatever the Kafka listeners' security);
+    None when it does not answer (yet) or lacks the line."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=timeout) as response:
+            text = response.read().decode(errors="replace")
+    except (OSError, ValueError):
+        return None
+    for line in text.splitlines():
+        if line.startswith("moldau_live_brokers "):
+            try:
+                return int(float(line.split()[1]))
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
 def _listening(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -287,6 +339,29 @@ class Cluster:
             self._wait_port(f"broker-{broker_id}", proc, port, 60)
             self.out.say(f"broker {broker_id:<6} 127.0.0.1:{port}   pid {proc.pid}   metrics "
                          f"http://127.0.0.1:{metrics}/metrics   (log {self.data / f'broker-{broker_id}.log'})")
+        self._wait_brokers_known(BROKERS_KNOWN_TIMEOUT_S)
+
+    def _wait_brokers_known(self, timeout: float) -> None:
+        """Until every broker's metadata holds all of them: listening is not enough. A broker that has not yet
+        heard of the others (the controller's UpdateMetadata) refuses to auto-create a topic with the
+        launcher's replication factor (INVALID_REPLICATION_FACTOR) and hands clients a partial cluster."""
+        if any(o.strip().startswith("metrics.port=") for o in self.args.override):
+            return  # the user moved or disabled the metrics endpoint: nothing to read the count from
+        want = self.args.brokers
+        deadline = time.monotonic() + timeout
+        seen: dict[int, int | None] = {}
+        while True:
+            self.check()
+            seen = {self.args.first_id + i: live_brokers_metric(m) for i, m in enumerate(self.ports.metrics)}
+            if all(n is not None and n >= want for n in seen.values()):
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        behind = ", ".join(f"broker {b} knows {'?' if n is None else n}" for b, n in seen.items()
+                           if n is None or n < want)
+        raise TimeoutError(f"the brokers did not all see each other within {timeout:.0f}s ({behind} of {want}); "
+                           f"see the broker logs in {self.data}")
 
     def broker_command(self, i: int) -> list[str]:
         """The command line of the i-th broker (0-based)."""

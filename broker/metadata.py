@@ -99,6 +99,10 @@ class MetadataStore(ABC):
         """Live brokers with their endpoint for ``listener`` (None: the inter-broker listener). Kafka answers a
         client with the endpoints of the listener its request arrived on and leaves out brokers without it."""
 
+    def live_broker_count(self) -> int:
+        """How many brokers are live in this view, this one included (the metrics' moldau_live_brokers)."""
+        return len(self.live_brokers())
+
     @abstractmethod
     def topics(self) -> dict[str, TopicMetadata]: ...
 

@@ -60,6 +60,9 @@ class MetadataCache(MetadataStore):
     def on_controller_change(self, controller_id: int) -> None:
         self._watched_controller_id = controller_id
 
+    def live_broker_count(self) -> int:
+        return len(self._live) or 1  # one len(): safe on the metrics' scrape thread
+
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
         if not self._live:  # before the first UpdateMetadata: at least ourselves, so clients can bootstrap
             return [self.endpoint if listener is None else self.by_listener.get(listener, self.endpoint)]

@@ -311,6 +311,9 @@ class BrokerMetrics:
             "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all is refused)", registry=r)
         self.active_controller_count = Gauge(
             "moldau_active_controller_count", "1 on the active controller, 0 on every other broker", registry=r)
+        self.live_brokers = Gauge(
+            "moldau_live_brokers", "Live brokers in this broker's metadata (itself included): what it answers "
+            "clients' Metadata requests with and places new topics' replicas on", registry=r)
         self.offline_log_dirs = Gauge("moldau_offline_log_dirs",
                                       "Log dirs of this broker taken offline after an I/O error", registry=r)
         self.offline_partitions = Gauge(
@@ -428,6 +431,9 @@ class BrokerMetrics:
 
     def set_active_controller_callback(self, fn: Callable[[], float]) -> None:
         self.active_controller_count.set_function(_safe(fn, "moldau_active_controller_count"))
+
+    def set_live_brokers_callback(self, fn: Callable[[], float]) -> None:
+        self.live_brokers.set_function(_safe(fn, "moldau_live_brokers"))
 
     def set_offline_log_dirs_callback(self, fn: Callable[[], float]) -> None:
         self.offline_log_dirs.set_function(_safe(fn, "moldau_offline_log_dirs"))

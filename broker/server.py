@@ -453,6 +453,9 @@ class BrokerServer:
             offline=lambda: float(controller.offline_partition_count() if controller is not None else 0))
         # Standalone mode has no controller election: its single broker is the controller.
         m.set_active_controller_callback(lambda: float(controller.active if controller is not None else 1))
+        metadata = self.metadata
+        assert metadata is not None
+        m.set_live_brokers_callback(lambda: float(metadata.live_broker_count()))
         produce = self.produce_purgatory
         assert produce is not None
         m.track_purgatory("Produce", lambda: float(produce.num_delayed))

@@ -541,8 +541,6 @@ def test_auto_creation_deletion_malformed_znodes_generated_ids(cluster: Cluster)
 
 # ------------------------------------------------------------------------------------------------ run command
 def test_launcher_starts_and_stops_a_cluster(tmp_path: Path) -> None:
-    from kafka.admin import KafkaAdminClient
-
     port, metrics, zk_port = free_ports(2), free_ports(2), free_port()
     cmd = [sys.executable, "-m", "moldau.broker.launcher", "--brokers", "2", "--data", str(tmp_path / "data"),
            "--port", str(port), "--metrics-port", str(metrics), "--zookeeper-port", str(zk_port),
@@ -555,12 +553,15 @@ def test_launcher_starts_and_stops_a_cluster(tmp_path: Path) -> None:
         wait_until(lambda: "Stop everything with Ctrl-C" in out_path.read_text(), 60, "the launcher's usage text")
         text = out_path.read_text()
         assert f"127.0.0.1:{port},127.0.0.1:{port + 1}" in text and "kcat" in text
-        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=10000)
-        try:
-            wait_until(lambda: len(admin.describe_cluster()["brokers"]) == 2, 20, "two brokers in the cluster")
-        finally:
-            admin.close()
         assert "created on first use with replication factor 2" in text
+
+        async def brokers_seen_by(broker_port: int) -> list[int]:
+            async with BrokerConnection("127.0.0.1", broker_port, client_id="launcher-test") as conn:
+                answer = await conn.send(api_for(ApiKey.METADATA), {"topics": [], "allow_auto_topic_creation": False})
+                return sorted(b["node_id"] for b in answer["brokers"])
+
+        # The usage text comes once every broker knows both (no wait here): each one answers with both.
+        assert [run(brokers_seen_by(p)) for p in (port, port + 1)] == [[1, 2], [1, 2]]
         # An auto-created topic gets the launcher's replication factor (min(3, brokers) = 2 here).
         from kafka import KafkaProducer
         producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=15000)

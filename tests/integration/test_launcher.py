@@ -99,12 +99,13 @@ def test_every_busy_port_is_named(tmp_path: Path) -> None:
     assert f"port {metrics_port} (broker 1 metrics) is already in use" in err
 
 
-def _wait_started(tmp_path: Path, read: Callable[[], str]) -> list[int]:
+def _wait_started(tmp_path: Path, read: Callable[[], str], proc: subprocess.Popen[bytes]) -> list[int]:
     def started() -> str | None:
         text = read()
-        return text if "Stop everything" in text else None
+        return text if "Stop everything" in text or proc.poll() is not None else None
 
     text = wait_until(started, 90, "the launcher's usage text")
+    assert proc.poll() is None, f"the launcher exited: {(tmp_path / 'launcher.err').read_text()[-3000:]}"
     pids = _child_pids(text)
     _CHILDREN.extend(pids)
     assert len(pids) == BROKERS + 1, text
@@ -116,7 +117,7 @@ def test_sighup_stops_every_child(tmp_path: Path, launched: list[subprocess.Pope
     with open(out_path, "wb") as out:
         proc = _launch(tmp_path, out)
     launched.append(proc)
-    pids = _wait_started(tmp_path, out_path.read_text)
+    pids = _wait_started(tmp_path, out_path.read_text, proc)
     bootstrap = re.findall(r"Bootstrap servers: (\S+)", out_path.read_text())[0]
     assert topics_main(["--bootstrap-server", bootstrap, "--create", "--topic", "led"]) == 0
     proc.send_signal(signal.SIGHUP)  # what closing the terminal sends
@@ -145,7 +146,7 @@ def test_closed_stdout_pipe_stops_every_child(tmp_path: Path, launched: list[sub
             pass
         return seen.decode()
 
-    pids = _wait_started(tmp_path, read)
+    pids = _wait_started(tmp_path, read, proc)
     os.close(read_fd)  # `... | tee log` and tee dies: the launcher's next write (or poll) sees no reader
     assert proc.wait(timeout=shutdown_bound(BROKERS)) == 0
     assert all(_gone(pid) for pid in pids)
@@ -156,7 +157,7 @@ def test_children_die_with_a_killed_launcher(tmp_path: Path, launched: list[subp
     with open(out_path, "wb") as out:
         proc = _launch(tmp_path, out)
     launched.append(proc)
-    pids = _wait_started(tmp_path, out_path.read_text)
+    pids = _wait_started(tmp_path, out_path.read_text, proc)
     proc.kill()  # no handler runs: only the kernel's parent-death signal can end the children
     proc.wait(10)
     wait_until(lambda: all(_gone(pid) for pid in pids), 10, "every child gone after SIGKILL of the launcher")
@@ -167,7 +168,7 @@ def test_a_child_exiting_stops_the_rest(tmp_path: Path, launched: list[subproces
     with open(out_path, "wb") as out:
         proc = _launch(tmp_path, out)
     launched.append(proc)
-    zk_pid, broker_pid = _wait_started(tmp_path, out_path.read_text)
+    zk_pid, broker_pid = _wait_started(tmp_path, out_path.read_text, proc)
     os.kill(broker_pid, signal.SIGKILL)
     assert proc.wait(timeout=shutdown_bound(BROKERS)) == 1
     assert _gone(zk_pid)
@@ -213,7 +214,7 @@ def test_a_paused_broker_is_reported(tmp_path: Path, launched: list[subprocess.P
     with open(out_path, "wb") as out:
         proc = _launch(tmp_path, out)
     launched.append(proc)
-    _zk_pid, broker_pid = _wait_started(tmp_path, out_path.read_text)
+    _zk_pid, broker_pid = _wait_started(tmp_path, out_path.read_text, proc)
     err = tmp_path / "launcher.err"
     os.kill(broker_pid, signal.SIGSTOP)
     try:

@@ -198,9 +198,13 @@ def test_an_old_leader_truncates_its_unreplicated_tail_and_matches_the_new_leade
                         FAILOVER_S + 10, "a new leader")
     new = cluster.brokers[new_id]
     wait_until(lambda: leads(new, topic, 0), 15, "the new leader to know it leads")  # ZooKeeper names it first
+    wait_until(lambda: all(gauge(f, "moldau_live_brokers") == 2 for f in followers), 15,
+               "the survivors' metadata without the dead broker")
     assert produce(new, topic, [b"after-1", b"after-2", b"after-3"]) == ErrorCode.NONE
     old.start()
     wait_until(in_sync(cluster, topic), 30, "the old leader back in the ISR")
+    wait_until(lambda: all(gauge(b, "moldau_live_brokers") == 3 for b in cluster.brokers.values()), 15,
+               "every broker's metadata with all three")
     assert produce(new, topic, [b"last"]) == ErrorCode.NONE
     expected = segment_bytes(new, topic)
     wait_until(lambda: segment_bytes(old, topic) == expected and all(segment_bytes(f, topic) == expected

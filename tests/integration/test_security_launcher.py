@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.broker.launcher import shutdown_bound
+from moldau.broker.launcher import live_brokers_metric, shutdown_bound
 
 from .harness import wait_until
 
@@ -37,9 +37,13 @@ def test_launcher_starts_a_sasl_ssl_cluster(tmp_path: Path) -> None:
     try:
         def started() -> str | None:
             text = out_path.read_text()
-            return text if "Stop everything" in text else None
+            return text if "Stop everything" in text or proc.poll() is not None else None
 
-        text = wait_until(started, 120, "the launcher's usage text")
+        text = wait_until(started, 150, "the launcher's usage text")
+        assert proc.poll() is None, f"the launcher exited: {(tmp_path / 'launcher.err').read_text()[-3000:]}"
+        # Printed only once every broker knows both: an auto-created topic gets replication factor 2 at once.
+        metrics = [int(m) for m in re.findall(r"metrics http://127\.0\.0\.1:(\d+)/metrics", text)]
+        assert len(metrics) == 2 and all(live_brokers_metric(m) == 2 for m in metrics), text
         bootstrap = re.search(r"Bootstrap servers: (\S+)", text)
         props = re.search(r"kcat -F (\S+) -b", text)
         assert bootstrap and props, text

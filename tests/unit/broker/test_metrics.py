@@ -189,9 +189,13 @@ def test_registries_are_per_broker() -> None:
 
 
 def test_http_endpoint_serves_the_names(metrics: BrokerMetrics) -> None:
+    from moldau.broker.launcher import live_brokers_metric
+
     metrics.request_done("Metadata", 0.001)
+    metrics.set_live_brokers_callback(lambda: 3)
     port = metrics.start_http_server("127.0.0.1", 0)
     assert port > 0 and metrics.http_port == port
+    assert live_brokers_metric(port) == 3  # what the launcher waits on before its usage text
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
         assert resp.status == 200
         body = resp.read().decode()
