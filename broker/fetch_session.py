@@ -21,8 +21,10 @@ Epoch -1 ends a session (the request is then a sessionless full fetch); epoch 0 
 An unknown id is answered FETCH_SESSION_ID_NOT_FOUND, an epoch other than the expected one
 INVALID_FETCH_SESSION_EPOCH; the fetcher then starts over with a full request.
 
-Sessions are given to followers only for now (``replica_id >= 0``): a consumer's answer carries session id 0,
-which every client takes as "no session" and goes on with full requests.
+Consumers get sessions as followers do (a consumer that asks: kafka-python and Kafka's Java client do,
+librdkafka and aiokafka send sessionless full requests). A follower's session is privileged, as in Kafka's
+cache: with every slot taken, a new follower session may push out the least recently used consumer session,
+so consumers can never leave the replicas without sessions.
 """
 
 from __future__ import annotations
@@ -33,12 +35,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from moldau.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
 
-FINAL_EPOCH = -1
-INITIAL_EPOCH = 0
-INT32_MAX = (1 << 31) - 1
 _PARTITION_FIELDS = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset",
                      "partition_max_bytes")
 
@@ -133,6 +133,7 @@ class FetchSessionCache:
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
         # Partition -> the sessions holding it, so a change costs the sessions it concerns.
         self._holders: dict[TopicPartition, list[FetchSession]] = {}
+        self.partitions_cached = 0  # over all sessions (Kafka's NumIncrementalFetchPartitionsCached)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -154,9 +155,10 @@ class FetchSessionCache:
                 self._remove(session_id)
             if epoch == FINAL_EPOCH or not may_create:
                 return ErrorCode.NONE, None, True
-            session = self._create(now_ms)
+            replica_id = body.get("replica_id", -1)
+            session = self._create(now_ms, privileged=replica_id >= 0)
             if session is not None:
-                session.replica_id = body.get("replica_id", -1)
+                session.replica_id = replica_id
                 self._apply(session, body)
             return ErrorCode.NONE, session, True
         session = self._sessions.get(session_id)
@@ -190,6 +192,7 @@ class FetchSessionCache:
                 sp = partitions.get(tp)
                 if sp is None:
                     partitions[tp] = SessionPartition(fields)
+                    self.partitions_cached += 1
                     holders = self._holders.setdefault(tp, [])
                     if holders and session.replica_id >= 0:
                         superseded += [h for h in holders if h.replica_id == session.replica_id]
@@ -203,6 +206,7 @@ class FetchSessionCache:
             self._remove(old.session_id)
 
     def _release(self, session: FetchSession, tp: TopicPartition) -> None:
+        self.partitions_cached -= 1
         holders = self._holders.get(tp)
         if holders is None:
             return
@@ -217,71 +221,23 @@ class FetchSessionCache:
                 self._release(session, tp)
             session.waiter = None
 
-    def _create(self, now_ms: int) -> FetchSession | None:
+    def _create(self, now_ms: int, privileged: bool) -> FetchSession | None:
         if self.max_slots <= 0:
             return None
         if len(self._sessions) >= self.max_slots:
             oldest_id, oldest = next(iter(self._sessions.items()))
-            if now_ms - oldest.last_used_ms < self.evict_after_ms:
-                return None
-            self._remove(oldest_id)
+            if now_ms - oldest.last_used_ms >= self.evict_after_ms:
+                self._remove(oldest_id)
+            else:
+                # Every slot is in use: a follower (privileged) takes the least recently used consumer's.
+                victim = next((sid for sid, s in self._sessions.items() if s.replica_id < 0), None) \
+                    if privileged else None
+                if victim is None:
+                    return None
+                self._remove(victim)
         session_id = 0
         while session_id == 0 or session_id in self._sessions:
             session_id = random.randint(1, INT32_MAX)
         session = FetchSession(session_id, last_used_ms=now_ms, swept_ms=now_ms)
         self._sessions[session_id] = session
         return session
-
-
-# What a follower's fetch says of one partition: (current_leader_epoch, fetch_offset, last_fetched_epoch,
-# log_start_offset, partition_max_bytes). A tuple, compared as one value: building a request dict for each of
-# 3,333 partitions on every fetch, only to find most of them unchanged, cost the follower ~10 ms per fetch.
-PartitionPosition = tuple[int, int, int, int, int]
-
-
-def position_fields(index: int, position: PartitionPosition) -> dict[str, Any]:
-    """A partition's entry of a Fetch request."""
-    epoch, offset, last_epoch, log_start, max_bytes = position
-    return {"partition": index, "current_leader_epoch": epoch, "fetch_offset": offset,
-            "last_fetched_epoch": last_epoch, "log_start_offset": log_start, "partition_max_bytes": max_bytes}
-
-
-class FollowerSession:
-    """The fetcher's half of a session (Kafka's FetchSessionHandler): a full request to open it, then only the
-    partitions whose fields changed since they were last sent, and the ones to forget."""
-
-    def __init__(self) -> None:
-        self.session_id = 0
-        self.epoch = INITIAL_EPOCH
-        self.sent: dict[TopicPartition, PartitionPosition] = {}
-
-    def reset(self) -> None:
-        self.session_id, self.epoch, self.sent = 0, INITIAL_EPOCH, {}
-
-    def build(self, wanted: dict[TopicPartition, PartitionPosition]
-              ) -> tuple[int, int, dict[TopicPartition, PartitionPosition], list[TopicPartition]]:
-        """(session id, epoch, partitions to send, partitions to forget) for a fetch of ``wanted``."""
-        if self.session_id == 0:
-            return 0, INITIAL_EPOCH, dict(wanted), []
-        sent = self.sent
-        get = sent.get
-        changed = {tp: e for tp, e in wanted.items() if get(tp) != e}
-        # |sent| + |new| == |wanted| + |sent - wanted|: look for forgotten partitions only when there are some.
-        new = sum(1 for tp in changed if tp not in sent)
-        forgotten = [tp for tp in sent if tp not in wanted] if len(sent) + new > len(wanted) else []
-        return self.session_id, self.epoch, changed, forgotten
-
-    def on_response(self, session_id: int, epoch: int, sent: dict[TopicPartition, PartitionPosition],
-                    forgotten: list[TopicPartition]) -> None:
-        """A successful answer to the request ``build`` made: the leader's session now holds what was sent."""
-        if session_id == 0:  # the leader keeps no session for us: full requests go on
-            self.reset()
-            return
-        if epoch == INITIAL_EPOCH:
-            self.sent = dict(sent)
-        else:
-            self.sent.update(sent)
-            for tp in forgotten:
-                self.sent.pop(tp, None)
-        self.session_id = session_id
-        self.epoch = 1 if epoch >= INT32_MAX else epoch + 1

@@ -311,6 +311,12 @@ class BrokerMetrics:
             "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all is refused)", registry=r)
         self.active_controller_count = Gauge(
             "moldau_active_controller_count", "1 on the active controller, 0 on every other broker", registry=r)
+        self.incremental_fetch_sessions = Gauge(
+            "moldau_incremental_fetch_sessions", "Incremental fetch sessions (KIP-227) held: followers' and "
+            "consumers'", registry=r)
+        self.incremental_fetch_partitions = Gauge(
+            "moldau_incremental_fetch_partitions_cached", "Partitions held by all incremental fetch sessions",
+            registry=r)
         self.live_brokers = Gauge(
             "moldau_live_brokers", "Live brokers in this broker's metadata (itself included): what it answers "
             "clients' Metadata requests with and places new topics' replicas on", registry=r)
@@ -431,6 +437,11 @@ class BrokerMetrics:
 
     def set_active_controller_callback(self, fn: Callable[[], float]) -> None:
         self.active_controller_count.set_function(_safe(fn, "moldau_active_controller_count"))
+
+    def set_fetch_session_callbacks(self, sessions: Callable[[], float], partitions: Callable[[], float]) -> None:
+        self.incremental_fetch_sessions.set_function(_safe(sessions, "moldau_incremental_fetch_sessions"))
+        self.incremental_fetch_partitions.set_function(
+            _safe(partitions, "moldau_incremental_fetch_partitions_cached"))
 
     def set_live_brokers_callback(self, fn: Callable[[], float]) -> None:
         self.live_brokers.set_function(_safe(fn, "moldau_live_brokers"))

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from moldau.broker.fetch_session import FollowerSession, PartitionPosition, position_fields
 from moldau.broker.log_summary import partition_examples
 from moldau.broker.partition import Partition
 from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
+from moldau.fetch_session import FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.types import TopicPartition
@@ -142,7 +142,7 @@ class Fetcher:
         self.lag: dict[TopicPartition, int] = {}
         self._wakeup = asyncio.Event()
         self._conn: BrokerConnection | None = None
-        self.session = FollowerSession()  # KIP-227: after the first, fetches name only what changed
+        self.session = FetcherSession()  # KIP-227: after the first, fetches name only what changed
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
     def add(self, partition: Partition) -> None:

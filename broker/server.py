@@ -456,6 +456,9 @@ class BrokerServer:
         metadata = self.metadata
         assert metadata is not None
         m.set_live_brokers_callback(lambda: float(metadata.live_broker_count()))
+        sessions = self.fetch_sessions
+        if sessions is not None:
+            m.set_fetch_session_callbacks(lambda: float(len(sessions)), lambda: float(sessions.partitions_cached))
         produce = self.produce_purgatory
         assert produce is not None
         m.track_purgatory("Produce", lambda: float(produce.num_delayed))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig
 from moldau.errors import ClientError, KafkaConnectionError, KafkaError, RequestTimeoutError
+from moldau.fetch_session import FINAL_EPOCH, FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.compression import decompress
 from moldau.protocol.control_records import ABORT, read_marker
 from moldau.protocol.errors import ErrorCode
@@ -44,6 +45,8 @@ log = logging.getLogger("moldau.client.fetcher")
 EARLIEST = -2
 LATEST = -1
 FETCH_MAX_VERSION = 12
+SESSION_VERSION = 7  # the first Fetch version with session_id and session_epoch (KIP-227)
+SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 LIST_OFFSETS_MAX_VERSION = 7
 
 
@@ -256,6 +259,9 @@ class Fetcher:
         self.key_deserializer = config.get("key.deserializer")
         self.value_deserializer = config.get("value.deserializer")
         self.isolation_level = 1 if config["isolation.level"] == "read_committed" else 0
+        # Per leader, an incremental fetch session (KIP-227): after the first full request, each fetch names
+        # only the partitions whose position moved, so an idle consumer of many partitions costs the broker little.
+        self.sessions: dict[int, FetcherSession] = {}
 
     def _by_leader(self, states: dict[TopicPartition, PartitionState]) -> dict[int, list[TopicPartition]]:
         out: dict[int, list[TopicPartition]] = {}
@@ -298,23 +304,48 @@ class Fetcher:
     async def _fetch_node(self, node: int, tps: list[TopicPartition], states: dict[TopicPartition, PartitionState],
                           ) -> tuple[Fetched, set[TopicPartition]]:
         started = {tp: (states[tp].fetch_offset, states[tp].epoch) for tp in tps}
-        topics: dict[str, list[FetchRequestTopicsPartitions]] = {}
+        max_bytes = self.config["max.partition.fetch.bytes"]
+        wanted: dict[tuple[str, int], PartitionPosition] = {}
         for tp in tps:
             fetch_offset = started[tp][0]
             assert fetch_offset is not None  # the caller skips partitions without a position
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "fetch_offset": fetch_offset, "log_start_offset": -1,
-                "partition_max_bytes": self.config["max.partition.fetch.bytes"]})
-        body: FetchRequest = {"replica_id": -1, "max_wait_ms": self.config["fetch.max.wait.ms"],
-                "min_bytes": self.config["fetch.min.bytes"], "max_bytes": self.config["fetch.max.bytes"],
-                "isolation_level": self.isolation_level, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+            wanted[tp] = (-1, fetch_offset, -1, -1, max_bytes)
         conn = await self.cluster.connection(node)
         version = conn.version_for(FETCH, FETCH_MAX_VERSION)
-        response = await self.cluster.send(node, FETCH, body, version)
-        if response.get("error_code"):
-            raise KafkaError(response["error_code"])
+        session = self.sessions.setdefault(node, FetcherSession()) if version >= SESSION_VERSION else None
+        forgotten: list[tuple[str, int]] = []
+        if session is None:
+            session_id, epoch, send = 0, FINAL_EPOCH, wanted
+        else:
+            session_id, epoch, send, forgotten = session.build(wanted)
+        topics: dict[str, list[FetchRequestTopicsPartitions]] = {}
+        for (topic, index), position in send.items():
+            topics.setdefault(topic, []).append(position_fields(index, position))  # type: ignore[arg-type]
+        gone: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
+        body: FetchRequest = {"replica_id": -1, "max_wait_ms": self.config["fetch.max.wait.ms"],
+                "min_bytes": self.config["fetch.min.bytes"], "max_bytes": self.config["fetch.max.bytes"],
+                "isolation_level": self.isolation_level, "session_id": session_id, "session_epoch": epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()], "rack_id": ""}
+        try:
+            response = await self.cluster.send(node, FETCH, body, version)
+        except BaseException:
+            if session is not None:  # the leader may or may not have taken this epoch: start over
+                session.reset()
+            raise
+        code = response.get("error_code")
+        if session is not None:
+            if code:
+                session.reset()  # FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, ...: a full fetch next
+                if code in SESSION_ERRORS:
+                    log.debug("fetch session with node %d: %s; starting over", node, ErrorCode(code).name)
+                    return {}, set()
+            else:
+                session.on_response(response["session_id"], epoch, send, forgotten)
+        if code:
+            raise KafkaError(code)
         records: Fetched = {}
         out_of_range: set[TopicPartition] = set()
         for t in response["responses"]:

@@ -46,27 +46,30 @@ def _sweep_ms(ctx: ReplicaDeps) -> int:
     return max(ctx.replica_manager.replica_lag_time_max_ms // 4, 1)
 
 
-def _update_session_followers(ctx: ReplicaDeps, session: FetchSession, replica_id: int) -> None:
-    """A follower's incremental fetch: its position in each partition that was named or changed (a periodic
-    sweep: in every partition of the session; a sweep also puts the partitions with news in the changed set).
-    Recorded before reading, so the answer carries the high watermarks this very fetch advanced."""
+def _update_session(ctx: ReplicaDeps, session: FetchSession, replica_id: int) -> None:
+    """Before an incremental fetch reads: a follower's position in each partition that was named or changed is
+    recorded (so the answer carries the high watermarks this very fetch advanced). Every ``_sweep_ms`` one fetch
+    goes over all partitions of the session: a follower's position in each (its caught-up time), and the
+    partitions with news no listener reports (a log start offset moved by retention) join the changed set."""
     rm = ctx.replica_manager
     now = rm.clock.time_ms()
     sweep = now - session.swept_ms >= _sweep_ms(ctx)
     if sweep:
         session.swept_ms = now
     partitions = session.partitions
-    update = rm.update_follower
-    for tp in list(partitions) if sweep else list(session.changed):
-        sp = partitions.get(tp)
-        if sp is not None:
-            r = sp.request
-            update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
-                   r.get("current_leader_epoch", -1))
+    follower = replica_id >= 0
+    if follower:
+        update = rm.update_follower
+        for tp in list(partitions) if sweep else list(session.changed):
+            sp = partitions.get(tp)
+            if sp is not None:
+                r = sp.request
+                update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
+                       r.get("current_leader_epoch", -1))
     if sweep:
         changed = session.changed
         for tp, sp in partitions.items():
-            if tp not in changed and _has_news(rm, tp[0], tp[1], sp, True):
+            if tp not in changed and _has_news(rm, tp[0], tp[1], sp, follower):
                 changed.add(tp)
 
 
@@ -315,7 +318,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     full = True
     if request.version >= SESSION_VERSION and ctx.fetch_sessions is not None:
         error_code, session, full = ctx.fetch_sessions.resolve(
-            body, ctx.replica_manager.clock.time_ms(), may_create=body["replica_id"] >= 0)  # type: ignore[arg-type]
+            body, ctx.replica_manager.clock.time_ms(), may_create=True)  # type: ignore[arg-type]
         if error_code != ErrorCode.NONE:
             return {"throttle_time_ms": 0, "error_code": error_code, "session_id": 0, "responses": []}
     replica_id = body["replica_id"]
@@ -336,8 +339,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
             body["max_bytes"] = min(body["max_bytes"], max(int(quota_bytes), 1))
     if narrow and session is not None:
         # Only the partitions named or changed are visited (the session's changed set), not all of them.
-        if follower:
-            _update_session_followers(ctx, session, replica_id)
+        _update_session(ctx, session, replica_id)
         topics: Any = session.changed_topics()
     else:
         if follower:
@@ -353,7 +355,9 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     reads = _remote_reads(ctx, body, responses, request.version, topics)
     if reads:
         _record_throttled(ctx, throttled_bytes)
-        return asyncio.ensure_future(_with_remote(ctx, reads, _response(responses + denied)))
+        # The session's answer is settled now, in the step of the read (the entries read from remote storage
+        # are answered: they carry an error until filled in), so no change during the remote read is lost.
+        return asyncio.ensure_future(_with_remote(ctx, reads, _response(responses + denied, session, full, left)))
     if narrow and session is not None:
         keys: list[Any] = [("fetch-session", id(session))] if session.partitions else []
     else:

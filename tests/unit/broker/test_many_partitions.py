@@ -2,8 +2,8 @@
 
 Incremental fetch sessions (KIP-227) on the leader, through the Fetch handler: a follower's full fetch opens a
 session; its incremental fetches (only changed partitions) are answered with only the partitions that have
-something new, and only those are read; forgotten partitions leave; a wrong epoch or id is refused; a consumer
-gets no session. An acks=all request over many partitions completes with checks linear in its partitions."""
+something new, and only those are read; forgotten partitions leave; a wrong epoch or id is refused. A consumer's
+session answers what it may read: data below the high watermark, not an append the followers have not copied. An acks=all request over many partitions completes with checks linear in its partitions."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.broker.apis import ROUTES
+from moldau.broker.fetch_session import FetchSessionCache
 from moldau.broker.metadata import PartitionState
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import REGISTRY, ApiKey
@@ -72,8 +73,56 @@ async def test_follower_fetch_session(tmp_path: Path) -> None:
     closed = await _fetch(env, session_id, -1, [_part(p, 0) for p in range(2)])
     assert closed["session_id"] == 0 and set(_answered(closed)) == {0, 1}
     assert (await _fetch(env, session_id, 6, []))["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
-    consumer = await _fetch(env, 0, 0, [_part(0, 0)], replica_id=-1)
-    assert consumer["session_id"] == 0 and set(_answered(consumer)) == {0}
+
+
+def _records(answer: dict[str, Any]) -> dict[int, int]:
+    """Partition -> bytes of records in the answer (file regions or bytes)."""
+    return {p["partition_index"]: len(p["records"]) for t in answer["responses"] for p in t["partitions"]}
+
+
+async def test_consumer_fetch_session(tmp_path: Path) -> None:
+    """A consumer (replica_id -1) gets a session too; its incremental answers follow the high watermark: an
+    append only the leader holds is not news to it, the follower's copy (the HW move) is."""
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=PARTS)
+    for p in range(PARTS):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    opened = await _fetch(env, 0, 0, [_part(p, 0) for p in range(PARTS)], replica_id=-1)
+    session_id = opened["session_id"]
+    assert session_id > 0 and _answered(opened) == dict.fromkeys(range(PARTS), 0)
+    env.replica_manager.append("t", 2, bytearray(build_batch([(None, b"v", [], None)])), 1)
+    assert _answered(await _fetch(env, session_id, 1, [], replica_id=-1)) == {}  # above the HW: nothing to read
+    assert _records(await _fetch(env, 0, -1, [_part(2, 1)])) == {2: 0}  # follower 1 has it (sessionless): HW 1
+    answer = await _fetch(env, session_id, 2, [], replica_id=-1)
+    assert _answered(answer) == {2: 1} and _records(answer)[2] > 0
+    # Not confirmed yet (the consumer names no new position): the records are answered again.
+    assert _records(await _fetch(env, session_id, 3, [], replica_id=-1))[2] > 0
+    assert _answered(await _fetch(env, session_id, 4, [_part(2, 1)], replica_id=-1)) == {}
+    assert _answered(await _fetch(env, session_id, 5, [], replica_id=-1)) == {}
+
+
+def test_a_follower_session_may_push_out_a_consumer_session() -> None:
+    """All slots taken: a new follower session takes a consumer's (followers are privileged, as in Kafka's
+    cache); a consumer never takes one still in use, and goes on without a session."""
+    def body(replica_id: int, session_id: int = 0, epoch: int = 0) -> dict[str, Any]:
+        return {"replica_id": replica_id, "session_id": session_id, "session_epoch": epoch,
+                "topics": [{"topic": "t", "partitions": [_part(0, 0)]}], "forgotten_topics_data": []}
+
+    cache = FetchSessionCache(1, evict_after_ms=60_000)
+    _, consumer, _ = cache.resolve(body(-1), 0, may_create=True)
+    assert consumer is not None and len(cache) == 1
+    _, other, _ = cache.resolve(body(-1), 10, may_create=True)
+    assert other is None  # the consumer's session is in use: the newcomer goes without
+    _, follower, _ = cache.resolve(body(1), 20, may_create=True)
+    assert follower is not None and len(cache) == 1
+    error, _, _ = cache.resolve(body(-1, consumer.session_id, 1), 30, may_create=True)
+    assert error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND  # the consumer starts over with a full fetch
+    _, late, _ = cache.resolve(body(-1), 40, may_create=True)
+    assert late is None  # and finds no slot: the follower's session is never taken
+    _, second, _ = cache.resolve(body(2), 50, may_create=True)
+    assert second is None  # nor by another follower while it is in use
+    _, after_idle, _ = cache.resolve(body(-1), 60_020, may_create=True)
+    assert after_idle is not None  # idle past evict_after_ms: anyone may take it
 
 
 async def test_incremental_fetch_reads_only_partitions_with_news(tmp_path: Path) -> None:
