@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 from moldau.broker.apis import ROUTES  # noqa: E402
 from moldau.broker.metadata import PartitionState  # noqa: E402
 from moldau.broker.request_channel import Request  # noqa: E402
-from moldau.fetch_session import FetcherSession  # noqa: E402
 from moldau.protocol.api import REGISTRY, ApiKey  # noqa: E402
+from moldau.protocol.fetch_session import FetcherSession  # noqa: E402
 from moldau.protocol.header import RequestHeader  # noqa: E402
 from moldau.protocol.records import build_batch  # noqa: E402
 from moldau.protocol.schema import assemble  # noqa: E402
@@ -46,7 +46,7 @@ from tests.unit.broker.apis.handler_env import make_env  # noqa: E402
 
 FETCH_V, PRODUCE_V = 12, 9
 try:  # the follower's positions as tuples (since branch fetch10k); before, a request dict per partition
-    from moldau.fetch_session import position_fields
+    from moldau.protocol.fetch_session import position_fields
     TUPLES = True
 except ImportError:  # so the same bench measures older commits
     TUPLES = False

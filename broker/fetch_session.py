@@ -35,8 +35,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from moldau.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX
 from moldau.protocol.types import TopicPartition
 
 _PARTITION_FIELDS = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset",

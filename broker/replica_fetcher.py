@@ -31,9 +31,9 @@ from moldau.broker.log_summary import partition_examples
 from moldau.broker.partition import Partition
 from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
-from moldau.fetch_session import FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.fetch_session import FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
 from moldau.storage.config import Clock

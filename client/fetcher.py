@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from moldau.cluster import STALE_METADATA_ERRORS, Cluster
 from moldau.config import ClientConfig
 from moldau.errors import ClientError, KafkaConnectionError, KafkaError, RequestTimeoutError
-from moldau.fetch_session import FINAL_EPOCH, FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.compression import decompress
 from moldau.protocol.control_records import ABORT, read_marker
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.fetch_session import FINAL_EPOCH, FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.messages.fetch import FETCH
 from moldau.protocol.messages.list_offsets import LIST_OFFSETS
 from moldau.protocol.records import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moldau.fetch_session import INITIAL_EPOCH, FetcherSession
+from moldau.protocol.fetch_session import INITIAL_EPOCH, FetcherSession
 
 A, B, C = ("t", 0), ("t", 1), ("u", 0)
 
