@@ -17,7 +17,8 @@ Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --s
     call per topic);
   * RSS of each broker (and per partition replica) after the traffic;
   * failover: SIGKILL of one broker (``--kill follower``: one that is not the controller, ``controller``: the
-    controller); time until every partition has a live leader in Metadata, until the dead broker has left every
+    controller), or SIGTERM of one that is not the controller (``--kill shutdown``: a controlled shutdown, which
+    moves its leaderships before it exits; the time until the process exits is reported too); time until every partition has a live leader in Metadata, until the dead broker has left every
     ISR in Metadata, and until one acks=all record has been written to every partition (each time from the kill;
     the same write is first timed with every broker up, the "no failure" figure).
 
@@ -42,6 +43,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -310,9 +312,22 @@ def failover(args: argparse.Namespace, brokers: list[BrokerProcess], sizes: dict
     led_before = leaders(bootstrap)
     survivors = [b for b in brokers if b is not victim]
     sb = ",".join(b.bootstrap for b in survivors)
-    log(f"SIGKILL broker {dead} ({args.kill}; controller was {controller}) ...")
-    start = time.monotonic()
-    victim.kill()
+    stopped: list[float] = []
+    if args.kill == "shutdown":
+        # A controlled shutdown: the broker asks the controller to move its leaderships, then exits.
+        log(f"SIGTERM broker {dead} (controlled shutdown; controller is {controller}) ...")
+        start = time.monotonic()
+
+        def stop() -> None:
+            victim.stop(timeout=600)
+            stopped.append(time.monotonic() - start)
+
+        stopper = threading.Thread(target=stop, daemon=True)
+        stopper.start()
+    else:
+        log(f"SIGKILL broker {dead} ({args.kill}; controller was {controller}) ...")
+        start = time.monotonic()
+        victim.kill()
     led_s = wait_all_led(sb, sizes, args.rf, 300, dead=dead)
     log(f"every partition led by a survivor after {led_s:.1f} s; writing ({args.probe}) ...")
     write = write_everywhere_moldau if args.probe == "moldau" else write_everywhere_librdkafka
@@ -326,6 +341,17 @@ def failover(args: argparse.Namespace, brokers: list[BrokerProcess], sizes: dict
         return f"{len(ts):,} partitions, first {ts[0]:.1f} / median {ts[len(ts) // 2]:.1f} / last {ts[-1]:.1f} s" \
             if ts else "none"
 
+    if args.kill == "shutdown":
+        stopper.join(600)
+        rows = [f"SIGTERM (controlled shutdown) of broker {dead}: the process exited after "
+                f"{stopped[0] if stopped else float('nan'):.1f} s; every partition led by a survivor {led_s:.1f} s, "
+                f"one acks=all record written to every partition {writable:.1f} s after the SIGTERM (probe "
+                f"{args.probe}); broker {dead} out of every ISR in Metadata by {out_s:.1f} s; the same write with "
+                f"every broker up took {baseline:.1f} s",
+                f"  acks per partition, seconds after the SIGTERM: led by broker {dead} before: {spread(moved)}; "
+                f"led by another broker: {spread(stayed)}"]
+        log("\n".join(rows))
+        return rows
     rows = [f"SIGKILL of broker {dead} ({args.kill}), session timeout {args.session_timeout_ms / 1000:.0f} s, probe "
             f"{args.probe}: every partition led by a survivor {led_s:.1f} s, one acks=all record written to every "
             f"partition {writable:.1f} s (bound {args.session_timeout_ms / 1000 + 5:.0f} s); broker {dead} out of "
@@ -396,7 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rf", type=int, default=3)
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
-    parser.add_argument("--kill", choices=("follower", "controller"), default="follower")
+    parser.add_argument("--kill", choices=("follower", "controller", "shutdown"), default="follower",
+                        help="SIGKILL a broker that is not the controller, or the controller; or 'shutdown': "
+                             "SIGTERM one that is not the controller (a controlled shutdown), timed the same way")
     parser.add_argument("--client", choices=("confluent", "moldau"), default="confluent",
                         help="the client of the throughput phase (see above)")
     parser.add_argument("--probe", choices=("moldau", "librdkafka"), default="moldau",
