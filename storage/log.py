@@ -745,19 +745,25 @@ class Log(LogTransactions):
             flushed = True
         return flushed
 
-    def close(self, take_snapshot: bool = True, flush: bool = False) -> None:
-        """Closes the files. ``take_snapshot`` writes the producer state at the LEO (a clean close); ``flush``
-        fsyncs everything first, indexes included (clean shutdown)."""
+    def close(self, take_snapshot: bool = True, flush: bool = False, fsync: bool = True) -> None:
+        """Closes the files. ``take_snapshot`` writes the producer state at the LEO (a clean close) unless a
+        snapshot there exists already or the log holds nothing and no producer; ``flush`` fsyncs everything
+        first, indexes included (clean shutdown). ``flush`` with ``fsync=False`` writes everything but leaves
+        making it durable to the caller (one file-system sync for all logs, see ``LogManager.shutdown``): the
+        recovery point is not moved then."""
         if self.active_segment.closed:
             return
-        if flush:
+        if flush and fsync:
             self.flush()
         if take_snapshot:
             self.leader_epoch_cache.write_out()
-            self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot()
+            producers = self.producer_state
+            leo = self.log_end_offset
+            producers.map_end_offset = leo
+            if not producers.snapshot_path(leo).exists() and (producers.producers or leo > self.log_start_offset):
+                producers.take_snapshot(durable=fsync or not flush)
         for seg in self._segments:
-            seg.close(flush=flush)
+            seg.close(flush=flush and fsync)
         for _, seg in self._pending_deletes:
             seg.delete()
         self._pending_deletes = []

@@ -27,8 +27,10 @@ from moldau.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointError,
     TopicPartition,
+    can_sync_filesystem,
     fsync_dir,
     read_offsets,
+    sync_filesystem,
     write_offsets,
 )
 from moldau.storage.config import Clock, LogConfig, SystemClock
@@ -382,11 +384,38 @@ class LogManager:
     # --- shutdown --------------------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        """Flushes and closes every log, writes the checkpoints and the clean-shutdown markers."""
-        for log in self.all_logs():
-            log.close(flush=True)
+        """Flushes and closes every log, writes the checkpoints and the clean-shutdown markers.
+
+        Where the platform has it (Linux), the logs are closed without an fsync each and every log dir's file
+        system is synced once (syncfs) before the checkpoints move the recovery points to the log ends: a few
+        flushes of the device instead of several fsyncs per partition, which made the clean shutdown of a broker
+        with 2,000 idle partitions take 21 s (10 ms per partition) and would have run a broker with 10,000 into
+        its stop timeout, whose SIGKILL means a full recovery at the next start. A failed sync leaves the old
+        recovery points and no clean-shutdown marker in that dir: the next start recovers it."""
+        by_dir = self._by_dir()
+        if not can_sync_filesystem():
+            for log in self.all_logs():
+                log.close(flush=True)
+            synced = set(self.online_dirs)
+        else:
+            ends = {d: [(log, log.log_end_offset) for log in logs] for d, logs in by_dir.items()}
+            for log in self.all_logs():
+                log.close(flush=True, fsync=False)
+            synced = set()
+            for d in self.online_dirs:
+                try:
+                    sync_filesystem(d)
+                except OSError as exc:
+                    logger.error("clean shutdown: syncing the file system of %s failed (%s); it is left without "
+                                 "a clean-shutdown marker and will be recovered at the next start", d, exc)
+                    continue
+                synced.add(d)
+                for log, end in ends.get(d, []):
+                    log.recovery_point = max(log.recovery_point, end)
         self.checkpoint()
         for d in self.online_dirs:
+            if d not in synced:
+                continue
             with open(d / CLEAN_SHUTDOWN_FILE, "wb") as f:
                 os.fsync(f.fileno())
             fsync_dir(d)

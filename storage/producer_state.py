@@ -307,8 +307,9 @@ class ProducerStateManager:
                 offsets.append(int(stem))
         return sorted(offsets)
 
-    def take_snapshot(self) -> None:
-        """Writes ``<map_end_offset>.snapshot`` (atomically) in Kafka's v1 layout."""
+    def take_snapshot(self, durable: bool = True) -> None:
+        """Writes ``<map_end_offset>.snapshot`` (atomically) in Kafka's v1 layout; ``durable=False`` leaves the
+        fsyncs to the caller (a clean shutdown syncs the whole file system once)."""
         body = bytearray()
         entries = [e for e in self.producers.values() if e.batches or e.current_txn_first_offset >= 0]
         for e in entries:
@@ -330,10 +331,12 @@ class ProducerStateManager:
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        fsync_dir(self.dir)
+        if durable:
+            fsync_dir(self.dir)
 
     def _read_snapshot(self, path: Path) -> list[ProducerStateEntry]:
         data = path.read_bytes()

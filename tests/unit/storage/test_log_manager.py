@@ -215,3 +215,74 @@ def test_logs_load_on_recovery_threads(tmp_path: Path, clock: ManualClock) -> No
     assert threaded.load_stats.logs == 12 and threaded.load_stats.segments_recovered == 12
     assert threaded.partition_counts() == {tmp_path / "d": 12}
     threaded.shutdown()
+
+
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts os.fsync calls from here on (each still runs)."""
+    import os
+
+    calls: list[int] = []
+    real = os.fsync
+
+    def counted(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    return calls
+
+
+def test_a_clean_shutdown_syncs_per_dir_not_per_partition(tmp_path: Path, clock: ManualClock,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Closing many logs costs a few fsyncs in all (one file-system sync per dir), not several per partition:
+    2,000 idle partitions took 21 s to shut down with an fsync of each index, snapshot, epoch file and dir."""
+    manager = LogManager([tmp_path / "d"], small_config(index_interval_bytes=1), clock)
+    manager.load()
+    for p in range(60):
+        log = manager.get_or_create_log("t", p)
+        if p % 2:
+            log.append_as_leader(batch(3, producer_id=7 + p, producer_epoch=0, base_sequence=0), 0)
+    fsyncs = _count_fsyncs(monkeypatch)
+    manager.shutdown()
+    assert len(fsyncs) <= 8, len(fsyncs)  # checkpoints and the clean-shutdown marker
+    monkeypatch.undo()
+    assert read_offsets(tmp_path / "d" / "recovery-point-offset-checkpoint") == {
+        ("t", p): 3 if p % 2 else 0 for p in range(60)}
+    # A producer snapshot only where there is producer state: none for the empty logs.
+    snapshots = {p for p in range(60) if list((tmp_path / "d" / f"t-{p}").glob("*.snapshot"))}
+    assert snapshots == {p for p in range(60) if p % 2}
+    reopened = LogManager([tmp_path / "d"], small_config(index_interval_bytes=1), clock)
+    reopened.load()
+    assert reopened.load_stats.segments_recovered == 0  # clean: nothing rescanned
+    for p in range(60):
+        log = reopened.get_log("t", p)
+        assert log is not None and log.log_end_offset == (3 if p % 2 else 0)
+        entry = log.producer_state.last_entry(7 + p)
+        assert (entry is not None and entry.last_seq == 2) == bool(p % 2)
+    reopened.shutdown()
+
+
+def test_a_failed_file_system_sync_leaves_the_dir_to_recovery(tmp_path: Path, clock: ManualClock,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the sync fails, nothing claims the data durable: the recovery points stay where they were and no
+    clean-shutdown marker is written, so the next start recovers the logs (and loses nothing written)."""
+    import moldau.storage.log_manager as lm
+
+    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager.load()
+    for p in range(3):
+        manager.get_or_create_log("t", p).append_as_leader(batch(p + 1), 0)
+
+    def failing(path: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(lm, "sync_filesystem", failing)
+    manager.shutdown()
+    monkeypatch.undo()
+    assert not (tmp_path / "d" / ".kafka_cleanshutdown").exists()
+    assert read_offsets(tmp_path / "d" / "recovery-point-offset-checkpoint") == {("t", p): 0 for p in range(3)}
+    reopened = LogManager([tmp_path / "d"], small_config(), clock)
+    reopened.load()
+    assert reopened.load_stats.segments_recovered == 3
+    assert {p: reopened.get_log("t", p).log_end_offset for p in range(3)} == {0: 1, 1: 2, 2: 3}  # type: ignore[union-attr]
+    reopened.shutdown()
