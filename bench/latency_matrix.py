@@ -74,16 +74,28 @@ class Setup:
     linger_ms: int | None = None
     inflight: str | None = None
 
-    def columns(self) -> str:
-        acks = "all" if self.acks == -1 else str(self.acks)
-        linger = "default" if self.linger_ms is None else str(self.linger_ms)
-        return (f"{self.client:<12} {self.rf:>2} {acks:>4} {self.rate:>7,} {linger:>7} "
-                f"{self.inflight or 'default':>9}")
+    def cells(self) -> list[str]:
+        return [self.client, str(self.rf), "all" if self.acks == -1 else str(self.acks), f"{self.rate:,}",
+                "default" if self.linger_ms is None else str(self.linger_ms), self.inflight or "default"]
 
 
-HEADER = (f"{'client':<12} {'RF':>2} {'acks':>4} {'rate/s':>7} {'linger':>7} {'in-flight':>9} | "
-          f"{'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>8} | {'p50 1st':>8} {'p50 2nd':>8} | {'missing':>7} | "
-          f"{'reached/s':>9}")
+COLUMNS = ("client", "RF", "acks", "rate/s", "linger", "in-flight", "p50 ms", "p99 ms", "p99.9 ms", "p50 1st",
+           "p50 2nd", "missing", "reached/s")
+WIDTHS = (-12, 2, 4, 7, 7, 9, 8, 8, 8, 8, 8, 7, 9)  # negative: left-aligned
+BARS = (6, 9, 11, 12)  # a "|" before these columns in the plain table
+
+
+def line(cells: list[str] | tuple[str, ...], markdown: bool = False) -> str:
+    """One row of the table: aligned text, or a markdown row."""
+    if markdown:
+        return "| " + " | ".join(cells) + " |"
+    out = []
+    for i, (cell, width) in enumerate(zip(cells, WIDTHS)):
+        out.append(("| " if i in BARS else "") + (cell.ljust(-width) if width < 0 else cell.rjust(width)))
+    return " ".join(out)
+
+
+HEADER = line(COLUMNS)
 
 
 @dataclass
@@ -91,21 +103,23 @@ class Result:
     setup: Setup
     sent: int
     received: int
-    latencies: list[float]  # ms, of the measured records in send order
+    latencies: list[float]  # ms, of the measured records in the order received
     reached: float  # records/s the producer sent in the measured part
 
-    def row(self) -> str:
-        missing = max(0, self.sent - self.received)
-        head = f"{self.setup.columns()} | "
-        tail = f" | {missing:>7,} | {self.reached:>9,.0f}"
+    def cells(self) -> list[str]:
         lat = self.latencies
         if len(lat) < 100:
-            return head + f"{f'{len(lat)} measured records received':<{8 * 3 + 2 + 3 + 8 * 2 + 1}}" + tail
-        ordered = sorted(lat)
-        half = len(lat) // 2
-        first, second = sorted(lat[:half]), sorted(lat[half:])
-        return (head + f"{pct(ordered, 0.5):>8.1f} {pct(ordered, 0.99):>8.1f} {pct(ordered, 0.999):>8.1f} | "
-                f"{pct(first, 0.5):>8.1f} {pct(second, 0.5):>8.1f}" + tail)
+            figures = ["-"] * 5
+        else:
+            ordered = sorted(lat)
+            half = len(lat) // 2
+            first, second = sorted(lat[:half]), sorted(lat[half:])
+            figures = [f"{v:.1f}" for v in (pct(ordered, 0.5), pct(ordered, 0.99), pct(ordered, 0.999),
+                                            pct(first, 0.5), pct(second, 0.5))]
+        return [*self.setup.cells(), *figures, f"{max(0, self.sent - self.received):,}", f"{self.reached:,.0f}"]
+
+    def row(self, markdown: bool = False) -> str:
+        return line(self.cells(), markdown)
 
 
 def pct(ordered: list[float], q: float) -> float:
@@ -319,8 +333,9 @@ def measure(c: Cluster, s: Setup, topic: str, seconds: float, warmup: float, gra
         sent_ns, received_ns = receiver.samples(grace + 60)
     finally:
         receiver.close()
-    latencies = sorted((ts, (r - ts) / 1e6) for ts, r in zip(sent_ns, received_ns) if ts >= pacer.cut_ns)
-    return Result(s, pacer.sent + 1, len(set(sent_ns)), [lat for _, lat in latencies], pacer.reached())
+    # In the order received: one partition, so in send order but for a retried request's records.
+    latencies = [(r - ts) / 1e6 for ts, r in zip(sent_ns, received_ns) if ts >= pacer.cut_ns]
+    return Result(s, pacer.sent + 1, len(set(sent_ns)), latencies, pacer.reached())
 
 
 def run(setups: list[Setup], seconds: float, warmup: float, grace: float,
@@ -366,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured, after the warm-up")
     parser.add_argument("--warmup", type=float, default=10.0, help="left out")
     parser.add_argument("--grace", type=float, default=15.0, help="after the last send, for the rest to arrive")
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown too")
     args = parser.parse_args(argv)
 
     def items(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
@@ -387,9 +403,12 @@ def main(argv: list[str] | None = None) -> int:
     log(HEADER)
     results = run(setups, args.seconds, args.warmup, args.grace, on_row=lambda r: log(r.row()))
     load1 = os.getloadavg()
-    print("\n".join([command, HEADER, *(r.row() for r in results), *footer(args.seconds, args.warmup, args.grace),
-                     "load average (1, 5, 15 min) before: " + ", ".join(f"{x:.2f}" for x in load0)
-                     + "; after: " + ", ".join(f"{x:.2f}" for x in load1)]))
+    out = [command, HEADER, *(r.row() for r in results), *footer(args.seconds, args.warmup, args.grace),
+           "load average (1, 5, 15 min) before: " + ", ".join(f"{x:.2f}" for x in load0)
+           + "; after: " + ", ".join(f"{x:.2f}" for x in load1)]
+    if args.markdown:
+        out += ["", line(COLUMNS, True), "|" + "---|" * len(COLUMNS), *(r.row(True) for r in results)]
+    print("\n".join(out))
     return 0
 
 
