@@ -7,7 +7,8 @@
 
 The brokers are the tests' processes (tests/integration/harness.py) with the settings every bench used:
 ZooKeeper chroot /bench, a 6 s session timeout, no automatic leader rebalance (a bench's leaders stay put).
-``overrides`` go on top of those for every ZooKeeper broker. The tests do not use this module.
+``overrides`` go on top of those for every ZooKeeper broker. The tests do not use this module. Not
+moldau.testing's MoldauCluster: its brokers run inside the calling process and would share the bench's GIL.
 """
 
 from __future__ import annotations
