@@ -21,7 +21,8 @@ rate sends late: its latency counts from the send call it managed).
 Rows (each flag picks a subset; all by default):
   * confluent-kafka, RF 3: ``--acks`` 1 and all x ``--rates`` 1,000 / 10,000 / 50,000 x ``--linger`` 0 and 5 x
     ``--inflight`` unbounded (librdkafka's non-idempotent default: enable.idempotence=false,
-    max.in.flight.requests.per.connection=1,000,000) and bounded (enable.idempotence=true, max.in.flight 5);
+    max.in.flight.requests.per.connection=1,000,000) and bounded (max.in.flight 5; with acks=all the
+    idempotent producer, enable.idempotence=true; librdkafka refuses idempotence with acks=1);
   * kafka-python and aiokafka (``--clients``), RF 3: their default producers (only bootstrap servers and acks
     set) at the rates of ``--rates`` up to 10,000/s, both acks;
   * ``--single``: the confluent-kafka rows with acks=1 once more on one standalone broker (RF 1).
@@ -35,6 +36,7 @@ import multiprocessing
 import os
 import sys
 import time
+import traceback
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -49,10 +51,15 @@ from bench._cluster import Cluster, cluster, cpu_seconds, create_topic  # noqa: 
 CLIENTS = ("confluent", "kafka-python", "aiokafka")
 PY_CLIENT_MAX_RATE = 10_000
 PAD = b"y" * 80  # + a 20-digit send time: 100 B values
-INFLIGHT = {
-    "unbounded": {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1_000_000},
-    "bounded": {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5},
-}
+INFLIGHT = ("unbounded", "bounded")
+
+
+def inflight_config(inflight: str, acks: int) -> dict[str, object]:
+    """librdkafka's settings for an in-flight bound. Bounded is the idempotent producer (at most 5 in flight);
+    librdkafka refuses idempotence with acks=1, so bounded acks=1 is max.in.flight 5 without it."""
+    if inflight == "unbounded":
+        return {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1_000_000}
+    return {"enable.idempotence": acks == -1, "max.in.flight.requests.per.connection": 5}
 
 
 def log(msg: str) -> None:
@@ -105,9 +112,12 @@ class Result:
     received: int
     latencies: list[float]  # ms, of the measured records in the order received
     reached: float  # records/s the producer sent in the measured part
+    error: str | None = None  # the row failed
 
     def cells(self) -> list[str]:
         lat = self.latencies
+        if self.error is not None:
+            return [*self.setup.cells(), f"error: {self.error}"]
         if len(lat) < 100:
             figures = ["-"] * 5
         else:
@@ -229,7 +239,7 @@ def produce_confluent(bootstrap: str, topic: str, s: Setup, pacer: Pacer, finish
     p = Producer({"bootstrap.servers": bootstrap, "acks": s.acks, "linger.ms": s.linger_ms,
                   "compression.type": "none", "message.timeout.ms": 300000, "delivery.report.only.error": True,
                   "queue.buffering.max.messages": max(100_000, int(s.rate * (pacer.warmup + pacer.seconds)) + 1000),
-                  "queue.buffering.max.kbytes": 2097151, **INFLIGHT[s.inflight]})
+                  "queue.buffering.max.kbytes": 2097151, **inflight_config(s.inflight, s.acks)})
     p.produce(topic, stamp(), partition=0)  # start-up: connected to the leader (an idempotent one: its id)
     if p.flush(30):
         raise RuntimeError("the first record was not delivered")
@@ -344,7 +354,11 @@ def run(setups: list[Setup], seconds: float, warmup: float, grace: float,
     results = []
     with cluster(single=any(s.rf == 1 for s in setups), prefix="moldau-bench-lat-") as c:
         for n, s in enumerate(setups, start=1):
-            results.append(measure(c, s, f"lat{n}", seconds, warmup, grace))
+            try:
+                results.append(measure(c, s, f"lat{n}", seconds, warmup, grace))
+            except Exception as exc:  # noqa: BLE001 - one row's failure is reported in its row; the rest go on
+                log(traceback.format_exc())
+                results.append(Result(s, 0, 0, [], 0.0, error=repr(exc)[:200]))
             if on_row is not None:
                 on_row(results[-1])
     return results
@@ -366,7 +380,8 @@ def footer(seconds: float, warmup: float, grace: float) -> list[str]:
     return [f"100 B records into one partition; {warmup:g} s warm-up left out, then {seconds:g} s measured; "
             f"'missing': not received {grace:g} s after the last send; RF 3: three brokers, min.insync.replicas=2",
             "confluent-kafka: unbounded = enable.idempotence=false, max.in.flight 1,000,000; bounded = "
-            "enable.idempotence=true, max.in.flight 5; kafka-python / aiokafka: default producers, acks set",
+            "max.in.flight 5, enable.idempotence=true with acks=all (librdkafka refuses it with acks=1); "
+            "kafka-python / aiokafka: default producers, acks set",
             "consumer: confluent-kafka in its own process, fetch.wait.max.ms=100"]
 
 
@@ -393,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
 
     setups = matrix([int(r) for r in items(args.rates)],
                     [-1 if a == "all" else 1 for a in items(args.acks, ("1", "all"))],
-                    [int(x) for x in items(args.linger)], items(args.inflight, tuple(INFLIGHT)),
+                    [int(x) for x in items(args.linger)], items(args.inflight, INFLIGHT),
                     items(args.clients, CLIENTS), args.single)
     if not setups:
         parser.error("no rows: the flags pick nothing")
