@@ -11,7 +11,8 @@ both 100-byte records into one partition (linger.ms=5, batch.size=1 MiB), record
 then end-to-end latency (produce() call to the consumer receiving the record) at a fixed 10,000 records/s.
 
 The latency runs keep linger.ms=5 (librdkafka's default). linger.ms=0 with unbounded in-flight requests, where a
-request carries a handful of records, is measured by bench/small_requests.py (issue #21).
+request carries a handful of records, is measured by bench/latency_matrix.py and bench/small_requests.py (issue
+#21).
 """
 
 from __future__ import annotations
