@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import shutil
 import sys
@@ -37,16 +36,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench._cluster import cpu_seconds  # noqa: E402
 from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 TOPIC = "idle"
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def fetch_requests(broker: BrokerProcess) -> float:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,8 +26,8 @@ from kazoo.client import KazooClient
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
-from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
+from bench._cluster import cluster  # noqa: E402
+from tests.integration.harness import wait_until  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -40,17 +38,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=100)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-padmin-"))
-    zk = ZooKeeperProcess(root / "zk")
-    brokers: list[BrokerProcess] = []
-    try:
-        zk.start()
-        for i in (1, 2, 3, 4):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false"}).start())
-        bootstrap = ",".join(b.bootstrap for b in brokers)
-        kz = KazooClient(zk.connect + "/bench")
+    with cluster(4, prefix="moldau-bench-padmin-") as c:
+        bootstrap = c.bootstrap
+        kz = KazooClient(c.zk_connect)
         kz.start(timeout=10)
         wait_until(lambda: len(kz.get_children("/brokers/ids")) == 4, 30, "four brokers")
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -97,11 +87,6 @@ def main() -> None:
         print(f"CreatePartitions 1 -> 8 (until leaders): {create_s * 1000:.0f} ms; DeleteRecords (until the "
               f"followers followed): {delete_s * 1000:.0f} ms; ElectLeaders preferred, all partitions: "
               f"{elect_s * 1000:.0f} ms")
-    finally:
-        for b in brokers:
-            b.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

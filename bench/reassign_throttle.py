@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,8 +33,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
-from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
+from bench._cluster import cluster  # noqa: E402
+from tests.integration.harness import wait_until  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -101,17 +99,9 @@ def main() -> None:
     ap.add_argument("--work-dir", default=None, help="where the brokers' logs go (default: the system's temp dir; "
                     "a 1 GiB fill into /dev/shm stalled this 2-core VM for minutes)")
     args = ap.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-reassign-", dir=args.work_dir))
-    zk = ZooKeeperProcess(root / "zk")
-    brokers: list[BrokerProcess] = []
-    try:
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false", "log.retention.check.interval.ms": "1000",
-                "log.segment.delete.delay.ms": "1000"}).start())
-        bootstrap = ",".join(b.bootstrap for b in brokers)
+    with cluster(work_dir=args.work_dir, prefix="moldau-bench-reassign-",
+                 overrides={"log.retention.check.interval.ms": "1000", "log.segment.delete.delay.ms": "1000"}) as c:
+        root, brokers, bootstrap = c.root, c.brokers, c.bootstrap
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for f in admin.create_topics([
                 NewTopic("big", num_partitions=1, replica_assignment=[[1]]),
@@ -193,7 +183,7 @@ def main() -> None:
         after = producer.rate(a2, time.monotonic())
         producer.stop()
         import kazoo.client
-        zkc = kazoo.client.KazooClient(zk.connect + "/bench")
+        zkc = kazoo.client.KazooClient(c.zk_connect)
         zkc.start(timeout=10)
         try:
             leftover = [k for k in json.loads(zkc.get("/config/topics/big")[0])["config"] if "throttled" in k]
@@ -212,11 +202,6 @@ def main() -> None:
               f"{copy_rate / args.throttle:.2f}x | {(alone + after) / 2 / 1048576:.2f} MiB/s (before "
               f"{alone / 1048576:.2f}, after {after / 1048576:.2f}) | {beside / 1048576:.2f} MiB/s | "
               f"{beside / ((alone + after) / 2):.2f} | {', '.join(leftover) or 'none'} |")
-    finally:
-        for b in brokers:
-            b.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -11,75 +11,29 @@ both 100-byte records into one partition (linger.ms=5, batch.size=1 MiB), record
 then end-to-end latency (produce() call to the consumer receiving the record) at a fixed 10,000 records/s.
 
 The latency runs keep linger.ms=5 (librdkafka's default). linger.ms=0 with unbounded in-flight requests, where a
-request carries a handful of records, is measured by bench/small_requests.py (issue #21).
+request carries a handful of records, is measured by bench/latency_matrix.py and bench/small_requests.py (issue
+#21).
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
-from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
+from bench._cluster import cluster, create_topic  # noqa: E402
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-@dataclass
-class Cluster:
-    single: BrokerProcess
-    brokers: list[BrokerProcess]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers)
-
-
-@contextmanager
-def clusters() -> Iterator[Cluster]:
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-"))
-    zk = ZooKeeperProcess(root / "zk")
-    single = BrokerProcess(root / "single")
-    brokers: list[BrokerProcess] = []
-    try:
-        single.start()
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false"}).start())
-        time.sleep(2.0)
-        yield Cluster(single, brokers)
-    finally:
-        for b in [single, *brokers]:
-            b.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def create_topic(bootstrap: str, name: str, rf: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, num_partitions=1, replication_factor=rf, config={"min.insync.replicas": str(min(rf, 2))})
-    admin.create_topics([topic])[name].result(timeout=30)
-    probe = Producer({"bootstrap.servers": bootstrap})
-    wait_until(lambda: probe.list_topics(name, timeout=5).topics[name].partitions[0].leader >= 0, 30, "a leader")
 
 
 def producer(bootstrap: str, acks: int, records: int, linger_ms: int = 5) -> Producer:
@@ -153,19 +107,20 @@ def latency(bootstrap: str, topic: str, acks: int, rate: int, seconds: float,
 
 
 def run(records: int, latency_s: float, rate: int) -> str:
-    with clusters() as c:
-        single, cluster = c.single, c.bootstrap
-        create_topic(single.bootstrap, "base", 1)
-        create_topic(cluster, "repl", 3)
+    with cluster(single=True) as c:
+        assert c.single is not None
+        single, bootstrap = c.single, c.bootstrap
+        create_topic(single.bootstrap, "base", rf=1)
+        create_topic(bootstrap, "repl", rf=3)
         log(f"baseline: {records:,} x 100 B, one broker, acks=1 ...")
         base = throughput(single.bootstrap, "base", 1, records)
         log(f"replicated: {records:,} x 100 B, RF 3, min.insync.replicas=2, acks=all ...")
-        repl = throughput(cluster, "repl", -1, records)
+        repl = throughput(bootstrap, "repl", -1, records)
         log(f"latency at {rate:,} records/s for {latency_s:.0f} s, one broker acks=1 and RF 3 acks=all ...")
-        create_topic(single.bootstrap, "base-lat", 1)
-        create_topic(cluster, "repl-lat", 3)
+        create_topic(single.bootstrap, "base-lat", rf=1)
+        create_topic(bootstrap, "repl-lat", rf=3)
         b50, b99, _ = latency(single.bootstrap, "base-lat", 1, rate, latency_s)
-        r50, r99, _ = latency(cluster, "repl-lat", -1, rate, latency_s)
+        r50, r99, _ = latency(bootstrap, "repl-lat", -1, rate, latency_s)
     return "\n".join([
         f"{'setup':<44} {'produce rec/s':>13} {'ratio':>6} | {'e2e p50 ms':>10} {'e2e p99 ms':>10} @ {rate:,}/s",
         f"{'1 broker, RF 1, acks=1':<44} {base:>13,.0f} {1:>6.2f} | {b50:>10.1f} {b99:>10.1f}",

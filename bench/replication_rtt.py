@@ -3,10 +3,10 @@
     .venv/bin/python bench/replication_rtt.py                       # 2,000 requests of each kind
     .venv/bin/python bench/replication_rtt.py --requests 5000 --rounds 3
 
-Starts ZooKeeper and three brokers as bench/transactions.py does, creates a topic of one partition, replication
-factor 3, min.insync.replicas=2, and sends Produce requests (v9, one 100-byte record each, pre-built) to the
-partition's leader over one connection (Moldau's client connection), one at a time: the next is sent when the
-previous is answered. ``acks=1`` measures a request's way through the leader alone; ``acks=all`` adds one
+Starts ZooKeeper and three brokers as bench/transactions.py does, creates a topic as it does (4 partitions,
+replication factor 3, min.insync.replicas=2; only partition 0 is written) and sends Produce requests (v9, one
+100-byte record each, pre-built) to the partition's leader over one connection (Moldau's client connection), one
+at a time: the next is sent when the previous is answered. ``acks=1`` measures a request's way through the leader alone; ``acks=all`` adds one
 replication round trip (the leader's append wakes both followers' parked fetches, they append and fetch again,
 the high watermark moves, the request is answered), which is what a transaction waits for four times in a row
 (docs/benchmarks.md, "The floor"). Rounds of the two kinds alternate; printed: p50 / p90 / p99 in ms of each
@@ -17,23 +17,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.transactions import create_topic  # noqa: E402
+from bench._cluster import cluster, create_topic  # noqa: E402
+from bench.transactions import BROKER_OVERRIDES, PARTITIONS  # noqa: E402
 from moldau.connection import BrokerConnection  # noqa: E402
 from moldau.protocol.api import REGISTRY, ApiKey  # noqa: E402
 from moldau.protocol.records import build_batch  # noqa: E402
-from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
-from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
 
 TOPIC = "rtt"
 PRODUCE_V = 9
@@ -63,36 +58,15 @@ def pct(values: list[float], q: float) -> float:
 
 
 def run(requests: int, rounds: int, warmup: int) -> str:
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-rtt-"))
-    zk = ZooKeeperProcess(root / "zk")
-    brokers: list[BrokerProcess] = []
-    try:
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false", "transaction.state.log.num.partitions": "5",
-                "offsets.topic.num.partitions": "5"}).start())
-        bootstrap = ",".join(b.bootstrap for b in brokers)
-        probe = Producer({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len((md := probe.list_topics(timeout=5)).brokers) == 3 and md.controller_id > 0, 60,
-                   "three brokers and a controller")
-        create_topic(bootstrap, TOPIC)
-        md = probe.list_topics(TOPIC, timeout=10)
-        leader = md.topics[TOPIC].partitions[0].leader
-        wait_until(lambda: len(probe.list_topics(TOPIC, timeout=5).topics[TOPIC].partitions[0].isrs) == 3, 30,
-                   "three replicas in sync")
-        b = md.brokers[leader]
+    with cluster(overrides=BROKER_OVERRIDES, prefix="moldau-bench-rtt-") as c:
+        # bench/transactions.py's topic: 4 partitions, RF 3, min.insync.replicas=2; only partition 0 is written.
+        leader = c.broker(create_topic(c.bootstrap, TOPIC, partitions=PARTITIONS, rf=3, min_insync=2,
+                                       full_isr=True))
         times: dict[int, list[list[float]]] = {1: [], -1: []}
-        asyncio.run(measure(b.host, b.port, -1, warmup))
+        asyncio.run(measure("127.0.0.1", leader.port, -1, warmup))
         for _ in range(rounds):
             for acks in (1, -1):
-                times[acks].append(asyncio.run(measure(b.host, b.port, acks, requests)))
-    finally:
-        for br in brokers:
-            br.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
+                times[acks].append(asyncio.run(measure("127.0.0.1", leader.port, acks, requests)))
     lines = [f"{'one Produce at a time (1 x 100 B)':<36} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7}  p50 per round"]
     for acks, name in ((1, "acks=1 (leader only)"), (-1, "acks=all (RF 3, one replication round)")):
         allv = [v for r in times[acks] for v in r]

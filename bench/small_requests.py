@@ -12,61 +12,39 @@ clock: noisy on a shared machine) and the brokers' CPU time per request, from /p
 brokers summed; the leader's share beside it), which hardly depends on the machine's other load. Every answer is
 checked: error code 0 and offsets strictly increasing in the order of the requests.
 
-latency: a confluent-kafka producer with linger.ms=0, idempotence off and max.in.flight.requests.per.connection
-1,000,000 (librdkafka's non-idempotent default: unbounded) at a fixed rate; latency = produce() call to a consumer
-(in the same process, fetch.wait.max.ms=100) receiving the record. The first ``--warmup`` seconds are left out;
-p50/p99/p99.9 over the rest, and the p50 of the first and second half of it to show growth. Records still
-missing ``--grace`` seconds after the last produce() are reported as such (a collapsed run).
+latency: bench/latency_matrix.py's rows for a confluent-kafka producer with linger.ms=0, idempotence off and
+max.in.flight.requests.per.connection 1,000,000 (librdkafka's non-idempotent default: unbounded) at a fixed rate,
+one broker acks=1 and RF 3 acks=1 and acks=all; latency = produce() call to a consumer receiving the record. The
+first ``--warmup`` seconds are left out; p50/p99/p99.9 over the rest, and the p50 of the first and second half of
+it to show growth. Records still missing ``--grace`` seconds after the last produce() are reported as such (a
+collapsed run). The consumer runs in a process of its own (until 2026-11-27 it was a thread of the producer's
+process, sharing its GIL: the figures in docs/benchmarks.md before then were taken that way).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import struct
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.replicated import clusters  # noqa: E402  (one broker + a 3-broker ZooKeeper cluster)
+from bench import latency_matrix  # noqa: E402
+from bench._cluster import cluster, cpu_seconds, create_topic  # noqa: E402
+from bench.latency_matrix import Setup  # noqa: E402
 from moldau.protocol.api import REGISTRY, ApiKey  # noqa: E402
 from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version  # noqa: E402
 from moldau.protocol.records import build_batch  # noqa: E402
 from moldau.protocol.types import INT32  # noqa: E402
-from tests.integration.harness import wait_until  # noqa: E402
-
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-def create_topic(bootstrap: str, name: str, rf: int) -> int:
-    """Creates a one-partition topic; returns its leader's broker id."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, num_partitions=1, replication_factor=rf, config={"min.insync.replicas": str(min(rf, 2))})
-    admin.create_topics([topic])[name].result(timeout=30)
-    probe = Producer({"bootstrap.servers": bootstrap})
-    wait_until(lambda: probe.list_topics(name, timeout=5).topics[name].partitions[0].leader >= 0, 30, "a leader")
-    if rf > 1:  # every replica in sync, so acks=all waits for real followers
-        wait_until(lambda: len(probe.list_topics(name, timeout=5).topics[name].partitions[0].isrs) == rf, 30,
-                   "a full ISR")
-    return int(probe.list_topics(name, timeout=5).topics[name].partitions[0].leader)
 
 
 # ---------------------------------------------------------------------------------------------- capacity
@@ -149,9 +127,10 @@ def capacity_run(host_port: str, topic: str, acks: int, requests: int, window: i
 
 def capacity(requests: int, window: int, repeats: int) -> list[str]:
     rows = [f"{'setup':<32} {'acks':>4} {'requests/s':>11} {'broker CPU us/req (leader)':>27}"]
-    with clusters() as c:
-        create_topic(c.single.bootstrap, "cap", 1)
-        leader_id = create_topic(c.bootstrap, "cap3", 3)
+    with cluster(single=True) as c:
+        assert c.single is not None
+        create_topic(c.single.bootstrap, "cap", rf=1)
+        leader_id = create_topic(c.bootstrap, "cap3", rf=3, full_isr=True)
         leader = next(b for b in c.brokers if b.broker_id == leader_id)
         cases = [("1 broker, RF 1", c.single.bootstrap, "cap", [c.single.pid]),
                  ("3 brokers, RF 3, min.insync=2", leader.bootstrap, "cap3",
@@ -178,86 +157,13 @@ def capacity(requests: int, window: int, repeats: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------- latency
-def latency_run(bootstrap: str, topic: str, acks: int, rate: int, seconds: float, warmup: float,
-                grace: float) -> str:
-    total = int(rate * (seconds + warmup))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time_ns()}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
-    consumer.consume(1, 2.0)  # connected and positioned before the clock starts
-    samples: list[tuple[int, float]] = []  # (send time ns, latency ms)
-    stop = threading.Event()
-
-    def consume() -> None:
-        # poll() wakes at the first record; consume(n, 0) then takes what has arrived with it. consume(n, t)
-        # alone waits out its whole timeout unless n records come first: that wait would be in every sample.
-        while len(samples) < total and not stop.is_set():
-            first = consumer.poll(0.05)
-            if first is None:
-                continue
-            batch = [first, *consumer.consume(10000, 0)]
-            now = time.time_ns()
-            for msg in batch:
-                if msg.error() is None:
-                    sent_ns = int(msg.value()[:20])
-                    samples.append((sent_ns, (now - sent_ns) / 1e6))
-
-    thread = threading.Thread(target=consume, daemon=True)
-    thread.start()
-    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0, "enable.idempotence": False,
-                  "max.in.flight.requests.per.connection": 1000000, "compression.type": "none",
-                  "queue.buffering.max.messages": max(total + 1000, 100000), "message.timeout.ms": 300000,
-                  "delivery.report.only.error": True})
-    p.list_topics(topic, timeout=10)
-    start_ns = time.time_ns()
-    start = time.perf_counter()
-    sent = 0
-    while sent < total:
-        due = min(total, int((time.perf_counter() - start) * rate) + 1)
-        while sent < due:
-            p.produce(topic, str(time.time_ns()).rjust(20, "0").encode() + b"y" * 80, partition=0)
-            sent += 1
-        p.poll(0)
-        time.sleep(0.0005)
-    deadline = time.monotonic() + grace
-    while len(samples) < total and time.monotonic() < deadline:
-        p.poll(0.05)
-    stop.set()
-    thread.join(5)
-    p.flush(1)
-    consumer.close()
-    cut = start_ns + int(warmup * 1e9)
-    steady = [lat for ts, lat in sorted(samples) if ts >= cut]
-    missing = total - len(samples)
-    if len(steady) < 100:
-        return f"{len(steady)} steady-state samples, {missing:,} records missing after {grace:.0f} s"
-    q = statistics.quantiles(steady, n=1000)
-    half = len(steady) // 2
-    first, second = statistics.median(steady[:half]), statistics.median(steady[half:])
-    return (f"{q[499]:>9.1f} {q[989]:>9.1f} {q[998]:>9.1f} | {first:>9.1f} {second:>9.1f} | "
-            f"{missing:,} missing")
-
-
 def latency(rates: list[int], seconds: float, warmup: float, grace: float) -> list[str]:
-    rows = [f"{'setup':<30} {'acks':>4} {'rate/s':>7} | {'p50 ms':>9} {'p99 ms':>9} {'p99.9 ms':>9} | "
-            f"{'p50 1st':>9} {'p50 2nd':>9} |"]
-    with clusters() as c:
-        create_topic(c.single.bootstrap, "warm", 1)
-        create_topic(c.bootstrap, "warm3", 3)
-        n = 0
-        for rate in rates:
-            for name, bootstrap, rf, acks in (("1 broker, RF 1", c.single.bootstrap, 1, 1),
-                                              ("3 brokers, RF 3, min.insync=2", c.bootstrap, 3, 1),
-                                              ("3 brokers, RF 3, min.insync=2", c.bootstrap, 3, -1)):
-                n += 1
-                topic = f"lat{n}"
-                create_topic(bootstrap, topic, rf)
-                result = latency_run(bootstrap, topic, acks, rate, seconds, warmup, grace)
-                rows.append(f"{name:<30} {acks:>4} {rate:>7,} | {result}")
-                log(rows[-1])
-    rows.append(f"confluent-kafka, linger.ms=0, idempotence off, max.in.flight 1,000,000; {warmup:.0f} s warm-up "
-                f"left out, then {seconds:.0f} s measured; 100 B records, one partition")
-    return rows
+    """bench/latency_matrix.py's rows for confluent-kafka with linger.ms=0 and unbounded in-flight requests."""
+    setups = [Setup("confluent", rf, acks, rate, 0, "unbounded")
+              for rate in rates for rf, acks in ((1, 1), (3, 1), (3, -1))]
+    log(latency_matrix.HEADER)
+    results = latency_matrix.run(setups, seconds, warmup, grace, on_row=lambda r: log(r.row()))
+    return [latency_matrix.HEADER, *(r.row() for r in results), *latency_matrix.footer(seconds, warmup, grace)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,23 +26,21 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
-from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
+from bench import _cluster  # noqa: E402
 
 PARTITIONS = 4
+# Small internal topics: created quickly at the first transaction / group.
+BROKER_OVERRIDES = {"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"}
 VALUE = b"x" * 100
 
 
@@ -51,21 +49,7 @@ def log(msg: str) -> None:
 
 
 def create_topic(bootstrap: str, name: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, num_partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
-    for attempt in range(3):  # librdkafka may drop a bootstrap broker's handle with the request on it
-        try:
-            admin.create_topics([topic])[name].result(timeout=60)
-            break
-        except KafkaException as exc:
-            if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                break
-            if attempt == 2:
-                raise
-            time.sleep(1)
-    probe = Producer({"bootstrap.servers": bootstrap})
-    wait_until(lambda: all(p.leader >= 0 for p in probe.list_topics(name, timeout=5).topics[name].partitions.values()),
-               30, f"leaders for {name}")
+    _cluster.create_topic(bootstrap, name, partitions=PARTITIONS, rf=3, min_insync=2)
 
 
 def producer(bootstrap: str, records: int, **extra: Any) -> Producer:
@@ -213,20 +197,8 @@ def consume(bootstrap: str, topic: str, isolation: str, expected: int) -> float:
 
 
 def run(records: int, txn_records: int, abort_every: int, rounds: int, producers: int = 1) -> str:
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-txn-"))
-    zk = ZooKeeperProcess(root / "zk")
-    brokers: list[BrokerProcess] = []
-    try:
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false", "transaction.state.log.num.partitions": "5",
-                "offsets.topic.num.partitions": "5"}).start())
-        bootstrap = ",".join(b.bootstrap for b in brokers)
-        probe = Producer({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len((md := probe.list_topics(timeout=5)).brokers) == 3 and md.controller_id > 0, 60,
-                   "three brokers and a controller")
+    with _cluster.cluster(overrides=BROKER_OVERRIDES, prefix="moldau-bench-txn-") as c:
+        bootstrap = c.bootstrap
         rates: dict[str, list[float]] = {"idempotent": [], "transactional": []}
         commits: list[float] = []
         total = committed = 0
@@ -252,11 +224,6 @@ def run(records: int, txn_records: int, abort_every: int, rounds: int, producers
             for isolation, expected in (("read_uncommitted", total), ("read_committed", committed)):
                 log(f"round {r + 1}: {isolation} ...")
                 reads[isolation].append(total / consume(bootstrap, "txn", isolation, expected))
-    finally:
-        for b in brokers:
-            b.kill()
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
     idem, txn = statistics.median(rates["idempotent"]), statistics.median(rates["transactional"])
     q = statistics.quantiles(commits, n=100)
     ru, rc = statistics.median(reads["read_uncommitted"]), statistics.median(reads["read_committed"])

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -125,35 +123,17 @@ def parse(path: Path, warmup: int) -> dict[str, list[float]]:
 
 
 def run(txns: int, txn_records: int, warmup: int, keep: Path | None) -> str:
-    root = Path(tempfile.mkdtemp(prefix="moldau-bench-txnline-"))
-    zk = bench.ZooKeeperProcess(root / "zk")
-    brokers: list[bench.BrokerProcess] = []
-    trace = (keep or root) / "librdkafka.log"
-    try:
-        zk.start()
-        for i in (1, 2, 3):
-            brokers.append(bench.BrokerProcess(root / f"b{i}", broker_id=i, overrides={
-                "zookeeper.connect": zk.connect + "/bench", "zookeeper.session.timeout.ms": "6000",
-                "auto.leader.rebalance.enable": "false", "transaction.state.log.num.partitions": "5",
-                "offsets.topic.num.partitions": "5"}).start())
-        bootstrap = ",".join(b.bootstrap for b in brokers)
-        probe = bench.Producer({"bootstrap.servers": bootstrap})
-        bench.wait_until(lambda: len((md := probe.list_topics(timeout=5)).brokers) == 3 and md.controller_id > 0,
-                         60, "three brokers and a controller")
+    with bench._cluster.cluster(overrides=bench.BROKER_OVERRIDES, prefix="moldau-bench-txnline-") as c:
+        bootstrap = c.bootstrap
         bench.create_topic(bootstrap, "txn")
+        trace = (keep or c.root) / "librdkafka.log"
         trace.parent.mkdir(parents=True, exist_ok=True)
         with open(trace, "wb") as err:
             rc = subprocess.run([sys.executable, __file__, "--child", bootstrap, "--txns", str(txns),
                                  "--txn-records", str(txn_records)], stderr=err, timeout=600).returncode
         if rc != 0:
-            raise RuntimeError(f"the producer exited with {rc}; see {trace}")
+            raise RuntimeError(f"the producer exited with {rc}; see {trace}" + ("" if keep else " (removed)"))
         phases = parse(trace, warmup)
-    finally:
-        for b in brokers:
-            b.kill()
-        zk.stop()
-        if keep is None:
-            shutil.rmtree(root, ignore_errors=True)
     lines = [f"{txns - warmup} transactions of {txn_records:,} x 100 B (after {warmup} warm-up), ms:",
              f"{'phase':<44} {'median':>8} {'p90':>8}"]
     for name, values in phases.items():
