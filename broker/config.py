@@ -473,8 +473,9 @@ BROKER_SETTINGS: tuple[Setting, ...] = (
        "delayed operations leave their watch lists at once, so no purge pass is needed."),
     _s("producer.purgatory.purge.interval.requests", "int", 1000, "Accepted for compatibility (see "
        "fetch.purgatory.purge.interval.requests)."),
-    _s("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions kept.",
-       AT_LEAST_0),
+    _s("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions kept (KIP-227), "
+       "followers' and consumers'; with all taken, a follower's new session may replace the least recently used "
+       "consumer's. 0 turns sessions off.", AT_LEAST_0),
     # --- group coordinator and offsets
     _s("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group, to "
        "let more members join.", AT_LEAST_0),
