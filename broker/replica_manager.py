@@ -13,8 +13,9 @@ group coordinator makes a transaction's pending offset commits visible or drops 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -104,6 +105,11 @@ class ReplicaManager:
         self.append_listeners: list[Callable[[TopicPartition], object]] = []
         # Called with the topic-partition when its high watermark advanced (acks=all, consumer fetches).
         self.hw_listeners: list[Callable[[TopicPartition], object]] = []
+        # The same, for listeners that take several partitions at once (the produce purgatory: an acks=all
+        # request over n partitions is checked once for a follower fetch that moves n high watermarks, not n
+        # times). Called with one partition outside ``high_watermark_moves_together``.
+        self.hw_batch_listeners: list[Callable[[list[TopicPartition]], object]] = []
+        self._hw_moved: dict[TopicPartition, None] | None = None  # collected inside high_watermark_moves_together
         # Called with the topic-partition when a follower reported a new log start offset (DeleteRecords waits).
         self.low_watermark_listeners: list[Callable[[TopicPartition], object]] = []
         # Called with (partition, became_leader) after a LeaderAndIsr or StopReplica changed its role; the follower
@@ -327,10 +333,45 @@ class ReplicaManager:
         return partition, ErrorCode.NONE
 
     def _hw_changed(self, tp: TopicPartition) -> None:
+        moved = self._hw_moved
+        if moved is not None:
+            moved[tp] = None
+            return
         for listener in self.hw_listeners:
             listener(tp)
+        for batch_listener in self.hw_batch_listeners:
+            batch_listener([tp])
         if tp in self._hw_waiters:
             self._check_hw_waiters(tp)
+
+    @contextlib.contextmanager
+    def high_watermark_moves_together(self) -> Iterator[None]:
+        """The high-watermark moves inside the block are told to the listeners at its end, in the order they
+        happened, each partition once, and to the batch listeners in one call. For a follower's fetch, which
+        reports its position in every partition it names before anything is read: told one by one, each of
+        n moves re-checked an acks=all request over the n partitions (n calls, each walking its purgatory
+        watch list). Nothing runs between the moves and the end of the block (no await), so a listener told
+        at the end sees what it would have seen; nested blocks tell at the outermost end."""
+        if self._hw_moved is not None:
+            yield
+            return
+        moved: dict[TopicPartition, None] = {}
+        self._hw_moved = moved
+        try:
+            yield
+        finally:
+            self._hw_moved = None
+            if moved:
+                tps = list(moved)
+                for listener in self.hw_listeners:
+                    for tp in tps:
+                        listener(tp)
+                for batch_listener in self.hw_batch_listeners:
+                    batch_listener(tps)
+                if self._hw_waiters:
+                    for tp in tps:
+                        if tp in self._hw_waiters:
+                            self._check_hw_waiters(tp)
 
     async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_ms: int) -> ErrorCode:
         """For internal acks=all writes: NONE once the HW reached ``offset`` (NOT_ENOUGH_REPLICAS_AFTER_APPEND

@@ -57,12 +57,13 @@ def _update_session_followers(ctx: ReplicaDeps, session: FetchSession, replica_i
         session.swept_ms = now
     partitions = session.partitions
     update = rm.update_follower
-    for tp in list(partitions) if sweep else list(session.changed):
-        sp = partitions.get(tp)
-        if sp is not None:
-            r = sp.request
-            update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
-                   r.get("current_leader_epoch", -1))
+    with rm.high_watermark_moves_together():
+        for tp in list(partitions) if sweep else list(session.changed):
+            sp = partitions.get(tp)
+            if sp is not None:
+                r = sp.request
+                update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
+                       r.get("current_leader_epoch", -1))
     if sweep:
         changed = session.changed
         for tp, sp in partitions.items():
@@ -343,10 +344,12 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
         if follower:
             # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries
             # the high watermark this very fetch may have advanced.
-            for t in body["topics"]:
-                for p in t["partitions"]:
-                    ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
-                                                        p["log_start_offset"], p["current_leader_epoch"])
+            rm = ctx.replica_manager
+            with rm.high_watermark_moves_together():
+                for t in body["topics"]:
+                    for p in t["partitions"]:
+                        rm.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
+                                           p["log_start_offset"], p["current_leader_epoch"])
         topics = body["topics"]
     left: set[TopicPartition] = set()
     responses, total, error, throttled_bytes = _read_all(ctx, body, request.version, topics, left)
