@@ -372,11 +372,12 @@ class Log(LogTransactions):
         A writable buffer (the broker's own request frame) is patched in place, saving a copy of every byte on
         the produce path; a read-only one is copied first."""
         view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
-        validated = validate_leader_batches(view, self.config.max_message_bytes)
-        if self.config.compact_enabled:
+        config = self._config
+        validated = validate_leader_batches(view, config.max_message_bytes)
+        if config.compact_enabled:
             check_keys_present(view, validated, f"{self.topic}-{self.partition}")
         buf: memoryview | bytearray = view if not view.readonly else bytearray(view)
-        append_time = self.clock.time_ms() if self.config.log_append_time else NO_TIMESTAMP
+        append_time = self.clock.time_ms() if config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         batches: Batches = []
         for pos, _ in validated:
@@ -416,20 +417,23 @@ class Log(LogTransactions):
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, h.last_offset
         last_offset = batches[-1][1].last_offset
-        seg = self.active_segment
+        seg = self._segments[-1]
+        config = self._config
         if seg.should_roll(
             len(data),
             max_ts,
             last_offset,
             self.clock.time_ms(),
-            self.config.segment_bytes,
-            self.config.segment_ms,
+            config.segment_bytes,
+            config.segment_ms,
         ):
             seg = self.roll(first.base_offset)
         seg.append(data, last_offset, max_ts, offset_of_max, batches)
+        epochs = self.leader_epoch_cache
         for _, h in batches:
-            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        if self.log_end_offset - self.recovery_point >= self.config.flush_interval_messages:
+            epochs.assign(h.partition_leader_epoch, h.base_offset)
+        # last_offset + 1 is the log end offset now
+        if last_offset + 1 - self.recovery_point >= config.flush_interval_messages:
             self.flush()
         return AppendInfo(
             first.base_offset,
