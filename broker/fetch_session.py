@@ -39,8 +39,6 @@ from moldau.protocol.types import TopicPartition
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 INT32_MAX = (1 << 31) - 1
-_PARTITION_FIELDS = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset",
-                     "partition_max_bytes")
 
 
 class Waiter(Protocol):
@@ -186,7 +184,9 @@ class FetchSessionCache:
             name = t["topic"]
             for p in t["partitions"]:
                 tp = (name, p["partition"])
-                fields = {name_: p[name_] for name_ in _PARTITION_FIELDS if name_ in p}
+                # The decoded request's own dict (a fresh one per request, never changed after): copying its
+                # fields cost a dict per named partition, 3,333 per fetch reporting a replication round.
+                fields = p
                 sp = partitions.get(tp)
                 if sp is None:
                     partitions[tp] = SessionPartition(fields)

@@ -563,11 +563,11 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ leader: followers and the ISR
     def update_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int,
-                        log_start_offset: int = -1, current_leader_epoch: int = -1) -> None:
+                        log_start_offset: int = -1, current_leader_epoch: int = -1, now_ms: int = -1) -> None:
         """A follower's fetch: its log end offset (and log start offset), caught-up time, the HW, and an ISR
-        expansion when due."""
+        expansion when due. ``now_ms``: the clock's time, when the caller read it once for many partitions."""
         partition = self.partitions.get((topic, index))
-        if partition is None or not partition.is_leader:
+        if partition is None or partition.leader_id != self.broker_id:
             return
         if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
             # Another epoch's fetch is fenced by the read (FENCED_/UNKNOWN_LEADER_EPOCH) and says nothing about
@@ -577,14 +577,16 @@ class ReplicaManager:
             return
         follower = partition.followers.get(replica_id)
         old_start = follower.log_start_offset if follower is not None else -1
-        if partition.update_follower(replica_id, fetch_offset, self.clock.time_ms(), log_start_offset):
+        if partition.update_follower(replica_id, fetch_offset, now_ms if now_ms >= 0 else self.clock.time_ms(),
+                                     log_start_offset):
             self._hw_changed((topic, index))
         if log_start_offset > old_start and self.low_watermark_listeners:
             for listener in self.low_watermark_listeners:
                 listener((topic, index))
-        expanded = partition.isr_with(replica_id)
-        if expanded is not None:
-            self._change_isr(partition, expanded)
+        if replica_id not in partition.isr:  # an ISR member needs no expansion
+            expanded = partition.isr_with(replica_id)
+            if expanded is not None:
+                self._change_isr(partition, expanded)
 
     def maybe_shrink_isrs(self) -> None:
         """Leaves out of the ISR the followers that fell behind (run every replica.lag.time.max.ms / 2)."""

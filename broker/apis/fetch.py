@@ -63,7 +63,7 @@ def _update_session_followers(ctx: ReplicaDeps, session: FetchSession, replica_i
             if sp is not None:
                 r = sp.request
                 update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
-                       r.get("current_leader_epoch", -1))
+                       r.get("current_leader_epoch", -1), now)
     if sweep:
         changed = session.changed
         for tp, sp in partitions.items():
@@ -95,12 +95,13 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = 
     for t in body["topics"] if topics is None else topics:
         name = t["topic"]
         partitions: list[FetchResponseResponsesPartitions] = []
+        topic_throttle = throttle if throttle is not None and throttle.throttles_topic(name) else None
         for p in t["partitions"]:
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
             # KIP-73: a throttled replica that is not in sync gets no data while the leader's rate is above
             # its bound (in-sync replicas never wait).
-            throttled = throttle is not None and throttle.is_throttled(name, index) and \
+            throttled = topic_throttle is not None and topic_throttle.is_throttled(name, index) and \
                 replica_id not in rm.isr_of(name, index)
             held = throttled and hold_back
             r = rm.read(name, index, p["fetch_offset"], 0 if held else max(limit, 0), consumer=consumer,
