@@ -533,15 +533,16 @@ class ReplicaManager:
                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
         log_ = partition.log
         hw = partition.high_watermark
-        result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, log_.log_end_offset,
-                            last_stable_offset=log_.last_stable_offset if consumer else -1)
+        leo = log_.log_end_offset
+        result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, leo, None, 0,
+                            log_.last_stable_offset if consumer else -1)
         # Consumers read only below the high watermark (read_committed: below the last stable offset): a fetch at
         # or above it is an empty answer, not an error, as long as it is within the log. Followers read up to
         # the log end offset.
         upper = (result.last_stable_offset if read_committed else hw) if consumer else None
         if read_committed:
             result.aborted_transactions = []
-        if (upper is not None and upper <= offset <= log_.log_end_offset) or offset == log_.log_end_offset:
+        if offset == leo or (upper is not None and upper <= offset <= leo):
             return result
         try:
             data = log_.read(offset, max_bytes, max_offset=upper, min_one=min_one)
