@@ -115,7 +115,7 @@ class Partition:
 
     def append_as_leader(self, records: Any) -> Any:
         info = self.log.append_as_leader(records, self.leader_epoch)
-        self.maybe_advance_high_watermark()
+        self._advance_high_watermark(info.last_offset + 1)  # the log end offset now
         return info
 
     @property
