@@ -329,7 +329,10 @@ class Log(LogTransactions):
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        seg = self._segments[-1]
+        # The active segment is loaded but for a moment after truncation made a lazy one active: one property
+        # call less on a path every append, read and follower report takes
+        return seg._next_offset if seg._loaded else seg.next_offset
 
     @property
     def local_log_start_offset(self) -> int:
