@@ -383,6 +383,7 @@ class Log(LogTransactions):
         append_time = self.clock.time_ms() if config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         batches: Batches = []
+        producers = False
         for pos, _ in validated:
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
@@ -391,7 +392,9 @@ class Log(LogTransactions):
             h = read_header(buf, pos)
             batches.append((pos, h))
             offset = h.last_offset + 1
-        pending = self.producer_state.validate_leader_batches(h for _, h in batches)
+            producers = producers or h.producer_id >= 0
+        # Batches without a producer id have no sequences to check (apply still moves the map's end offset)
+        pending = self.producer_state.validate_leader_batches(h for _, h in batches) if producers else []
         info = self._append(buf, batches, append_time)
         self.producer_state.apply(pending, info.last_offset + 1)
         return info
