@@ -303,5 +303,12 @@ class Partition:
     # ------------------------------------------------------------------ follower
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """Follower: HW = min(the leader's HW, own log end offset)."""
-        self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
-        self.clamp_high_watermark()
+        log_ = self.log
+        leo = log_.log_end_offset
+        hw = max(self.high_watermark, min(leader_hw, leo))
+        # clamp_high_watermark with the log end offset just read (every partition of every fetch answer)
+        if hw > leo:
+            hw = leo
+        if hw < log_.log_start_offset:
+            hw = log_.log_start_offset
+        self.high_watermark = log_.high_watermark = hw
