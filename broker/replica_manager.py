@@ -6,7 +6,7 @@ Handlers call ``append``/``read``/``update_follower``/``get_partition``. Role ch
 ``isr_writer`` (ZooKeeper mode: a versioned write of the partition state znode plus an ISR change notification)
 and takes the new ISR only once it was accepted. ``append_listeners`` hear of every append (follower fetches wait
 for the log end offset), ``hw_listeners`` of every high-watermark advance (acks=all produces and consumer fetches
-wait for it). ``txn_marker_listeners`` hear of every transaction marker this leader wrote and replicated (the
+wait for it; ``hw_batch_listeners`` take the moves of one follower fetch in one call). ``txn_marker_listeners`` hear of every transaction marker this leader wrote and replicated (the
 group coordinator makes a transaction's pending offset commits visible or drops them).
 """
 
