@@ -39,9 +39,6 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INT32_MAX
 from moldau.protocol.types import TopicPartition
 
-_PARTITION_FIELDS = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch", "log_start_offset",
-                     "partition_max_bytes")
-
 
 class Waiter(Protocol):
     def try_complete(self) -> bool: ...
@@ -188,7 +185,9 @@ class FetchSessionCache:
             name = t["topic"]
             for p in t["partitions"]:
                 tp = (name, p["partition"])
-                fields = {name_: p[name_] for name_ in _PARTITION_FIELDS if name_ in p}
+                # The decoded request's own dict (a fresh one per request, never changed after): copying its
+                # fields cost a dict per named partition, 3,333 per fetch reporting a replication round.
+                fields = p
                 sp = partitions.get(tp)
                 if sp is None:
                     partitions[tp] = SessionPartition(fields)

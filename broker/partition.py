@@ -115,7 +115,7 @@ class Partition:
 
     def append_as_leader(self, records: Any) -> Any:
         info = self.log.append_as_leader(records, self.leader_epoch)
-        self.maybe_advance_high_watermark()
+        self._advance_high_watermark(info.last_offset + 1)  # the log end offset now
         return info
 
     @property
@@ -187,7 +187,7 @@ class Partition:
             f.log_start_offset = log_start_offset
         f.leader_leo_at_last_fetch = leo
         f.last_fetch_ms = now_ms
-        return self.maybe_advance_high_watermark()
+        return self._advance_high_watermark(leo)
 
     def low_watermark(self) -> int:
         """Leader: the smallest log start offset among itself and the in-sync followers (Kafka's
@@ -263,17 +263,32 @@ class Partition:
 
     def maybe_advance_high_watermark(self) -> bool:
         """HW = the smallest log end offset among the in-sync replicas; it only moves forward."""
-        leo = self.log.log_end_offset
+        return self._advance_high_watermark(self.log.log_end_offset)
+
+    def _advance_high_watermark(self, leo: int) -> bool:
+        """maybe_advance_high_watermark with the log end offset ``leo`` the caller has just read (it runs for
+        every partition a follower's fetch names, twice per replication round)."""
         new_hw = leo
-        for r in self.maximal_isr:
-            if r != self.broker_id:
-                f = self.followers.get(r)
-                new_hw = min(new_hw, f.log_end_offset if f is not None else UNKNOWN_OFFSET)
+        followers, me = self.followers, self.broker_id
+        for r in self.isr if self.pending_isr is None else self.maximal_isr:
+            if r != me:
+                f = followers.get(r)
+                if f is None:
+                    new_hw = UNKNOWN_OFFSET
+                elif f.log_end_offset < new_hw:
+                    new_hw = f.log_end_offset
         advanced = False
-        if new_hw > self.high_watermark:
-            self.high_watermark = new_hw
+        hw = self.high_watermark
+        if new_hw > hw:
+            hw = new_hw
             advanced = True
-        self.clamp_high_watermark()
+        # clamp_high_watermark: log start <= HW <= LEO
+        log_ = self.log
+        if hw > leo:
+            hw = leo
+        if hw < log_.log_start_offset:
+            hw = log_.log_start_offset
+        self.high_watermark = log_.high_watermark = hw
         return advanced
 
     def clamp_high_watermark(self) -> None:
@@ -288,5 +303,12 @@ class Partition:
     # ------------------------------------------------------------------ follower
     def update_follower_high_watermark(self, leader_hw: int) -> None:
         """Follower: HW = min(the leader's HW, own log end offset)."""
-        self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
-        self.clamp_high_watermark()
+        log_ = self.log
+        leo = log_.log_end_offset
+        hw = max(self.high_watermark, min(leader_hw, leo))
+        # clamp_high_watermark with the log end offset just read (every partition of every fetch answer)
+        if hw > leo:
+            hw = leo
+        if hw < log_.log_start_offset:
+            hw = log_.log_start_offset
+        self.high_watermark = log_.high_watermark = hw

@@ -248,6 +248,30 @@ class Purgatory:
                 break  # every later watcher of this key waits for at least as much
         return completed
 
+    def check_and_complete_many(self, keys: Iterable[Hashable]) -> int:
+        """``check_and_complete`` of each key, for state changes that all happened before this call (the high
+        watermarks one follower fetch moved): an operation watching several of the keys is asked once, as a
+        second try would find what the first found. Its watch lists are still walked in order, so an ordered
+        key's scan stops at the first operation blocked on it. Returns how many completed."""
+        completed = 0
+        tried: set[int] = set()
+        for key in keys:
+            watchers = self._watchers.get(key)
+            if not watchers:
+                continue
+            ordered = self._ordered.get(key) is not None
+            for op in list(watchers.values()):
+                if op.is_completed:
+                    continue
+                if id(op) not in tried:
+                    tried.add(id(op))
+                    if self._try(op):
+                        completed += 1
+                        continue
+                if ordered and op.blocked_on(key):
+                    break
+        return completed
+
     def watched(self) -> int:
         """Total watch-list entries (an operation watched under n keys counts n times)."""
         return sum(len(w) for w in self._watchers.values())

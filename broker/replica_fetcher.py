@@ -361,7 +361,7 @@ class Fetcher:
         throttled: set[TopicPartition] = set()
         now = self.settings.clock.time_ms()
         for tp, st in self.partitions.items():
-            if st.parked or st.truncating or st.tiered_log_start >= 0 or not st.due(now):
+            if st.parked or st.truncating or st.tiered_log_start >= 0 or st.retry_at_ms > now:  # not st.due(now)
                 continue
             # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
             # the follower's rate is above its bound; an in-sync one is never held back.

@@ -6,15 +6,16 @@ Handlers call ``append``/``read``/``update_follower``/``get_partition``. Role ch
 ``isr_writer`` (ZooKeeper mode: a versioned write of the partition state znode plus an ISR change notification)
 and takes the new ISR only once it was accepted. ``append_listeners`` hear of every append (follower fetches wait
 for the log end offset), ``hw_listeners`` of every high-watermark advance (acks=all produces and consumer fetches
-wait for it). ``txn_marker_listeners`` hear of every transaction marker this leader wrote and replicated (the
+wait for it; ``hw_batch_listeners`` take the moves of one follower fetch in one call). ``txn_marker_listeners`` hear of every transaction marker this leader wrote and replicated (the
 group coordinator makes a transaction's pending offset commits visible or drops them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -104,6 +105,11 @@ class ReplicaManager:
         self.append_listeners: list[Callable[[TopicPartition], object]] = []
         # Called with the topic-partition when its high watermark advanced (acks=all, consumer fetches).
         self.hw_listeners: list[Callable[[TopicPartition], object]] = []
+        # The same, for listeners that take several partitions at once (the produce purgatory: an acks=all
+        # request over n partitions is checked once for a follower fetch that moves n high watermarks, not n
+        # times). Called with one partition outside ``high_watermark_moves_together``.
+        self.hw_batch_listeners: list[Callable[[list[TopicPartition]], object]] = []
+        self._hw_moved: dict[TopicPartition, None] | None = None  # collected inside high_watermark_moves_together
         # Called with the topic-partition when a follower reported a new log start offset (DeleteRecords waits).
         self.low_watermark_listeners: list[Callable[[TopicPartition], object]] = []
         # Called with (partition, became_leader) after a LeaderAndIsr or StopReplica changed its role; the follower
@@ -327,10 +333,45 @@ class ReplicaManager:
         return partition, ErrorCode.NONE
 
     def _hw_changed(self, tp: TopicPartition) -> None:
+        moved = self._hw_moved
+        if moved is not None:
+            moved[tp] = None
+            return
         for listener in self.hw_listeners:
             listener(tp)
+        for batch_listener in self.hw_batch_listeners:
+            batch_listener([tp])
         if tp in self._hw_waiters:
             self._check_hw_waiters(tp)
+
+    @contextlib.contextmanager
+    def high_watermark_moves_together(self) -> Iterator[None]:
+        """The high-watermark moves inside the block are told to the listeners at its end, in the order they
+        happened, each partition once, and to the batch listeners in one call. For a follower's fetch, which
+        reports its position in every partition it names before anything is read: told one by one, each of
+        n moves re-checked an acks=all request over the n partitions (n calls, each walking its purgatory
+        watch list). Nothing runs between the moves and the end of the block (no await), so a listener told
+        at the end sees what it would have seen; nested blocks tell at the outermost end."""
+        if self._hw_moved is not None:
+            yield
+            return
+        moved: dict[TopicPartition, None] = {}
+        self._hw_moved = moved
+        try:
+            yield
+        finally:
+            self._hw_moved = None
+            if moved:
+                tps = list(moved)
+                for listener in self.hw_listeners:
+                    for tp in tps:
+                        listener(tp)
+                for batch_listener in self.hw_batch_listeners:
+                    batch_listener(tps)
+                if self._hw_waiters:
+                    for tp in tps:
+                        if tp in self._hw_waiters:
+                            self._check_hw_waiters(tp)
 
     async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_ms: int) -> ErrorCode:
         """For internal acks=all writes: NONE once the HW reached ``offset`` (NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -492,15 +533,16 @@ class ReplicaManager:
                               else ErrorCode.UNKNOWN_LEADER_EPOCH)
         log_ = partition.log
         hw = partition.high_watermark
-        result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, log_.log_end_offset,
-                            last_stable_offset=log_.last_stable_offset if consumer else -1)
+        leo = log_.log_end_offset
+        result = ReadResult(ErrorCode.NONE, hw, log_.log_start_offset, leo, None, 0,
+                            log_.last_stable_offset if consumer else -1)
         # Consumers read only below the high watermark (read_committed: below the last stable offset): a fetch at
         # or above it is an empty answer, not an error, as long as it is within the log. Followers read up to
         # the log end offset.
         upper = (result.last_stable_offset if read_committed else hw) if consumer else None
         if read_committed:
             result.aborted_transactions = []
-        if (upper is not None and upper <= offset <= log_.log_end_offset) or offset == log_.log_end_offset:
+        if offset == leo or (upper is not None and upper <= offset <= leo):
             return result
         try:
             data = log_.read(offset, max_bytes, max_offset=upper, min_one=min_one)
@@ -522,11 +564,11 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ leader: followers and the ISR
     def update_follower(self, topic: str, index: int, replica_id: int, fetch_offset: int,
-                        log_start_offset: int = -1, current_leader_epoch: int = -1) -> None:
+                        log_start_offset: int = -1, current_leader_epoch: int = -1, now_ms: int = -1) -> None:
         """A follower's fetch: its log end offset (and log start offset), caught-up time, the HW, and an ISR
-        expansion when due."""
+        expansion when due. ``now_ms``: the clock's time, when the caller read it once for many partitions."""
         partition = self.partitions.get((topic, index))
-        if partition is None or not partition.is_leader:
+        if partition is None or partition.leader_id != self.broker_id:
             return
         if current_leader_epoch >= 0 and current_leader_epoch != partition.leader_epoch:
             # Another epoch's fetch is fenced by the read (FENCED_/UNKNOWN_LEADER_EPOCH) and says nothing about
@@ -536,14 +578,16 @@ class ReplicaManager:
             return
         follower = partition.followers.get(replica_id)
         old_start = follower.log_start_offset if follower is not None else -1
-        if partition.update_follower(replica_id, fetch_offset, self.clock.time_ms(), log_start_offset):
+        if partition.update_follower(replica_id, fetch_offset, now_ms if now_ms >= 0 else self.clock.time_ms(),
+                                     log_start_offset):
             self._hw_changed((topic, index))
         if log_start_offset > old_start and self.low_watermark_listeners:
             for listener in self.low_watermark_listeners:
                 listener((topic, index))
-        expanded = partition.isr_with(replica_id)
-        if expanded is not None:
-            self._change_isr(partition, expanded)
+        if replica_id not in partition.isr:  # an ISR member needs no expansion
+            expanded = partition.isr_with(replica_id)
+            if expanded is not None:
+                self._change_isr(partition, expanded)
 
     def maybe_shrink_isrs(self) -> None:
         """Leaves out of the ISR the followers that fell behind (run every replica.lag.time.max.ms / 2)."""

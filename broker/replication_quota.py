@@ -50,6 +50,12 @@ class ReplicationQuota:
         self.rate = Rate(window_num, window_size_seconds * 1000, clock() * 1000)
         self._parsed: dict[str, tuple[str, frozenset[int]]] = {}
 
+    def throttles_topic(self, topic: str) -> bool:
+        """Whether any replica of ``topic`` may be throttled (its throttled-replicas setting is not empty): when
+        not, ``is_throttled`` is False for each of its partitions, and a fetch need not ask it per partition."""
+        overrides = self.topic_overrides.get(topic)
+        return bool(overrides and overrides.get(self.config_key))
+
     def is_throttled(self, topic: str, partition: int) -> bool:
         overrides = self.topic_overrides.get(topic)
         spec = overrides.get(self.config_key, "") if overrides else ""

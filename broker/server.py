@@ -206,7 +206,7 @@ class BrokerServer:
         self.produce_purgatory = produce_purgatory = Purgatory("Produce", LoopTimer(loop), self.broker_id)
         rm.append_listeners.append(fetch_purgatory.check_and_complete)
         rm.hw_listeners.append(fetch_purgatory.check_and_complete)
-        rm.hw_listeners.append(produce_purgatory.check_and_complete)
+        rm.hw_batch_listeners.append(produce_purgatory.check_and_complete_many)
         # Incremental fetch sessions (KIP-227) keep the partitions that changed since their last answer.
         self.fetch_sessions = FetchSessionCache(int(cfg.get("max.incremental.fetch.session.cache.slots")))
         rm.append_listeners.append(self.fetch_sessions.partition_changed)

@@ -118,6 +118,13 @@ def _plain(value: Any) -> bool:
     return False
 
 
+def _READ_UVARINT(target: str) -> list[str]:
+    """Source reading an unsigned varint into ``target``: a one-byte one (under 128: lengths, counts, tag
+    counts, nearly always) inline, without a call and a tuple."""
+    return [f"{target} = buf[pos]", f"if {target} < 128:", "    pos += 1", "else:",
+            f"    {target}, pos = read_uvarint(buf, pos)"]
+
+
 class _Gen:
     """Generates the source of one (fields, version, flexible) codec and its nested helpers."""
 
@@ -200,7 +207,7 @@ class _Gen:
 
     def _decode_len(self, f: F, wide: bool) -> list[str]:
         if self.flex:
-            return ["n, pos = read_uvarint(buf, pos)", "n -= 1"]
+            return _READ_UVARINT("n") + ["n -= 1"]
         if wide:
             return ["n, = INT32.unpack_from(buf, pos)", "pos += 4"]
         return ["n, = INT16.unpack_from(buf, pos)", "pos += 2"]
@@ -252,7 +259,7 @@ class _Gen:
         return out
 
     def _decode_tags(self, tagged: list[F]) -> list[str]:
-        out = ["nt, pos = read_uvarint(buf, pos)", "for _ in range(nt):",
+        out = _READ_UVARINT("nt") + ["for _ in range(nt):",
                "    tag, pos = read_uvarint(buf, pos)", "    size, pos = read_uvarint(buf, pos)",
                "    end = pos + size", "    if end > len(buf): raise DecodeError('tagged field exceeds message')"]
         for j, f in enumerate(tagged):
@@ -292,21 +299,26 @@ class _Gen:
             if not tagged:
                 body.append("b.append(0)")
             else:
-                body.append("tags = []")
+                # None of the tagged fields given (the common case: a Fetch answer's partitions): no tags.
+                names = self._name("_T")
+                self.ns[names] = frozenset(f.name for f in tagged)
+                tags = ["tags = []"]
                 for f in tagged:
                     # An unset or default tagged field is not sent.
                     default = self._const(f.default_for(self.v), False)
-                    body += [f"v = g({f.name!r}, {default})", f"if v != {default}:", "    tb = bytearray()"]
-                    body += ["    " + line for line in self._encode_value(f, "tb", path)]
-                    body.append(f"    tags.append(({f.tag}, tb))")
-                body += ["write_uvarint(b, len(tags))", "for tag, tb in tags:", "    write_uvarint(b, tag)",
+                    tags += [f"v = g({f.name!r}, {default})", f"if v != {default}:", "    tb = bytearray()"]
+                    tags += ["    " + line for line in self._encode_value(f, "tb", path)]
+                    tags.append(f"    tags.append(({f.tag}, tb))")
+                tags += ["write_uvarint(b, len(tags))", "for tag, tb in tags:", "    write_uvarint(b, tag)",
                          "    write_uvarint(b, len(tb))", "    b += tb"]
+                body += [f"if r.keys().isdisjoint({names}):", "    b.append(0)", "else:"]
+                body += ["    " + line for line in tags]
         self.funcs.append(f"def {name}(b, w, r):\n" + "\n".join("    " + line for line in body))
         return name
 
     def _encode_len(self, n: str, out: str, wide: bool) -> str:
-        if self.flex:
-            return f"write_uvarint({out}, {n} + 1)"
+        if self.flex:  # a one-byte varint (under 128) inline, without a call
+            return f"_n = {n} + 1; {out}.append(_n) if _n < 128 else write_uvarint({out}, _n)"
         return f"{out} += {'INT32' if wide else 'INT16'}.pack({n})"
 
     def _encode_null(self, f: F, out: str) -> list[str]:

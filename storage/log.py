@@ -329,7 +329,10 @@ class Log(LogTransactions):
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        seg = self._segments[-1]
+        # The active segment is loaded but for a moment after truncation made a lazy one active: one property
+        # call less on a path every append, read and follower report takes
+        return seg._next_offset if seg._loaded else seg.next_offset
 
     @property
     def local_log_start_offset(self) -> int:
@@ -372,13 +375,15 @@ class Log(LogTransactions):
         A writable buffer (the broker's own request frame) is patched in place, saving a copy of every byte on
         the produce path; a read-only one is copied first."""
         view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
-        validated = validate_leader_batches(view, self.config.max_message_bytes)
-        if self.config.compact_enabled:
+        config = self._config
+        validated = validate_leader_batches(view, config.max_message_bytes)
+        if config.compact_enabled:
             check_keys_present(view, validated, f"{self.topic}-{self.partition}")
         buf: memoryview | bytearray = view if not view.readonly else bytearray(view)
-        append_time = self.clock.time_ms() if self.config.log_append_time else NO_TIMESTAMP
+        append_time = self.clock.time_ms() if config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         batches: Batches = []
+        producers = False
         for pos, _ in validated:
             set_base_offset(buf, pos, offset)
             set_partition_leader_epoch(buf, pos, leader_epoch)
@@ -387,7 +392,9 @@ class Log(LogTransactions):
             h = read_header(buf, pos)
             batches.append((pos, h))
             offset = h.last_offset + 1
-        pending = self.producer_state.validate_leader_batches(h for _, h in batches)
+            producers = producers or h.producer_id >= 0
+        # Batches without a producer id have no sequences to check (apply still moves the map's end offset)
+        pending = self.producer_state.validate_leader_batches(h for _, h in batches) if producers else []
         info = self._append(buf, batches, append_time)
         self.producer_state.apply(pending, info.last_offset + 1)
         return info
@@ -416,20 +423,23 @@ class Log(LogTransactions):
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, h.last_offset
         last_offset = batches[-1][1].last_offset
-        seg = self.active_segment
+        seg = self._segments[-1]
+        config = self._config
         if seg.should_roll(
             len(data),
             max_ts,
             last_offset,
             self.clock.time_ms(),
-            self.config.segment_bytes,
-            self.config.segment_ms,
+            config.segment_bytes,
+            config.segment_ms,
         ):
             seg = self.roll(first.base_offset)
         seg.append(data, last_offset, max_ts, offset_of_max, batches)
+        epochs = self.leader_epoch_cache
         for _, h in batches:
-            self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-        if self.log_end_offset - self.recovery_point >= self.config.flush_interval_messages:
+            epochs.assign(h.partition_leader_epoch, h.base_offset)
+        # last_offset + 1 is the log end offset now
+        if last_offset + 1 - self.recovery_point >= config.flush_interval_messages:
             self.flush()
         return AppendInfo(
             first.base_offset,

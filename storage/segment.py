@@ -94,7 +94,10 @@ class FileRegion:
 
 
 def _write_all(fd: int, data: Buffer) -> None:
-    view = memoryview(data)
+    written = os.write(fd, data)
+    if written == len(data):  # the common case: one call, no view
+        return
+    view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
         view = view[written:]

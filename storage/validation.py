@@ -4,19 +4,24 @@ checks of ``LogValidator``). Never decompresses: the work is per batch, not per 
 
 from __future__ import annotations
 
+from crc32c import crc32c
+
 from moldau.protocol.compression import decompress
 from moldau.protocol.records import (
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
+    CONTROL_MASK,
+    LOG_OVERHEAD,
     MAGIC,
     MAGIC_OFFSET,
     MIN_BATCH_LENGTH,
+    TRANSACTIONAL_MASK,
     BatchHeader,
     Buffer,
     RecordBatchError,
     decode_varint,
     iter_headers,
     read_header,
-    valid_crc,
 )
 from moldau.storage.errors import (
     CorruptRecordError,
@@ -48,36 +53,42 @@ def validate_leader_batches(buf: memoryview, max_message_bytes: int) -> Batches:
     end = len(buf)
     pos = 0
     batches: Batches = []
+    # The header's fields are read as plain attributes here (not BatchHeader's properties): this runs for every
+    # partition of every Produce request.
     while pos < end:
         if end - pos <= MAGIC_OFFSET:
             raise CorruptRecordError(f"{end - pos} trailing bytes at position {pos} are not a record batch")
-        _check_magic(buf, pos)
+        if buf[pos + MAGIC_OFFSET] != MAGIC:
+            _check_magic(buf, pos)
         if end - pos < BATCH_HEADER_SIZE:
             raise CorruptRecordError(f"truncated record batch header at position {pos}")
         h = read_header(buf, pos)
-        if h.batch_length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"record batch at position {pos} has invalid length {h.batch_length}")
-        if h.total_size > max_message_bytes:
+        batch_length = h.batch_length
+        if batch_length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch at position {pos} has invalid length {batch_length}")
+        total_size = batch_length + LOG_OVERHEAD
+        if total_size > max_message_bytes:
             raise RecordTooLargeError(
-                f"record batch of {h.total_size} bytes exceeds max.message.bytes {max_message_bytes}"
+                f"record batch of {total_size} bytes exceeds max.message.bytes {max_message_bytes}"
             )
-        if pos + h.total_size > end:
+        if pos + total_size > end:
             raise CorruptRecordError(f"record batch at position {pos} is truncated")
-        if not valid_crc(buf, pos, h):
+        if crc32c(buf[pos + ATTRIBUTES_OFFSET : pos + total_size]) != h.crc:
             raise CorruptRecordError(f"record batch at position {pos} fails its CRC32C check")
-        if h.last_offset_delta < 0 or h.records_count <= 0 or h.last_offset_delta + 1 != h.records_count:
+        delta, count = h.last_offset_delta, h.records_count
+        if delta < 0 or count <= 0 or delta + 1 != count:
             raise InvalidRecordError(
-                f"record batch count {h.records_count} does not match its offset range "
-                f"(last offset delta {h.last_offset_delta})"
+                f"record batch count {count} does not match its offset range (last offset delta {delta})"
             )
-        if h.is_control:
+        attributes, producer_id = h.attributes, h.producer_id
+        if attributes & CONTROL_MASK:
             raise InvalidRecordError("clients may not write control batches")
-        if h.is_transactional and h.producer_id < 0:
+        if attributes & TRANSACTIONAL_MASK and producer_id < 0:
             raise InvalidRecordError("a transactional record batch needs a producer id")
-        if h.producer_id >= 0 and h.base_sequence < 0:
-            raise InvalidRecordError(f"invalid sequence {h.base_sequence} for producer {h.producer_id}")
+        if producer_id >= 0 and h.base_sequence < 0:
+            raise InvalidRecordError(f"invalid sequence {h.base_sequence} for producer {producer_id}")
         batches.append((pos, h))
-        pos += h.total_size
+        pos += total_size
     if not batches:
         raise InvalidRecordError("the request holds no record batch")
     return batches
@@ -91,8 +102,10 @@ def validate_follower_batches(buf: memoryview, log_end_offset: int) -> Batches:
     next_offset = log_end_offset
     try:
         for pos, h in iter_headers(buf):
-            _check_magic(buf, pos)
-            if not valid_crc(buf, pos, h):
+            if h.magic != MAGIC:
+                _check_magic(buf, pos)
+            # iter_headers yields whole batches only, each at least MIN_BATCH_LENGTH long
+            if crc32c(buf[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + h.batch_length]) != h.crc:
                 raise CorruptRecordError(f"record batch at offset {h.base_offset} fails its CRC32C check")
             if h.last_offset_delta < 0:
                 raise CorruptRecordError(

@@ -60,12 +60,13 @@ def _update_session(ctx: ReplicaDeps, session: FetchSession, replica_id: int) ->
     follower = replica_id >= 0
     if follower:
         update = rm.update_follower
-        for tp in list(partitions) if sweep else list(session.changed):
-            sp = partitions.get(tp)
-            if sp is not None:
-                r = sp.request
-                update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
-                       r.get("current_leader_epoch", -1))
+        with rm.high_watermark_moves_together():
+            for tp in list(partitions) if sweep else list(session.changed):
+                sp = partitions.get(tp)
+                if sp is not None:
+                    r = sp.request
+                    update(tp[0], tp[1], replica_id, r["fetch_offset"], r.get("log_start_offset", -1),
+                           r.get("current_leader_epoch", -1), now)
     if sweep:
         changed = session.changed
         for tp, sp in partitions.items():
@@ -97,12 +98,13 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = 
     for t in body["topics"] if topics is None else topics:
         name = t["topic"]
         partitions: list[FetchResponseResponsesPartitions] = []
+        topic_throttle = throttle if throttle is not None and throttle.throttles_topic(name) else None
         for p in t["partitions"]:
             index = p["partition"]
             limit = min(p["partition_max_bytes"], budget - total)
             # KIP-73: a throttled replica that is not in sync gets no data while the leader's rate is above
             # its bound (in-sync replicas never wait).
-            throttled = throttle is not None and throttle.is_throttled(name, index) and \
+            throttled = topic_throttle is not None and topic_throttle.is_throttled(name, index) and \
                 replica_id not in rm.isr_of(name, index)
             held = throttled and hold_back
             r = rm.read(name, index, p["fetch_offset"], 0 if held else max(limit, 0), consumer=consumer,
@@ -345,10 +347,12 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
         if follower:
             # A follower: its fetch offset is its log end offset. Recorded before reading, so the answer carries
             # the high watermark this very fetch may have advanced.
-            for t in body["topics"]:
-                for p in t["partitions"]:
-                    ctx.replica_manager.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
-                                                        p["log_start_offset"], p["current_leader_epoch"])
+            rm = ctx.replica_manager
+            with rm.high_watermark_moves_together():
+                for t in body["topics"]:
+                    for p in t["partitions"]:
+                        rm.update_follower(t["topic"], p["partition"], replica_id, p["fetch_offset"],
+                                           p["log_start_offset"], p["current_leader_epoch"])
         topics = body["topics"]
     left: set[TopicPartition] = set()
     responses, total, error, throttled_bytes = _read_all(ctx, body, request.version, topics, left)

@@ -171,3 +171,68 @@ async def test_acks_all_over_many_partitions_costs_linear_checks(tmp_path: Path,
     result = await asyncio.wait_for(answer, 5)
     assert all(p["error_code"] == 0 for t in result["responses"] for p in t["partition_responses"])
     assert checks <= 3 * n
+
+
+async def test_follower_fetch_moving_many_high_watermarks_checks_a_produce_once(tmp_path: Path,
+                                                                                   monkeypatch: Any) -> None:
+    """A follower's fetch reports its position in n partitions and so moves n high watermarks: an acks=all
+    request over those partitions is asked once whether it is done (it was asked n times, one purgatory walk per
+    move), and answers with every partition's offset."""
+    import asyncio
+
+    from moldau.broker.apis.produce import DelayedProduce
+
+    n = 40
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=n)
+    for p in range(n):
+        env.replica_manager.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+    session_id = (await _fetch(env, 0, 0, [_part(p, 0) for p in range(n)]))["session_id"]
+    answer = asyncio.ensure_future(env.call(ApiKey.PRODUCE, 7, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "t", "partition_data": [
+            {"index": p, "records": build_batch([(None, b"v", [], None)] * 2)} for p in range(n)]}]}))
+    for _ in range(100):  # bounded: until the request waits in the purgatory
+        if env.ctx.replicas.produce_purgatory.num_delayed == 1:
+            break
+        await asyncio.sleep(0.01)
+    assert env.ctx.replicas.produce_purgatory.num_delayed == 1
+    tries = 0
+    real = DelayedProduce.try_complete
+
+    def counting(self: DelayedProduce) -> bool:
+        nonlocal tries
+        tries += 1
+        return real(self)
+
+    monkeypatch.setattr(DelayedProduce, "try_complete", counting)
+    # The follower got the records (its previous answer): its next fetch names its new position everywhere.
+    reported = await _fetch(env, session_id, 1, [_part(p, 2) for p in range(n)])
+    assert _answered(reported) == dict.fromkeys(range(n), 2)  # every HW moved, and the answer tells them
+    assert tries == 1
+    result = await asyncio.wait_for(answer, 5)
+    assert [(p["index"], p["error_code"], p["base_offset"]) for t in result["responses"]
+            for p in t["partition_responses"]] == [(p, 0, 0) for p in range(n)]
+
+
+async def test_high_watermark_moves_together_tell_each_listener_after_the_block(tmp_path: Path) -> None:
+    """Inside ``high_watermark_moves_together`` the moves are collected and told at the end: each partition once,
+    in order, to the per-partition listeners and in one call to the batch listeners; outside it at once."""
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=3)
+    rm = env.replica_manager
+    for p in range(3):
+        rm.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+        rm.append("t", p, bytearray(build_batch([(None, b"v", [], None)] * 3)), 1)
+    single: list[Any] = []
+    batches: list[Any] = []
+    rm.hw_listeners.append(single.append)
+    rm.hw_batch_listeners.append(batches.append)
+    with rm.high_watermark_moves_together():
+        rm.update_follower("t", 2, 1, 1)
+        rm.update_follower("t", 0, 1, 2)
+        with rm.high_watermark_moves_together():  # nested: told at the outermost end
+            rm.update_follower("t", 2, 1, 3)
+        assert single == [] and batches == []
+    assert single == [("t", 2), ("t", 0)] and batches == [[("t", 2), ("t", 0)]]
+    rm.update_follower("t", 1, 1, 1)
+    assert single[-1] == ("t", 1) and batches[-1] == [("t", 1)]

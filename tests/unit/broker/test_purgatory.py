@@ -380,3 +380,45 @@ def test_an_op_waiting_on_another_key_does_not_stop_the_scan(purgatory: Purgator
     assert purgatory.check_and_complete("tp") == 1 and single.is_completed and not both.is_completed
     other["value"] = 1
     assert purgatory.check_and_complete("other") == 1 and both.is_completed
+
+
+def test_check_and_complete_many_asks_each_operation_once(purgatory: Purgatory) -> None:
+    """Changes to several keys told at once: an operation watching many of them is tried once, each key's
+    ordered scan still stops at the first operation blocked on it, and what completes is what n single checks
+    would complete."""
+    a, b = {"value": 0}, {"value": 0}
+
+    class Both(WaitFor):
+        """Waits for a >= 1 and b >= 1 (an acks=all request over two partitions)."""
+
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            self.tries += 1
+            if a["value"] >= 1 and b["value"] >= 1:
+                return self.force_complete()
+            return False
+
+        def threshold(self, key: object) -> int | None:
+            return 1
+
+        def blocked_on(self, key: object) -> bool:
+            return (a if key == "a" else b)["value"] < 1
+
+    wide = Both(1000, a, 1)
+    purgatory.try_complete_else_watch(wide, ["a", "b"])
+    queue = [Ordered(1000, a, target) for target in range(1, 6)]  # ordered under "a" only
+    for op in queue:
+        purgatory.try_complete_else_watch(op, ["a"])
+    for op in [wide, *queue]:
+        op.tries = 0
+    a["value"] = 2
+    assert purgatory.check_and_complete_many(["a", "b"]) == 2
+    assert wide.tries == 1 and not wide.is_completed  # b has not moved: tried once, for both keys
+    # The two reached complete; the scan of "a" stops at the first still blocked (target 3); the rest untried.
+    assert [op.is_completed for op in queue] == [True, True, False, False, False]
+    assert [op.tries for op in queue] == [1, 1, 1, 0, 0]
+    a["value"], b["value"] = 5, 1
+    assert purgatory.check_and_complete_many(["b", "a", "b"]) == 4
+    assert wide.is_completed and all(op.is_completed for op in queue) and purgatory.num_delayed == 0
+    assert purgatory.check_and_complete_many(["a", "b", "c"]) == 0

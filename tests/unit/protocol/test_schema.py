@@ -53,6 +53,20 @@ def test_default_tagged_fields_are_omitted() -> None:
     assert compile_decoder(FIELDS, 1, True)(raw, 0)[0]["leader"] == {"leader_id": 0, "epoch": 0}
 
 
+def test_lengths_of_128_and_more_take_two_varint_bytes() -> None:
+    """Compact lengths and counts under 128 are one byte, read and written inline; from 128 on, two."""
+    body = {"id": 1, "name": "x" * 127, "items": [{"k": i, "v": b"y" * 200} for i in range(130)],
+            "extra": 3}
+    raw = encode(FIELDS, 1, True, body)
+    assert raw[4] == 128 and raw[5:6] == b"\x01"  # 127 + 1 = 128: 0x80 0x01
+    assert raw[4 + 2 + 127: 4 + 2 + 127 + 2] == bytes([131 & 0x7F | 0x80, 131 >> 7])  # 130 items + 1
+    decoded, pos = compile_decoder(FIELDS, 1, True)(raw, 0)
+    assert pos == len(raw) and decoded["name"] == body["name"] and decoded["items"] == body["items"]
+    assert decoded["extra"] == 3
+    short = encode(FIELDS, 1, True, {"id": 1, "name": "x" * 126, "items": []})
+    assert short[4] == 127 and short[5:5 + 126] == b"x" * 126
+
+
 def test_unknown_tags_are_skipped() -> None:
     raw = bytearray(encode(FIELDS, 1, True, {"id": 1, "name": "n", "items": []}))
     raw[-1] = 1

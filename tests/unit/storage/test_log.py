@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from moldau.protocol.records import build_batch, iter_headers, iter_records, read_header
+from moldau.protocol.records import build_batch, iter_headers, iter_records, read_header, update_crc
 from moldau.storage import Log
 from moldau.storage.config import ManualClock
 from moldau.storage.errors import (
@@ -205,6 +205,37 @@ def test_follower_append_keeps_offsets(make_log: MakeLog, tmp_path: Path, clock:
     assert follower.leader_epoch_cache.entries == [(1, 0), (2, 6)]
     assert follower.leader_epoch_cache.end_offset_for(1, follower.log_end_offset) == (1, 6)
     assert follower.leader_epoch_cache.end_offset_for(2, follower.log_end_offset) == (2, 9)
+    leader.close()
+
+
+def test_batches_failing_a_check_are_refused(make_log: MakeLog, tmp_path: Path, clock: ManualClock) -> None:
+    """The header checks both append paths run per batch: a follower refuses a batch whose CRC32C fails (after a
+    good one: nothing is appended) or whose magic is not 2; a leader refuses a transactional batch without a
+    producer id and a count that does not match the offset range."""
+    leader = Log(tmp_path / "t-0", small_config(), clock)
+    leader.append_as_leader(batch(2), 0)
+    leader.append_as_leader(batch(3), 0)
+    data = bytearray(leader.read(0, 1 << 20).read())
+    follower = make_log()
+    flipped = bytearray(data)
+    flipped[-1] ^= 0x01  # the last record of the second batch
+    with pytest.raises(CorruptRecordError):
+        follower.append_as_follower(bytes(flipped))
+    bad_magic = bytearray(data)
+    bad_magic[16] = 3
+    with pytest.raises(InvalidRecordError):
+        follower.append_as_follower(bytes(bad_magic))
+    assert follower.log_end_offset == 0 and follower.size == 0
+    assert follower.append_as_follower(bytes(data)).last_offset == 4
+    transactional = bytearray(build_batch([(None, b"v", [], None)], is_transactional=True))
+    with pytest.raises(InvalidRecordError):
+        leader.append_as_leader(transactional, 0)
+    miscounted = bytearray(batch(2))
+    miscounted[23:27] = (5).to_bytes(4, "big")  # last offset delta 5 for 2 records
+    update_crc(miscounted)
+    with pytest.raises(InvalidRecordError):
+        leader.append_as_leader(miscounted, 0)
+    assert leader.log_end_offset == 5
     leader.close()
 
 

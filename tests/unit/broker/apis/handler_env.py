@@ -137,7 +137,7 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     rm.low_watermark_listeners.append(delete_records.check_and_complete)
     rm.append_listeners.append(fetch.check_and_complete)
     rm.hw_listeners.append(fetch.check_and_complete)
-    rm.hw_listeners.append(produce.check_and_complete)
+    rm.hw_batch_listeners.append(produce.check_and_complete_many)
     sessions = FetchSessionCache(1000)
     rm.append_listeners.append(sessions.partition_changed)
     rm.hw_listeners.append(sessions.partition_changed)
