@@ -49,12 +49,6 @@ def fetch_requests(broker: BrokerProcess) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-def gauge(broker: BrokerProcess, name: str) -> float:
-    with urllib.request.urlopen(broker.metrics_url, timeout=10) as resp:
-        found = re.search(rf"^{name} ([0-9.e+-]+)$", resp.read().decode(), re.M)
-    return float(found.group(1)) if found else float("nan")
-
-
 def measure(broker: BrokerProcess, seconds: float, warmup: float, poll: Any) -> tuple[float, float, float]:
     """(broker CPU %, this process's CPU %, fetches/s) while ``poll()`` runs in a thread."""
     stop = threading.Event()
@@ -154,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 "confluent": lambda: confluent_row(broker, args.partitions, args.seconds, args.warmup)}
         for name in args.clients.split(","):
             broker_cpu, client_cpu, fetches = runs[name]()
-            sessions = gauge(broker, "moldau_incremental_fetch_sessions")
+            sessions = broker.gauge("moldau_incremental_fetch_sessions")
             client = "" if name == "confluent" else f"{client_cpu:.1f}"
             rows.append(f"{name:<22} {broker_cpu:>12.1f} {client:>12} {fetches:>10.1f} {sessions:>9.0f}")
             print(rows[-1], file=sys.stderr, flush=True)

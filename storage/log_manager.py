@@ -392,13 +392,12 @@ class LogManager:
         with 2,000 idle partitions take 21 s (10 ms per partition) and would have run a broker with 10,000 into
         its stop timeout, whose SIGKILL means a full recovery at the next start. A failed sync leaves the old
         recovery points and no clean-shutdown marker in that dir: the next start recovers it."""
-        by_dir = self._by_dir()
         if not can_sync_filesystem():
             for log in self.all_logs():
                 log.close(flush=True)
             synced = set(self.online_dirs)
         else:
-            ends = {d: [(log, log.log_end_offset) for log in logs] for d, logs in by_dir.items()}
+            ends = {d: [(log, log.log_end_offset) for log in logs] for d, logs in self._by_dir().items()}
             for log in self.all_logs():
                 log.close(flush=True, fsync=False)
             synced = set()

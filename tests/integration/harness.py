@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import re
 import signal
 import socket
 import struct
@@ -311,6 +312,12 @@ class BrokerProcess:
     def fetch_metrics(self, timeout: float = 5.0) -> str:
         with urllib.request.urlopen(self.metrics_url, timeout=timeout) as resp:
             return bytes(resp.read()).decode()
+
+    def gauge(self, name: str) -> float:
+        """The value of an unlabelled metric ``name`` in the broker's metrics now."""
+        found = re.search(rf"^{name} ([0-9.e+-]+)$", self.fetch_metrics(), re.M)
+        assert found is not None, f"{name} is not in the broker's metrics"
+        return float(found.group(1))
 
     def partition_dir(self, topic: str, partition: int = 0) -> Path:
         """The directory holding a partition's segments (Kafka's layout: <log.dir>/<topic>-<partition>)."""

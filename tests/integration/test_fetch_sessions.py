@@ -4,7 +4,6 @@ counts the session and its partitions (moldau_incremental_fetch_sessions, ..._pa
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,12 +26,6 @@ def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield broker
     finally:
         broker.kill()
-
-
-def _gauge(broker: BrokerProcess, name: str) -> float:
-    found = re.search(rf"^{name} ([0-9.e+-]+)$", broker.fetch_metrics(), re.M)
-    assert found is not None, name
-    return float(found.group(1))
 
 
 def _produce(bootstrap: str, topic: str, tag: str) -> None:
@@ -66,14 +59,14 @@ def test_kafka_python_consumes_through_an_incremental_session(own_broker: Broker
         first = _consume(consumer, 5 * PARTITIONS)
         assert first == {p: [f"a-{p}-{i}" for i in range(5)] for p in range(PARTITIONS)}
         # One session (this broker has no followers), holding every assigned partition.
-        wait_until(lambda: _gauge(own_broker, "moldau_incremental_fetch_sessions") == 1, 15, "one fetch session")
-        assert _gauge(own_broker, "moldau_incremental_fetch_partitions_cached") == PARTITIONS
+        wait_until(lambda: own_broker.gauge("moldau_incremental_fetch_sessions") == 1, 15, "one fetch session")
+        assert own_broker.gauge("moldau_incremental_fetch_partitions_cached") == PARTITIONS
         # New records while the consumer polls: its incremental fetches name no partition, the session's changed
         # set brings them.
         _produce(own_broker.bootstrap, topic, "b")
         second = _consume(consumer, 5 * PARTITIONS)
         assert second == {p: [f"b-{p}-{i}" for i in range(5)] for p in range(PARTITIONS)}
-        assert _gauge(own_broker, "moldau_incremental_fetch_sessions") == 1  # the same session throughout
+        assert own_broker.gauge("moldau_incremental_fetch_sessions") == 1  # the same session throughout
     finally:
         consumer.close()
 
@@ -105,8 +98,8 @@ def test_moldau_consumer_uses_a_session_and_forgets_unassigned_partitions(own_br
                 return got
 
             assert await take(5 * PARTITIONS) == {p: [f"a-{p}-{i}" for i in range(5)] for p in range(PARTITIONS)}
-            wait_until(lambda: _gauge(own_broker, "moldau_incremental_fetch_sessions") == 1, 15, "one session")
-            assert _gauge(own_broker, "moldau_incremental_fetch_partitions_cached") == PARTITIONS
+            wait_until(lambda: own_broker.gauge("moldau_incremental_fetch_sessions") == 1, 15, "one session")
+            assert own_broker.gauge("moldau_incremental_fetch_partitions_cached") == PARTITIONS
             consumer.seek(MTP(topic, 3), 2)
             assert await take(3) == {3: ["a-3-2", "a-3-3", "a-3-4"]}
             _produce(own_broker.bootstrap, topic, "b")
@@ -117,9 +110,9 @@ def test_moldau_consumer_uses_a_session_and_forgets_unassigned_partitions(own_br
             assert await take(5 * half) == {p: [f"c-{p}-{i}" for i in range(5)] for p in range(half)}
             # The consumer keeps fetching meanwhile (a blocking wait here would stop its fetches).
             deadline = time.monotonic() + 15
-            while _gauge(own_broker, "moldau_incremental_fetch_partitions_cached") != half:
+            while own_broker.gauge("moldau_incremental_fetch_partitions_cached") != half:
                 assert time.monotonic() < deadline, "the unassigned partitions were not forgotten"
                 assert not await consumer.getmany(timeout_ms=100)  # nothing more was produced
-            assert _gauge(own_broker, "moldau_incremental_fetch_sessions") == 1
+            assert own_broker.gauge("moldau_incremental_fetch_sessions") == 1
 
     asyncio.run(run())

@@ -67,9 +67,7 @@ def state(c: Cluster, topic: str, p: int = 0) -> dict[str, Any]:
 
 
 def gauge(broker: BrokerProcess, name: str) -> float:
-    found = re.search(rf"^{name} ([0-9.e+-]+)$", broker.fetch_metrics(), re.M)
-    assert found is not None, name
-    return float(found.group(1))
+    return broker.gauge(name)
 
 
 def urp(broker: BrokerProcess) -> float:
