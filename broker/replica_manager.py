@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from moldau.broker.metadata import PartitionState, TopicMetadata
 from moldau.broker.partition import IsrOutcome, Partition
@@ -464,6 +464,51 @@ class ReplicaManager:
         append_time = info.log_append_time if partition.log.config.log_append_time else -1
         return AppendResult(ErrorCode.NONE, info.first_offset, append_time, partition.log.log_start_offset,
                             last_offset=info.last_offset)
+
+    def append_many(self, topic: str, index: int, records: list[Any], acks: list[int]) -> list[AppendResult]:
+        """What ``append`` would answer for each of several requests' records for one partition, in request
+        order, written with one log append (issue #21: pipelined Produce requests of one connection). The
+        storage append is all or nothing, so when any request's records are refused (a bad batch, a duplicate or
+        out-of-order sequence) nothing is written and each request is appended on its own: every request gets
+        exactly the answer it would have had alone, and sequences are checked in request order either way."""
+        partition, error = self.leader_partition(topic, index)
+        if partition is None:
+            return [AppendResult(error) for _ in records]
+        results: list[AppendResult | None] = [None] * len(records)
+        chosen: list[int] = []
+        short_isr = len(partition.isr) < partition.min_insync_replicas
+        for i, r in enumerate(records):
+            if r is None or len(r) == 0 or (acks[i] == -1 and short_isr):
+                results[i] = self.append(topic, index, r, acks[i])  # its error, as alone
+            else:
+                chosen.append(i)
+        if len(chosen) == 1:
+            results[chosen[0]] = self.append(topic, index, records[chosen[0]], acks[chosen[0]])
+        elif chosen:
+            hw = partition.high_watermark
+            try:
+                infos = partition.append_many_as_leader([records[i] for i in chosen])
+            except StorageError:
+                for i in chosen:
+                    results[i] = self.append(topic, index, records[i], acks[i])
+                return cast("list[AppendResult]", results)
+            except OSError as exc:
+                self.log_dir_failed(partition.log.dir.parent, exc)
+                for i in chosen:
+                    results[i] = AppendResult(ErrorCode.KAFKA_STORAGE_ERROR,
+                                              message=f"log dir failed: {exc.strerror}")
+                return cast("list[AppendResult]", results)
+            if partition.high_watermark != hw:
+                self._hw_changed((topic, index))
+            else:
+                for listener in self.append_listeners:
+                    listener((topic, index))
+            append_time = partition.log.config.log_append_time
+            for i, info in zip(chosen, infos):
+                results[i] = AppendResult(ErrorCode.NONE, info.first_offset,
+                                          info.log_append_time if append_time else -1,
+                                          info.log_start_offset, last_offset=info.last_offset)
+        return cast("list[AppendResult]", results)
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, committed: bool,
                       coordinator_epoch: int) -> AppendResult:

@@ -123,46 +123,80 @@ def _writable(ctx: ReplicaDeps, request: Request, body: ProduceRequest) -> tuple
 
 def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
                    ) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
-    acks = body["acks"]
-    valid_acks = acks in (-1, 0, 1)
-    responses: list[ProduceResponseResponses] = []
-    waiting: Waiting = []
-    failed = False
-    writable, refused = _writable(ctx, request, body)
-    for t in body["topic_data"]:
-        name = t["name"]
-        partitions: list[ProduceResponseResponsesPartitionResponses] = []
-        for p in t["partition_data"]:
-            if name not in writable:
-                partitions.append({"index": p["index"], "error_code": refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                   "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
-                failed = True
-                continue
-            if not valid_acks:
-                partitions.append({"index": p["index"], "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
-                                   "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
-                failed = True
-                continue
-            r = ctx.replica_manager.append(name, p["index"], p["records"], acks)
-            failed = failed or r.error != ErrorCode.NONE
+    return handle_produce_many(ctx, [(request, body)])[0]
+
+
+# One partition's append of one request: (request's position in the group, topic, the request's list of partition
+# answers and the place of this one in it, records, acks).
+_Slot: TypeAlias = "tuple[int, str, list[ProduceResponseResponsesPartitionResponses], int, Any, int]"
+
+
+def handle_produce_many(ctx: ReplicaDeps, items: list[tuple[Request, ProduceRequest]]
+                        ) -> list[ProduceResponse | asyncio.Future[ProduceResponse] | None]:
+    """Several Produce requests of one connection, in the order they came (issue #21): each partition's records
+    from all of them are appended with one log append (``ReplicaManager.append_many``: every request still gets
+    the answer it would have had alone, with its own offsets and errors; producer sequences are checked in
+    request order), and each request answers (or waits for acks=all) on its own. One request alone is the plain
+    Produce handler."""
+    slots: dict[tuple[str, int], list[_Slot]] = {}
+    plans: list[tuple[list[ProduceResponseResponses], Waiting, list[bool]]] = []
+    for k, (request, body) in enumerate(items):
+        acks = body["acks"]
+        valid_acks = acks in (-1, 0, 1)
+        responses: list[ProduceResponseResponses] = []
+        failed = [False]
+        writable, refused = _writable(ctx, request, body)
+        for t in body["topic_data"]:
+            name = t["name"]
+            partitions: list[ProduceResponseResponsesPartitionResponses] = []
+            for p in t["partition_data"]:
+                if name not in writable or not valid_acks:
+                    error = (refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED) if name not in writable \
+                        else ErrorCode.INVALID_REQUIRED_ACKS
+                    partitions.append({"index": p["index"], "error_code": error, "base_offset": -1,
+                                       "log_append_time_ms": -1, "log_start_offset": -1})
+                    failed[0] = True
+                    continue
+                key = (name, p["index"])
+                slot = (k, name, partitions, len(partitions), p["records"], acks)
+                if key in slots:
+                    slots[key].append(slot)
+                else:
+                    slots[key] = [slot]
+                partitions.append(None)  # type: ignore[arg-type]  # the append's answer, below
+            responses.append({"name": name, "partition_responses": partitions})
+        plans.append((responses, [], failed))
+    rm = ctx.replica_manager
+    for (name, index), group in slots.items():
+        if len(group) == 1:
+            results = [rm.append(name, index, group[0][4], group[0][5])]
+        else:
+            results = rm.append_many(name, index, [s[4] for s in group], [s[5] for s in group])
+        for (k, _, partitions, at, _, acks), r in zip(group, results):
             entry: ProduceResponseResponsesPartitionResponses = {
-                "index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
+                "index": index, "error_code": r.error, "base_offset": r.base_offset,
                 "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
                 "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
                 "error_message": r.message}
-            partitions.append(entry)
-            if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):
-                waiting.append((name, entry, r.last_offset + 1))
-        responses.append({"name": name, "partition_responses": partitions})
-    if acks == 0:
-        # No response for acks=0; on failure Kafka closes the connection so the client notices.
-        if failed:
-            request.close_connection = True
-        return None
-    response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
-    if not waiting:
-        return response
-    future: Reply[ProduceResponse] = Reply()
-    op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
-    ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
-    return future
+            partitions[at] = entry
+            if r.error != ErrorCode.NONE:
+                plans[k][2][0] = True
+            elif acks == -1 and not _check(ctx, name, entry, r.last_offset + 1):
+                plans[k][1].append((name, entry, r.last_offset + 1))
+    answers: list[ProduceResponse | asyncio.Future[ProduceResponse] | None] = []
+    for (request, body), (responses, waiting, failed) in zip(items, plans):
+        if body["acks"] == 0:
+            # No response for acks=0; on failure Kafka closes the connection so the client notices.
+            if failed[0]:
+                request.close_connection = True
+            answers.append(None)
+            continue
+        response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
+        if not waiting:
+            answers.append(response)
+            continue
+        future: Reply[ProduceResponse] = Reply()
+        op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
+        ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
+        answers.append(future)
+    return answers
