@@ -22,6 +22,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.broker.replica_manager import AppendResult
     from moldau.protocol.typed import (
         ProduceRequest,
         ProduceResponse,
@@ -121,9 +122,64 @@ def _writable(ctx: ReplicaDeps, request: Request, body: ProduceRequest) -> tuple
     return ctx.auth.allowed_names(request, Operation.WRITE, ResourceType.TOPIC, names), ErrorCode.NONE
 
 
+def _refused(index: int, error: ErrorCode) -> ProduceResponseResponsesPartitionResponses:
+    return {"index": index, "error_code": error, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+
+
+def _appended(index: int, r: AppendResult) -> ProduceResponseResponsesPartitionResponses:
+    return {"index": index, "error_code": r.error, "base_offset": r.base_offset,
+            "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors]
+            if r.record_errors else [],
+            "error_message": r.message}
+
+
+def _answer(ctx: ReplicaDeps, request: Request, body: ProduceRequest, responses: list[ProduceResponseResponses],
+            waiting: Waiting, failed: bool) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
+    """The request's answer once its partitions are appended: none for acks=0, the response, or (acks=all with
+    partitions still waiting for their high watermark) a future the produce purgatory completes."""
+    if body["acks"] == 0:
+        # No response for acks=0; on failure Kafka closes the connection so the client notices.
+        if failed:
+            request.close_connection = True
+        return None
+    response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    future: Reply[ProduceResponse] = Reply()
+    op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
+    ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
+    return future
+
+
 def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
                    ) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
-    return handle_produce_many(ctx, [(request, body)])[0]
+    acks = body["acks"]
+    valid_acks = acks in (-1, 0, 1)
+    responses: list[ProduceResponseResponses] = []
+    waiting: Waiting = []
+    failed = False
+    writable, refused = _writable(ctx, request, body)
+    for t in body["topic_data"]:
+        name = t["name"]
+        partitions: list[ProduceResponseResponsesPartitionResponses] = []
+        for p in t["partition_data"]:
+            if name not in writable:
+                partitions.append(_refused(p["index"], refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                failed = True
+                continue
+            if not valid_acks:
+                partitions.append(_refused(p["index"], ErrorCode.INVALID_REQUIRED_ACKS))
+                failed = True
+                continue
+            r = ctx.replica_manager.append(name, p["index"], p["records"], acks)
+            failed = failed or r.error != ErrorCode.NONE
+            entry = _appended(p["index"], r)
+            partitions.append(entry)
+            if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):
+                waiting.append((name, entry, r.last_offset + 1))
+        responses.append({"name": name, "partition_responses": partitions})
+    return _answer(ctx, request, body, responses, waiting, failed)
 
 
 # One partition's append of one request: (request's position in the group, topic, the request's list of partition
@@ -136,26 +192,26 @@ def handle_produce_many(ctx: ReplicaDeps, items: list[tuple[Request, ProduceRequ
     """Several Produce requests of one connection, in the order they came (issue #21): each partition's records
     from all of them are appended with one log append (``ReplicaManager.append_many``: every request still gets
     the answer it would have had alone, with its own offsets and errors; producer sequences are checked in
-    request order), and each request answers (or waits for acks=all) on its own. One request alone is the plain
-    Produce handler."""
+    request order), then each request answers (or waits for acks=all) on its own, as ``handle_produce``."""
     slots: dict[tuple[str, int], list[_Slot]] = {}
-    plans: list[tuple[list[ProduceResponseResponses], Waiting, list[bool]]] = []
+    plans: list[tuple[list[ProduceResponseResponses], Waiting]] = []
+    failed = [False] * len(items)
     for k, (request, body) in enumerate(items):
         acks = body["acks"]
         valid_acks = acks in (-1, 0, 1)
         responses: list[ProduceResponseResponses] = []
-        failed = [False]
         writable, refused = _writable(ctx, request, body)
         for t in body["topic_data"]:
             name = t["name"]
             partitions: list[ProduceResponseResponsesPartitionResponses] = []
             for p in t["partition_data"]:
-                if name not in writable or not valid_acks:
-                    error = (refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED) if name not in writable \
-                        else ErrorCode.INVALID_REQUIRED_ACKS
-                    partitions.append({"index": p["index"], "error_code": error, "base_offset": -1,
-                                       "log_append_time_ms": -1, "log_start_offset": -1})
-                    failed[0] = True
+                if name not in writable:
+                    partitions.append(_refused(p["index"], refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                    failed[k] = True
+                    continue
+                if not valid_acks:
+                    partitions.append(_refused(p["index"], ErrorCode.INVALID_REQUIRED_ACKS))
+                    failed[k] = True
                     continue
                 key = (name, p["index"])
                 slot = (k, name, partitions, len(partitions), p["records"], acks)
@@ -165,7 +221,7 @@ def handle_produce_many(ctx: ReplicaDeps, items: list[tuple[Request, ProduceRequ
                     slots[key] = [slot]
                 partitions.append(None)  # type: ignore[arg-type]  # the append's answer, below
             responses.append({"name": name, "partition_responses": partitions})
-        plans.append((responses, [], failed))
+        plans.append((responses, []))
     rm = ctx.replica_manager
     for (name, index), group in slots.items():
         if len(group) == 1:
@@ -173,30 +229,10 @@ def handle_produce_many(ctx: ReplicaDeps, items: list[tuple[Request, ProduceRequ
         else:
             results = rm.append_many(name, index, [s[4] for s in group], [s[5] for s in group])
         for (k, _, partitions, at, _, acks), r in zip(group, results):
-            entry: ProduceResponseResponsesPartitionResponses = {
-                "index": index, "error_code": r.error, "base_offset": r.base_offset,
-                "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
-                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
-                "error_message": r.message}
-            partitions[at] = entry
+            entry = partitions[at] = _appended(index, r)
             if r.error != ErrorCode.NONE:
-                plans[k][2][0] = True
+                failed[k] = True
             elif acks == -1 and not _check(ctx, name, entry, r.last_offset + 1):
                 plans[k][1].append((name, entry, r.last_offset + 1))
-    answers: list[ProduceResponse | asyncio.Future[ProduceResponse] | None] = []
-    for (request, body), (responses, waiting, failed) in zip(items, plans):
-        if body["acks"] == 0:
-            # No response for acks=0; on failure Kafka closes the connection so the client notices.
-            if failed[0]:
-                request.close_connection = True
-            answers.append(None)
-            continue
-        response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
-        if not waiting:
-            answers.append(response)
-            continue
-        future: Reply[ProduceResponse] = Reply()
-        op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
-        ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
-        answers.append(future)
-    return answers
+    return [_answer(ctx, request, body, responses, waiting, failed[k])
+            for k, ((request, body), (responses, waiting)) in enumerate(zip(items, plans))]
