@@ -82,6 +82,10 @@ class AppendInfo:
 def _request_info(batches: Batches, append_time: int, log_start_offset: int) -> AppendInfo:
     """The ``AppendInfo`` of one request's batches within a larger append."""
     first = batches[0][1]
+    if len(batches) == 1:  # the usual request: one batch
+        return AppendInfo(first.base_offset, first.last_offset, max(first.max_timestamp, NO_TIMESTAMP),
+                          first.last_offset, append_time, log_start_offset, first.records_count,
+                          first.batch_length + LOG_OVERHEAD)
     max_ts, offset_of_max, count, size = NO_TIMESTAMP, first.last_offset, 0, 0
     for _, h in batches:
         count += h.records_count
