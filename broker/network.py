@@ -12,6 +12,9 @@ without waiting for the answers of the Produce requests before it (at most ``MAX
 a writer coroutine sends their responses strictly in request order. The appends still happen in request order:
 requests enter the one FIFO channel in order, and a worker runs a handler's synchronous part (the append) to the
 end before the next request is taken, so idempotence sequences are checked in the order the client sent them.
+The Produce requests of one read (a pipelining client's frames arrive by the dozen) go to the channel as one
+group (``RequestChannel.send_group``), so that the handler appends each partition's records from all of them
+with one log append (broker/apis/produce.py ``handle_produce_many``); each still gets its own answer, in order.
 Any other request waits until every earlier response has been written, as before. TLS connections keep strict
 muting (reading and writing one TLS session from two coroutines is not safe).
 Connection limits (max.connections, per IP, idle time, the partial-frame budget) live in ``SocketServer``; see
