@@ -238,8 +238,9 @@ class Connection:
                 i, count = 0, len(frames)
                 while i < count:
                     self._handling = True
-                    if self._produce_run(frames, i) > 1:
-                        keep, taken = await self._handle_produce_group(frames, i)
+                    run = self._produce_run(frames, i)
+                    if run > 1:
+                        keep, taken = await self._handle_produce_group(frames[i:i + run])
                         i += taken
                     else:
                         keep = await self._handle_frame(frames[i])
@@ -294,7 +295,7 @@ class Connection:
             n += 1
         return n - i
 
-    async def _handle_produce_group(self, frames: list[bytearray], i: int) -> tuple[bool, int]:
+    async def _handle_produce_group(self, frames: list[bytearray]) -> tuple[bool, int]:
         """Pipelined Produce requests that arrived together (``_produce_run``): dispatched as one group, so that
         the handler appends each partition's records from all of them at once (issue #21), then answered in
         order by the writer like any pipelined Produce. Returns (keep the connection, frames taken): a frame
@@ -303,15 +304,15 @@ class Connection:
         t0 = time.perf_counter()
         auth = self.auth
         if auth is not None and auth.expired(time.monotonic()):
-            return await self._handle_frame(frames[i]), 1
+            return await self._handle_frame(frames[0]), 1
         api = _PRODUCE_API
         throttler = self.throttler
         requests: list[Request] = []
-        for frame in frames[i:i + self._produce_run(frames, i)]:
+        for frame in frames:
+            version = INT16.unpack_from(frame, 2)[0]
             try:
                 header, pos = decode_request_header(
-                    frame, request_header_version(PRODUCE_KEY, api.is_flexible(INT16.unpack_from(frame, 2)[0]),
-                                                  INT16.unpack_from(frame, 2)[0]))
+                    frame, request_header_version(PRODUCE_KEY, api.is_flexible(version), version))
             except DecodeError:
                 break
             if throttler is not None and not throttler.pipelining_allowed(self.principal, header.client_id or ""):
@@ -321,7 +322,7 @@ class Connection:
             request.done = self.loop.create_future()
             requests.append(request)
         if not requests:
-            return await self._handle_frame(frames[i]), 1
+            return await self._handle_frame(frames[0]), 1
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_group(requests)
         self._pipeline.extend(requests)
