@@ -507,7 +507,9 @@ class Connection:
         except Exception:
             log.exception("failed to encode %s v%d response; closing %s", api.name, version, self.name)
             raise ConnectionError("unencodable response") from None
-        total = len(out) - start + sum(len(obj) for _, obj in external)
+        total = len(out) - start
+        if external:
+            total += sum(len(obj) for _, obj in external)
         INT32.pack_into(out, start, total - 4)
         return external, total
 
