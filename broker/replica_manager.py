@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from moldau.broker.metadata import PartitionState, TopicMetadata
 from moldau.broker.partition import IsrOutcome, Partition
@@ -54,6 +54,13 @@ class AppendResult:
     message: str | None = None
     last_offset: int = -1
     record_errors: list[tuple[int, str | None]] = field(default_factory=list)  # KIP-467 (batch index, message)
+
+
+# A placeholder in append_many's results until each request's own is in.
+_NO_RESULT = AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+# Pipelined requests' records appended together are copied into one buffer: at most this many bytes at a time (a
+# client's large requests, which gain nothing from it, are appended one by one as their frames stand).
+APPEND_MANY_MAX_BYTES = 1 << 20
 
 
 @dataclass(slots=True)
@@ -467,48 +474,58 @@ class ReplicaManager:
 
     def append_many(self, topic: str, index: int, records: list[Any], acks: list[int]) -> list[AppendResult]:
         """What ``append`` would answer for each of several requests' records for one partition, in request
-        order, written with one log append (issue #21: pipelined Produce requests of one connection). The
+        order, written with one log append per ``APPEND_MANY_MAX_BYTES`` of them (issue #21: pipelined Produce
+        requests of one connection; the records are copied into one buffer, so the copy is bounded). The
         storage append is all or nothing, so when any request's records are refused (a bad batch, a duplicate or
         out-of-order sequence) nothing is written and each request is appended on its own: every request gets
         exactly the answer it would have had alone, and sequences are checked in request order either way."""
-        partition, error = self.leader_partition(topic, index)
-        if partition is None:
-            return [AppendResult(error) for _ in records]
-        results: list[AppendResult | None] = [None] * len(records)
-        chosen: list[int] = []
-        short_isr = len(partition.isr) < partition.min_insync_replicas
+        results: list[AppendResult] = [_NO_RESULT] * len(records)
+        partition, _ = self.leader_partition(topic, index)
+        short_isr = partition is not None and len(partition.isr) < partition.min_insync_replicas
+        run: list[int] = []
+        size = 0
         for i, r in enumerate(records):
-            if r is None or len(r) == 0 or (acks[i] == -1 and short_isr):
+            if partition is None or r is None or len(r) == 0 or (acks[i] == -1 and short_isr):
                 results[i] = self.append(topic, index, r, acks[i])  # its error, as alone
-            else:
-                chosen.append(i)
-        if len(chosen) == 1:
-            results[chosen[0]] = self.append(topic, index, records[chosen[0]], acks[chosen[0]])
-        elif chosen:
-            hw = partition.high_watermark
-            try:
-                infos = partition.append_many_as_leader([records[i] for i in chosen])
-            except StorageError:
-                for i in chosen:
-                    results[i] = self.append(topic, index, records[i], acks[i])
-                return cast("list[AppendResult]", results)
-            except OSError as exc:
-                self.log_dir_failed(partition.log.dir.parent, exc)
-                for i in chosen:
-                    results[i] = AppendResult(ErrorCode.KAFKA_STORAGE_ERROR,
-                                              message=f"log dir failed: {exc.strerror}")
-                return cast("list[AppendResult]", results)
-            if partition.high_watermark != hw:
-                self._hw_changed((topic, index))
-            else:
-                for listener in self.append_listeners:
-                    listener((topic, index))
-            append_time = partition.log.config.log_append_time
-            for i, info in zip(chosen, infos):
-                results[i] = AppendResult(ErrorCode.NONE, info.first_offset,
-                                          info.log_append_time if append_time else -1,
-                                          info.log_start_offset, last_offset=info.last_offset)
-        return cast("list[AppendResult]", results)
+                continue
+            if run and size + len(r) > APPEND_MANY_MAX_BYTES:
+                self._append_run(topic, index, run, records, acks, results)
+                run, size = [], 0
+            run.append(i)
+            size += len(r)
+        if run:
+            self._append_run(topic, index, run, records, acks, results)
+        return results
+
+    def _append_run(self, topic: str, index: int, run: list[int], records: list[Any], acks: list[int],
+                    results: list[AppendResult]) -> None:
+        """``results[i]`` for the requests ``run`` (in order) of ``append_many``, with one log append."""
+        partition, _ = self.leader_partition(topic, index)
+        if len(run) == 1 or partition is None:
+            for i in run:
+                results[i] = self.append(topic, index, records[i], acks[i])
+            return
+        hw = partition.high_watermark
+        try:
+            infos = partition.append_many_as_leader([records[i] for i in run])
+        except StorageError:
+            for i in run:
+                results[i] = self.append(topic, index, records[i], acks[i])
+            return
+        except OSError as exc:
+            self.log_dir_failed(partition.log.dir.parent, exc)
+            for i in run:
+                results[i] = AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir failed: {exc.strerror}")
+            return
+        if partition.high_watermark != hw:
+            self._hw_changed((topic, index))
+        else:
+            for listener in self.append_listeners:
+                listener((topic, index))
+        append_time = partition.log.config.log_append_time
+        for i, info in zip(run, infos):
+            results[i] = AppendResult(ErrorCode.NONE, info.first_offset, info.log_append_time if append_time else -1,
+                                      info.log_start_offset, last_offset=info.last_offset)
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, committed: bool,
                       coordinator_epoch: int) -> AppendResult:

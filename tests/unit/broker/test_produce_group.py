@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from moldau.broker import replica_manager
 from moldau.broker.apis.produce import handle_produce, handle_produce_many
 from moldau.broker.request_channel import Request
 from moldau.protocol.api import REGISTRY, ApiKey
@@ -112,3 +113,25 @@ async def test_each_partition_of_a_group_is_written_with_one_append(tmp_path: Pa
     assert appends == {0: 1, 1: 1}
     assert [[p["base_offset"] for p in a["responses"][0]["partition_responses"]]  # type: ignore[index]
             for a in answers] == [[i, 2 * i] for i in range(5)]
+
+
+async def test_the_copy_of_a_group_is_bounded(tmp_path: Path, monkeypatch: Any) -> None:
+    """Records appended together are copied into one buffer: at most APPEND_MANY_MAX_BYTES at a time, so a
+    group of large requests is written in several appends (one alone: from its own frame, uncopied)."""
+    env, _ = await _env(tmp_path)
+    log = env.replica_manager.partitions[("t", 0)].log
+    sizes: list[int] = []
+    real_append = log._append
+
+    def counting(data: Any, *args: Any) -> Any:
+        sizes.append(len(data))
+        return real_append(data, *args)
+    log._append = counting  # type: ignore[method-assign]
+    one = len(_batch())
+    monkeypatch.setattr(replica_manager, "APPEND_MANY_MAX_BYTES", 3 * one)
+    bodies = [{"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": _batch()}]}]} for _ in range(7)]
+    answers = handle_produce_many(env.ctx.replicas, list(zip(_requests(bodies), bodies)))
+    assert sizes == [3 * one, 3 * one, one]
+    assert [a["responses"][0]["partition_responses"][0]["base_offset"]  # type: ignore[index]
+            for a in answers] == list(range(7))
