@@ -18,9 +18,9 @@ from moldau.protocol.records import build_batch
 from tests.unit.broker.apis.handler_env import Env, make_env
 
 
-def _batch(n: int = 1, pid: int = -1, seq: int = -1) -> bytes:
+def _batch(n: int = 1, pid: int = -1, seq: int = -1, txn: bool = False) -> bytes:
     return build_batch([(None, b"v%d" % i, [], 1_000 + i) for i in range(n)], producer_id=pid,
-                       producer_epoch=0 if pid >= 0 else -1, base_sequence=seq)
+                       producer_epoch=0 if pid >= 0 else -1, base_sequence=seq, is_transactional=txn)
 
 
 def _corrupt() -> bytes:
@@ -30,8 +30,8 @@ def _corrupt() -> bytes:
 
 
 def _bodies(pid: int) -> list[dict[str, Any]]:
-    def produce(acks: int, *parts: tuple[int, bytes | None]) -> dict[str, Any]:
-        return {"transactional_id": None, "acks": acks, "timeout_ms": 30000, "topic_data": [
+    def produce(acks: int, *parts: tuple[int, bytes | None], txn: str | None = None) -> dict[str, Any]:
+        return {"transactional_id": txn, "acks": acks, "timeout_ms": 30000, "topic_data": [
             {"name": "t", "partition_data": [{"index": i, "records": r} for i, r in parts]}]}
     return [
         produce(1, (0, _batch(pid=pid, seq=0)), (1, _batch(2))),
@@ -44,6 +44,9 @@ def _bodies(pid: int) -> list[dict[str, Any]]:
         produce(1, (0, None)),  # no records
         produce(-1, (0, _batch(3, pid=pid, seq=3)), (1, _batch(), )),
         produce(1, (1, _batch()), (0, _batch(pid=pid, seq=6))),
+        produce(1, (1, _batch(2, pid=pid, seq=0, txn=True)), txn="tx"),  # opens a transaction on t-1
+        produce(1, (1, _batch(pid=pid, seq=2))),  # not transactional while it is open: refused
+        produce(1, (1, _batch(pid=pid, seq=2, txn=True)), txn="tx"),
     ]
 
 
@@ -76,7 +79,7 @@ async def test_requests_handled_together_answer_as_one_by_one(tmp_path: Path) ->
     got = handle_produce_many(together.ctx.replicas, list(zip(grouped, _bodies(pid))))
     assert got == expected
     assert [r.close_connection for r in grouped] == [r.close_connection for r in requests] == [
-        False] * 5 + [True] + [False] * 4
+        False] * 5 + [True] + [False] * 7
     for index in (0, 1):
         assert _log(together, index) == _log(alone, index)
     # What the answers say, so equality above is not equality of two wrong answers.
@@ -94,6 +97,9 @@ async def test_requests_handled_together_answer_as_one_by_one(tmp_path: Path) ->
         [(0, ErrorCode.CORRUPT_MESSAGE, -1)],
         [(0, 0, 3), (1, 0, 3)],
         [(1, 0, 4), (0, 0, 6)],
+        [(1, 0, 5)],
+        [(1, ErrorCode.INVALID_TXN_STATE, -1)],
+        [(1, 0, 7)],
     ]
 
 
