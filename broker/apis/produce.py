@@ -126,6 +126,13 @@ def _refused(index: int, error: ErrorCode) -> ProduceResponseResponsesPartitionR
     return {"index": index, "error_code": error, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
 
 
+def _refusal(name: str, writable: set[str], refused: ErrorCode, valid_acks: bool) -> ErrorCode:
+    """Why a partition of the request is not appended at all (NONE: it is)."""
+    if name not in writable:
+        return refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return ErrorCode.NONE if valid_acks else ErrorCode.INVALID_REQUIRED_ACKS
+
+
 def _appended(index: int, r: AppendResult) -> ProduceResponseResponsesPartitionResponses:
     return {"index": index, "error_code": r.error, "base_offset": r.base_offset,
             "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
@@ -164,12 +171,9 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
         name = t["name"]
         partitions: list[ProduceResponseResponsesPartitionResponses] = []
         for p in t["partition_data"]:
-            if name not in writable:
-                partitions.append(_refused(p["index"], refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                failed = True
-                continue
-            if not valid_acks:
-                partitions.append(_refused(p["index"], ErrorCode.INVALID_REQUIRED_ACKS))
+            error = _refusal(name, writable, refused, valid_acks)
+            if error:
+                partitions.append(_refused(p["index"], error))
                 failed = True
                 continue
             r = ctx.replica_manager.append(name, p["index"], p["records"], acks)
@@ -205,12 +209,9 @@ def handle_produce_many(ctx: ReplicaDeps, items: list[tuple[Request, ProduceRequ
             name = t["name"]
             partitions: list[ProduceResponseResponsesPartitionResponses] = []
             for p in t["partition_data"]:
-                if name not in writable:
-                    partitions.append(_refused(p["index"], refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED))
-                    failed[k] = True
-                    continue
-                if not valid_acks:
-                    partitions.append(_refused(p["index"], ErrorCode.INVALID_REQUIRED_ACKS))
+                error = _refusal(name, writable, refused, valid_acks)
+                if error:
+                    partitions.append(_refused(p["index"], error))
                     failed[k] = True
                     continue
                 key = (name, p["index"])

@@ -105,18 +105,12 @@ async def test_requests_handled_together_answer_as_one_by_one(tmp_path: Path) ->
 
 async def test_each_partition_of_a_group_is_written_with_one_append(tmp_path: Path) -> None:
     env, pid = await _env(tmp_path)
-    logs = {i: env.replica_manager.partitions[("t", i)].log for i in (0, 1)}
-    appends = {0: 0, 1: 0}
-    for index, log in logs.items():
-        def counting(*args: Any, _append: Any = log._append, _index: int = index) -> Any:
-            appends[_index] += 1
-            return _append(*args)
-        log._append = counting  # type: ignore[method-assign]
+    appends = {i: env.record_appends("t", i) for i in (0, 1)}
     bodies = [{"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": _batch(pid=pid, seq=seq)},
                                          {"index": 1, "records": _batch(2)}]}]} for seq in range(5)]
     answers = handle_produce_many(env.ctx.replicas, list(zip(_requests(bodies), bodies)))
-    assert appends == {0: 1, 1: 1}
+    assert {i: len(sizes) for i, sizes in appends.items()} == {0: 1, 1: 1}
     assert [[p["base_offset"] for p in a["responses"][0]["partition_responses"]]  # type: ignore[index]
             for a in answers] == [[i, 2 * i] for i in range(5)]
 
@@ -125,14 +119,7 @@ async def test_the_copy_of_a_group_is_bounded(tmp_path: Path, monkeypatch: Any) 
     """Records appended together are copied into one buffer: at most APPEND_MANY_MAX_BYTES at a time, so a
     group of large requests is written in several appends (one alone: from its own frame, uncopied)."""
     env, _ = await _env(tmp_path)
-    log = env.replica_manager.partitions[("t", 0)].log
-    sizes: list[int] = []
-    real_append = log._append
-
-    def counting(data: Any, *args: Any) -> Any:
-        sizes.append(len(data))
-        return real_append(data, *args)
-    log._append = counting  # type: ignore[method-assign]
+    sizes = env.record_appends("t", 0)
     one = len(_batch())
     monkeypatch.setattr(replica_manager, "APPEND_MANY_MAX_BYTES", 3 * one)
     bodies = [{"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [

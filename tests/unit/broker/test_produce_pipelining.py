@@ -163,14 +163,7 @@ async def test_an_unsupported_produce_version_is_answered_after_the_pipelined_on
 async def test_pipelined_produces_read_together_are_written_with_one_append(tmp_path: Path) -> None:
     env = make_env(tmp_path)
     await env.create_topic("t")
-    log = env.replica_manager.partitions[("t", 0)].log
-    appends: list[int] = []
-    real_append = log._append
-
-    def counting(data: Any, *args: Any) -> Any:
-        appends.append(len(data))
-        return real_append(data, *args)
-    log._append = counting  # type: ignore[method-assign]
+    appends = env.record_appends("t", 0)
     async with serving(env) as (reader, writer):
         # One write: the server reads the five frames at once (the client's bytes are sent before its loop turn).
         writer.write(b"".join(_produce(cid, 1, _record()) for cid in range(5)))
