@@ -474,21 +474,24 @@ class ReplicaManager:
 
     def append_many(self, topic: str, index: int, records: list[Any], acks: list[int]) -> list[AppendResult]:
         """What ``append`` would answer for each of several requests' records for one partition, in request
-        order, written with one log append per ``APPEND_MANY_MAX_BYTES`` of them (issue #21: pipelined Produce
-        requests of one connection; the records are copied into one buffer, so the copy is bounded). The
-        storage append is all or nothing, so when any request's records are refused (a bad batch, a duplicate or
-        out-of-order sequence) nothing is written and each request is appended on its own: every request gets
-        exactly the answer it would have had alone, and sequences are checked in request order either way."""
+        order, written with one log append per ``APPEND_MANY_MAX_BYTES`` (or segment.bytes) of them (issue #21:
+        pipelined Produce requests of one connection; the records are copied into one buffer, so the copy is
+        bounded). The storage append is all or nothing, so when any request's records are refused (a bad batch,
+        a duplicate or out-of-order sequence) nothing is written and each request is appended on its own: every
+        request gets exactly the answer it would have had alone, and sequences are checked in request order
+        either way."""
         results: list[AppendResult] = [_NO_RESULT] * len(records)
         partition, _ = self.leader_partition(topic, index)
         short_isr = partition is not None and len(partition.isr) < partition.min_insync_replicas
+        # And no more than a segment holds: a group never makes a segment larger than its requests alone would.
+        limit = min(APPEND_MANY_MAX_BYTES, partition.log.config.segment_bytes) if partition is not None else 0
         run: list[int] = []
         size = 0
         for i, r in enumerate(records):
             if partition is None or r is None or len(r) == 0 or (acks[i] == -1 and short_isr):
                 results[i] = self.append(topic, index, r, acks[i])  # its error, as alone
                 continue
-            if run and size + len(r) > APPEND_MANY_MAX_BYTES:
+            if run and size + len(r) > limit:
                 self._append_run(topic, index, run, records, acks, results)
                 run, size = [], 0
             run.append(i)

@@ -128,3 +128,18 @@ async def test_the_copy_of_a_group_is_bounded(tmp_path: Path, monkeypatch: Any) 
     assert sizes == [3 * one, 3 * one, one]
     assert [a["responses"][0]["partition_responses"][0]["base_offset"]  # type: ignore[index]
             for a in answers] == list(range(7))
+
+
+async def test_a_group_never_makes_a_segment_larger_than_segment_bytes(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    one = len(_batch())
+    await env.metadata.create_topic("s", {0: [0]}, {"segment.bytes": str(3 * one)})
+    sizes = env.record_appends("s", 0)
+    bodies = [{"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
+        {"name": "s", "partition_data": [{"index": 0, "records": _batch()}]}]} for _ in range(7)]
+    answers = handle_produce_many(env.ctx.replicas, list(zip(_requests(bodies), bodies)))
+    assert [a["responses"][0]["partition_responses"][0]["base_offset"]  # type: ignore[index]
+            for a in answers] == list(range(7))
+    assert sizes == [3 * one, 3 * one, one]
+    log = env.replica_manager.partitions[("s", 0)].log
+    assert [s.size for s in log.segments] == [3 * one, 3 * one, one]
