@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 from moldau.broker.request_channel import Reply, Request, RequestChannel
@@ -24,6 +24,9 @@ from moldau.tasks import cancel_and_wait
 log = logging.getLogger("moldau.handlers")
 
 Handler = Callable[[Any, Request, dict[str, Any]], "dict[str, Any] | None | Awaitable[dict[str, Any] | None]"]
+# Several requests of one API from one connection at once, in order (pipelined Produce requests): one result per
+# request, each what ``Handler`` would return for it.
+GroupHandler = Callable[[Any, list[tuple[Request, dict[str, Any]]]], "Sequence[Any]"]
 
 
 class HandlerMetrics(Protocol):
@@ -32,9 +35,10 @@ class HandlerMetrics(Protocol):
 
 class HandlerPool:
     def __init__(self, channel: RequestChannel, routes: dict[int, Handler], ctx: Any, num_workers: int,
-                 metrics: HandlerMetrics) -> None:
+                 metrics: HandlerMetrics, group_routes: dict[int, GroupHandler] | None = None) -> None:
         self.channel = channel
         self.routes = routes
+        self.group_routes = group_routes or {}
         self.ctx = ctx
         self.num_workers = num_workers
         self.metrics = metrics
@@ -44,9 +48,11 @@ class HandlerPool:
     def start(self) -> None:
         self._workers = [asyncio.create_task(self._run(i)) for i in range(self.num_workers)]
         self.channel.inline = self.handle_timed
+        self.channel.inline_group = self.handle_group_timed
 
     async def stop(self) -> None:
         self.channel.inline = None
+        self.channel.inline_group = None
         await cancel_and_wait(self._workers)
         for fut in list(self._pending):
             fut.cancel()
@@ -68,18 +74,59 @@ class HandlerPool:
         request.cpu_seconds = time.thread_time() - c0
         self.metrics.handler_busy(time.perf_counter() - t0)
 
-    def handle(self, request: Request) -> None:
-        handler = self.routes.get(request.api_key)
-        if handler is None:
-            log.warning("no handler for %s v%d", request.api.name, request.version)
-            request.fail()
+    def handle_group_timed(self, requests: list[Request]) -> None:
+        """``handle_timed`` for requests of one API and connection handed over together, in order
+        (``RequestChannel.send_group``): handled by the API's group handler if it has one (pipelined Produce
+        requests: one log append per partition for all of them), else one by one. The CPU time is shared out
+        evenly."""
+        t0 = time.perf_counter()
+        c0 = time.thread_time()
+        for request in requests:
+            request.dequeued_at = t0
+        group = self.group_routes.get(requests[0].api_key)
+        if group is None or len(requests) == 1:
+            for request in requests:
+                self.handle(request)
+        else:
+            self._handle_group(group, requests)
+        cpu = (time.thread_time() - c0) / len(requests)
+        for request in requests:
+            request.cpu_seconds = cpu
+        self.metrics.handler_busy(time.perf_counter() - t0)
+
+    def _handle_group(self, group: GroupHandler, requests: list[Request]) -> None:
+        items = [(request, body) for request in requests if (body := self._decode(request)) is not None]
+        if not items:
             return
+        try:
+            results = group(self.ctx, items)
+        except Exception:
+            log.exception("%s handler failed; closing the connection", items[0][0].api.name)
+            for request, _ in items:
+                request.fail()
+            return
+        for (request, _), result in zip(items, results):
+            self._settle(request, result)
+
+    def _decode(self, request: Request) -> dict[str, Any] | None:
+        """The request's body; None (and the connection closes) if it is malformed."""
         try:
             body, _ = request.api.request_decoder(request.version)(memoryview(request.frame), request.body_pos)
         except DecodeError as exc:
             log.warning("malformed %s v%d request from %s: %s; closing the connection",
                         request.api.name, request.version, request.client_host, exc)
             request.fail()
+            return None
+        return body
+
+    def handle(self, request: Request) -> None:
+        handler = self.routes.get(request.api_key)
+        if handler is None:
+            log.warning("no handler for %s v%d", request.api.name, request.version)
+            request.fail()
+            return
+        body = self._decode(request)
+        if body is None:
             return
         try:
             result = handler(self.ctx, request, body)
@@ -87,6 +134,10 @@ class HandlerPool:
             log.exception("%s handler failed; closing the connection", request.api.name)
             request.fail()
             return
+        self._settle(request, result)
+
+    def _settle(self, request: Request, result: Any) -> None:
+        """Answer now, or when the awaitable the handler returned completes."""
         if isinstance(result, Reply):  # parked in a purgatory: answered in the call that completes it
             request.local_done_at = time.perf_counter()
             self._pending.add(result)

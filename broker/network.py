@@ -12,6 +12,9 @@ without waiting for the answers of the Produce requests before it (at most ``MAX
 a writer coroutine sends their responses strictly in request order. The appends still happen in request order:
 requests enter the one FIFO channel in order, and a worker runs a handler's synchronous part (the append) to the
 end before the next request is taken, so idempotence sequences are checked in the order the client sent them.
+The Produce requests of one read (a pipelining client's frames arrive by the dozen) go to the channel as one
+group (``RequestChannel.send_group``), so that the handler appends each partition's records from all of them
+with one log append (broker/apis/produce.py ``handle_produce_many``); each still gets its own answer, in order.
 Any other request waits until every earlier response has been written, as before. TLS connections keep strict
 muting (reading and writing one TLS session from two coroutines is not safe).
 Connection limits (max.connections, per IP, idle time, the partial-frame budget) live in ``SocketServer``; see
@@ -69,6 +72,7 @@ PRODUCE_KEY = 0
 # socket.request.max.bytes, as queued.max.requests bounds them across connections).
 MAX_PIPELINED_PRODUCES = 64
 PRODUCE_NAME = api_name(PRODUCE_KEY)
+_PRODUCE_API = REGISTRY[PRODUCE_KEY]
 
 
 class NetworkMetrics(Protocol):
@@ -231,9 +235,16 @@ class Connection:
                     if self.evicted:
                         return
                 self.metrics.network_busy(time.perf_counter() - t0)
-                for frame in frames:
+                i, count = 0, len(frames)
+                while i < count:
                     self._handling = True
-                    keep = await self._handle_frame(frame)
+                    run = self._produce_run(frames, i)
+                    if run > 1:
+                        keep, taken = await self._handle_produce_group(frames[i:i + run])
+                        i += taken
+                    else:
+                        keep = await self._handle_frame(frames[i])
+                        i += 1
                     self._handling = False
                     self.last_active = self.loop.time()
                     if not keep:
@@ -265,6 +276,60 @@ class Connection:
             return False
         self.principal = principal or self.principal
         return True
+
+    def _produce_run(self, frames: list[bytearray], i: int) -> int:
+        """How many frames from ``frames[i]`` on are Produce requests of a supported version that may be handled
+        together as pipelined ones (at most what the pipeline has room for); 0 on a connection that answers
+        one at a time (TLS, a SASL exchange in progress, a throttled client's mute)."""
+        auth = self.auth
+        if self.tls is not None or self._muted_until or (auth is not None and auth.wants(PRODUCE_KEY)):
+            return 0
+        room = MAX_PIPELINED_PRODUCES - len(self._pipeline)
+        end = min(len(frames), i + room)
+        n = i
+        while n < end:
+            frame = frames[n]
+            if len(frame) < 8 or INT16.unpack_from(frame)[0] != PRODUCE_KEY or not _PRODUCE_API.supports(
+                    INT16.unpack_from(frame, 2)[0]):
+                break
+            n += 1
+        return n - i
+
+    async def _handle_produce_group(self, frames: list[bytearray]) -> tuple[bool, int]:
+        """Pipelined Produce requests that arrived together (``_produce_run``): dispatched as one group, so that
+        the handler appends each partition's records from all of them at once (issue #21), then answered in
+        order by the writer like any pipelined Produce. Returns (keep the connection, frames taken): a frame
+        whose header does not decode, a client that may not pipeline, or an expired SASL session ends the group
+        there, and the frame goes the one-at-a-time way."""
+        t0 = time.perf_counter()
+        auth = self.auth
+        if auth is not None and auth.expired(time.monotonic()):
+            return await self._handle_frame(frames[0]), 1
+        api = _PRODUCE_API
+        throttler = self.throttler
+        requests: list[Request] = []
+        for frame in frames:
+            version = INT16.unpack_from(frame, 2)[0]
+            try:
+                header, pos = decode_request_header(
+                    frame, request_header_version(PRODUCE_KEY, api.is_flexible(version), version))
+            except DecodeError:
+                break
+            if throttler is not None and not throttler.pipelining_allowed(self.principal, header.client_id or ""):
+                break
+            request = Request(header, api, frame, pos, self.peer[0], listener=self.listener, received_at=t0,
+                              principal=self.principal)
+            request.done = self.loop.create_future()
+            requests.append(request)
+        if not requests:
+            return await self._handle_frame(frames[0]), 1
+        self.metrics.network_busy(time.perf_counter() - t0)
+        await self.channel.send_group(requests)
+        self._pipeline.extend(requests)
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_pipeline())
+        await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
+        return True, len(requests)
 
     async def _handle_frame(self, frame: bytearray) -> bool:
         """Dispatch one frame and write its response (a pipelined Produce: hand it to the writer); False closes
@@ -442,7 +507,9 @@ class Connection:
         except Exception:
             log.exception("failed to encode %s v%d response; closing %s", api.name, version, self.name)
             raise ConnectionError("unencodable response") from None
-        total = len(out) - start + sum(len(obj) for _, obj in external)
+        total = len(out) - start
+        if external:
+            total += sum(len(obj) for _, obj in external)
         INT32.pack_into(out, start, total - 4)
         return external, total
 

@@ -118,6 +118,12 @@ class Partition:
         self._advance_high_watermark(info.last_offset + 1)  # the log end offset now
         return info
 
+    def append_many_as_leader(self, records: list[Any]) -> list[Any]:
+        """Several requests' records as one append (storage's ``append_many_as_leader``: all or nothing)."""
+        infos = self.log.append_many_as_leader(records, self.leader_epoch)
+        self._advance_high_watermark(infos[-1].last_offset + 1)
+        return infos
+
     @property
     def offsets_settling(self) -> bool:
         """KIP-207: a new leader's high watermark can still be below the log end offset it took the leadership

@@ -56,6 +56,13 @@ class AppendResult:
     record_errors: list[tuple[int, str | None]] = field(default_factory=list)  # KIP-467 (batch index, message)
 
 
+# A placeholder in append_many's results until each request's own is in.
+_NO_RESULT = AppendResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+# Pipelined requests' records appended together are copied into one buffer: at most this many bytes at a time (a
+# client's large requests, which gain nothing from it, are appended one by one as their frames stand).
+APPEND_MANY_MAX_BYTES = 1 << 20
+
+
 @dataclass(slots=True)
 class ReadResult:
     error: ErrorCode = ErrorCode.NONE
@@ -464,6 +471,64 @@ class ReplicaManager:
         append_time = info.log_append_time if partition.log.config.log_append_time else -1
         return AppendResult(ErrorCode.NONE, info.first_offset, append_time, partition.log.log_start_offset,
                             last_offset=info.last_offset)
+
+    def append_many(self, topic: str, index: int, records: list[Any], acks: list[int]) -> list[AppendResult]:
+        """What ``append`` would answer for each of several requests' records for one partition, in request
+        order, written with one log append per ``APPEND_MANY_MAX_BYTES`` (or segment.bytes) of them (issue #21:
+        pipelined Produce requests of one connection; the records are copied into one buffer, so the copy is
+        bounded). The storage append is all or nothing, so when any request's records are refused (a bad batch,
+        a duplicate or out-of-order sequence) nothing is written and each request is appended on its own: every
+        request gets exactly the answer it would have had alone, and sequences are checked in request order
+        either way."""
+        results: list[AppendResult] = [_NO_RESULT] * len(records)
+        partition, _ = self.leader_partition(topic, index)
+        short_isr = partition is not None and len(partition.isr) < partition.min_insync_replicas
+        # And no more than a segment holds: a group never makes a segment larger than its requests alone would.
+        limit = min(APPEND_MANY_MAX_BYTES, partition.log.config.segment_bytes) if partition is not None else 0
+        run: list[int] = []
+        size = 0
+        for i, r in enumerate(records):
+            if partition is None or r is None or len(r) == 0 or (acks[i] == -1 and short_isr):
+                results[i] = self.append(topic, index, r, acks[i])  # its error, as alone
+                continue
+            if run and size + len(r) > limit:
+                self._append_run(topic, index, run, records, acks, results)
+                run, size = [], 0
+            run.append(i)
+            size += len(r)
+        if run:
+            self._append_run(topic, index, run, records, acks, results)
+        return results
+
+    def _append_run(self, topic: str, index: int, run: list[int], records: list[Any], acks: list[int],
+                    results: list[AppendResult]) -> None:
+        """``results[i]`` for the requests ``run`` (in order) of ``append_many``, with one log append."""
+        partition, _ = self.leader_partition(topic, index)
+        if len(run) == 1 or partition is None:
+            for i in run:
+                results[i] = self.append(topic, index, records[i], acks[i])
+            return
+        hw = partition.high_watermark
+        try:
+            infos = partition.append_many_as_leader([records[i] for i in run])
+        except StorageError:
+            for i in run:
+                results[i] = self.append(topic, index, records[i], acks[i])
+            return
+        except OSError as exc:
+            self.log_dir_failed(partition.log.dir.parent, exc)
+            for i in run:
+                results[i] = AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=f"log dir failed: {exc.strerror}")
+            return
+        if partition.high_watermark != hw:
+            self._hw_changed((topic, index))
+        else:
+            for listener in self.append_listeners:
+                listener((topic, index))
+        append_time = partition.log.config.log_append_time
+        for i, info in zip(run, infos):
+            results[i] = AppendResult(ErrorCode.NONE, info.first_offset, info.log_append_time if append_time else -1,
+                                      info.log_start_offset, last_offset=info.last_offset)
 
     def append_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int, committed: bool,
                       coordinator_epoch: int) -> AppendResult:

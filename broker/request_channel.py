@@ -142,6 +142,7 @@ class RequestChannel:
     def __init__(self, max_size: int) -> None:
         self.queue: asyncio.Queue[Request | None] = asyncio.Queue(max_size)
         self.inline: Callable[[Request], None] | None = None
+        self.inline_group: Callable[[list[Request]], None] | None = None
 
     async def send_request(self, request: Request) -> None:
         inline = self.inline
@@ -149,6 +150,17 @@ class RequestChannel:
             inline(request)
             return
         await self.queue.put(request)
+
+    async def send_group(self, requests: list[Request]) -> None:
+        """Requests of one API and connection, in order, that a handler may take together (pipelined Produce
+        requests): handled at once as a group when nothing is queued (``inline_group``), else queued one by
+        one like any others."""
+        inline = self.inline_group
+        if inline is not None and not self.queue.qsize():
+            inline(requests)
+            return
+        for request in requests:
+            await self.queue.put(request)
 
     async def receive_request(self) -> Request | None:
         return await self.queue.get()

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from moldau.broker.apis import ADVERTISED_VERSIONS, ROUTES
+from moldau.broker.apis import ADVERTISED_VERSIONS, GROUP_ROUTES, ROUTES
 from moldau.broker.apis.context import (
     AclDeps,
     BrokerContext,
@@ -280,7 +280,7 @@ class BrokerServer:
         await self._start_authorizer()
         self.remote_log_manager = self._remote_log_manager(advertised)
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
-                                        int(cfg.get("num.io.threads")), self.metrics)
+                                        int(cfg.get("num.io.threads")), self.metrics, GROUP_ROUTES)
         self.handler_pool.start()
         if self.zk_mode is not None:
             self.zk_mode.start_controller()

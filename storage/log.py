@@ -19,6 +19,7 @@ from pathlib import Path
 
 from moldau.protocol.records import (
     LOG_APPEND_TIME,
+    LOG_OVERHEAD,
     BatchHeader,
     Buffer,
     iter_records,
@@ -76,6 +77,23 @@ class AppendInfo:
     log_start_offset: int
     record_count: int
     size: int
+
+
+def _request_info(batches: Batches, append_time: int, log_start_offset: int) -> AppendInfo:
+    """The ``AppendInfo`` of one request's batches within a larger append."""
+    first = batches[0][1]
+    if len(batches) == 1:  # the usual request: one batch
+        return AppendInfo(first.base_offset, first.last_offset, max(first.max_timestamp, NO_TIMESTAMP),
+                          first.last_offset, append_time, log_start_offset, first.records_count,
+                          first.batch_length + LOG_OVERHEAD)
+    max_ts, offset_of_max, count, size = NO_TIMESTAMP, first.last_offset, 0, 0
+    for _, h in batches:
+        count += h.records_count
+        size += h.batch_length + LOG_OVERHEAD
+        if h.max_timestamp > max_ts:
+            max_ts, offset_of_max = h.max_timestamp, h.last_offset
+    return AppendInfo(first.base_offset, batches[-1][1].last_offset, max_ts, offset_of_max, append_time,
+                      log_start_offset, count, size)
 
 
 @dataclass(slots=True)
@@ -375,11 +393,37 @@ class Log(LogTransactions):
         A writable buffer (the broker's own request frame) is patched in place, saving a copy of every byte on
         the produce path; a read-only one is copied first."""
         view = memoryview(records).cast("B") if isinstance(records, memoryview) else memoryview(records)
-        config = self._config
-        validated = validate_leader_batches(view, config.max_message_bytes)
-        if config.compact_enabled:
-            check_keys_present(view, validated, f"{self.topic}-{self.partition}")
+        validated = self._validate_leader(view)
         buf: memoryview | bytearray = view if not view.readonly else bytearray(view)
+        return self._append_leader(buf, validated, [len(validated)], leader_epoch)[0]
+
+    def append_many_as_leader(self, records: list[Buffer], leader_epoch: int) -> list[AppendInfo]:
+        """Several Produce requests' records for this partition, in request order, as one append (one write, one
+        index and epoch update): each request's own ``AppendInfo``, as ``append_as_leader`` one by one would give.
+        All or nothing: if any request's records fail a check (validation, producer sequence, epoch), it raises
+        and nothing is written, so the caller can append them one by one for each request's own answer. The
+        records are copied into one buffer (the requests' frames stay as they came)."""
+        views = [memoryview(r).cast("B") if isinstance(r, memoryview) else memoryview(r) for r in records]
+        validated: Batches = []
+        ends: list[int] = []
+        at = 0
+        for view in views:
+            validated.extend((at + pos, h) for pos, h in self._validate_leader(view))
+            ends.append(len(validated))
+            at += len(view)
+        return self._append_leader(bytearray().join(views), validated, ends, leader_epoch)
+
+    def _validate_leader(self, view: memoryview) -> Batches:
+        validated = validate_leader_batches(view, self._config.max_message_bytes)
+        if self._config.compact_enabled:
+            check_keys_present(view, validated, f"{self.topic}-{self.partition}")
+        return validated
+
+    def _append_leader(self, buf: memoryview | bytearray, validated: Batches, ends: list[int], leader_epoch: int
+                       ) -> list[AppendInfo]:
+        """Appends validated batches (``ends``: where each request's batches end in ``validated``); one
+        ``AppendInfo`` per request."""
+        config = self._config
         append_time = self.clock.time_ms() if config.log_append_time else NO_TIMESTAMP
         offset = self.log_end_offset
         batches: Batches = []
@@ -397,7 +441,14 @@ class Log(LogTransactions):
         pending = self.producer_state.validate_leader_batches(h for _, h in batches) if producers else []
         info = self._append(buf, batches, append_time)
         self.producer_state.apply(pending, info.last_offset + 1)
-        return info
+        if len(ends) == 1:
+            return [info]
+        infos: list[AppendInfo] = []
+        start = 0
+        for end in ends:
+            infos.append(_request_info(batches[start:end], append_time, info.log_start_offset))
+            start = end
+        return infos
 
     def append_as_follower(self, records: Buffer) -> AppendInfo:
         """Appends batches fetched from the leader, keeping their offsets (they must start at or above the LEO).

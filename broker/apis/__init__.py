@@ -7,7 +7,7 @@ under the wrong API (tests/unit/broker/test_route_types.py proves it on a delibe
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from moldau.broker.apis.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
@@ -63,7 +63,7 @@ from moldau.broker.apis.partition_admin import (
     handle_elect_leaders,
     handle_list_partition_reassignments,
 )
-from moldau.broker.apis.produce import handle_produce
+from moldau.broker.apis.produce import handle_produce, handle_produce_many
 from moldau.broker.apis.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from moldau.broker.apis.sasl import (
     handle_alter_user_scram_credentials,
@@ -145,6 +145,7 @@ D = TypeVar("D")
 # What the handler pool calls: the decoded body in, the response (or an awaitable of it, or None) out. The types
 # are bound where the route is made (``route``); the pool itself only moves dicts.
 Route = Callable[[BrokerContext, Request, Any], Any]
+GroupRoute = Callable[[BrokerContext, list[tuple[Request, Any]]], Sequence[Any]]
 
 
 def route(api: Api[Req, Resp], family: Callable[[BrokerContext], D],
@@ -159,6 +160,19 @@ def route(api: Api[Req, Resp], family: Callable[[BrokerContext], D],
 
     def run(ctx: BrokerContext, request: Request, body: Any) -> Any:
         return handler(family(ctx), request, body)
+
+    run.__name__ = run.__qualname__ = handler.__name__
+    return api.key, run
+
+
+def route_group(api: Api[Req, Resp], family: Callable[[BrokerContext], D],
+                handler: Callable[[D, list[tuple[Request, Req]]], Sequence[Resp | Awaitable[Resp] | None]]
+                ) -> tuple[int, GroupRoute]:
+    """An entry of the group route table: ``api``'s handler for several requests of one connection at once (in
+    order, one result each), typed as ``route`` types a handler."""
+
+    def run(ctx: BrokerContext, items: list[tuple[Request, Any]]) -> Sequence[Any]:
+        return handler(family(ctx), items)
 
     run.__name__ = run.__qualname__ = handler.__name__
     return api.key, run
@@ -305,6 +319,10 @@ ROUTES.update(routes(
     route(DESCRIBE_CLIENT_QUOTAS, _quotas, handle_describe_client_quotas),
     route(ALTER_CLIENT_QUOTAS, _quotas, handle_alter_client_quotas),
 ))
+
+# Pipelined requests of one connection handled together (the network layer hands over Produce requests that
+# arrived in one read; issue #21): one log append per partition for all of them.
+GROUP_ROUTES: dict[int, GroupRoute] = dict([route_group(PRODUCE, _replicas, handle_produce_many)])
 
 # Advertised = served: ApiVersions offers exactly the routed APIs. Kafka's ZooKeeper-mode brokers advertise the
 # inter-broker ones (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown) too, so we do as well.

@@ -22,6 +22,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records import ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:  # the message shapes are for mypy only: zero cost at run time
+    from moldau.broker.replica_manager import AppendResult
     from moldau.protocol.typed import (
         ProduceRequest,
         ProduceResponse,
@@ -121,6 +122,43 @@ def _writable(ctx: ReplicaDeps, request: Request, body: ProduceRequest) -> tuple
     return ctx.auth.allowed_names(request, Operation.WRITE, ResourceType.TOPIC, names), ErrorCode.NONE
 
 
+def _refused(index: int, error: ErrorCode) -> ProduceResponseResponsesPartitionResponses:
+    return {"index": index, "error_code": error, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+
+
+def _refusal(name: str, writable: set[str], refused: ErrorCode, valid_acks: bool) -> ErrorCode:
+    """Why a partition of the request is not appended at all (NONE: it is)."""
+    if name not in writable:
+        return refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return ErrorCode.NONE if valid_acks else ErrorCode.INVALID_REQUIRED_ACKS
+
+
+def _appended(index: int, r: AppendResult) -> ProduceResponseResponsesPartitionResponses:
+    return {"index": index, "error_code": r.error, "base_offset": r.base_offset,
+            "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors]
+            if r.record_errors else [],
+            "error_message": r.message}
+
+
+def _answer(ctx: ReplicaDeps, request: Request, body: ProduceRequest, responses: list[ProduceResponseResponses],
+            waiting: Waiting, failed: bool) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
+    """The request's answer once its partitions are appended: none for acks=0, the response, or (acks=all with
+    partitions still waiting for their high watermark) a future the produce purgatory completes."""
+    if body["acks"] == 0:
+        # No response for acks=0; on failure Kafka closes the connection so the client notices.
+        if failed:
+            request.close_connection = True
+        return None
+    response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    future: Reply[ProduceResponse] = Reply()
+    op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
+    ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
+    return future
+
+
 def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
                    ) -> ProduceResponse | asyncio.Future[ProduceResponse] | None:
     acks = body["acks"]
@@ -133,36 +171,69 @@ def handle_produce(ctx: ReplicaDeps, request: Request, body: ProduceRequest
         name = t["name"]
         partitions: list[ProduceResponseResponsesPartitionResponses] = []
         for p in t["partition_data"]:
-            if name not in writable:
-                partitions.append({"index": p["index"], "error_code": refused or ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                                   "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
-                failed = True
-                continue
-            if not valid_acks:
-                partitions.append({"index": p["index"], "error_code": ErrorCode.INVALID_REQUIRED_ACKS,
-                                   "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1})
+            error = _refusal(name, writable, refused, valid_acks)
+            if error:
+                partitions.append(_refused(p["index"], error))
                 failed = True
                 continue
             r = ctx.replica_manager.append(name, p["index"], p["records"], acks)
             failed = failed or r.error != ErrorCode.NONE
-            entry: ProduceResponseResponsesPartitionResponses = {
-                "index": p["index"], "error_code": r.error, "base_offset": r.base_offset,
-                "log_append_time_ms": r.log_append_time, "log_start_offset": r.log_start_offset,
-                "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
-                "error_message": r.message}
+            entry = _appended(p["index"], r)
             partitions.append(entry)
             if acks == -1 and r.error == ErrorCode.NONE and not _check(ctx, name, entry, r.last_offset + 1):
                 waiting.append((name, entry, r.last_offset + 1))
         responses.append({"name": name, "partition_responses": partitions})
-    if acks == 0:
-        # No response for acks=0; on failure Kafka closes the connection so the client notices.
-        if failed:
-            request.close_connection = True
-        return None
-    response: ProduceResponse = {"responses": responses, "throttle_time_ms": 0}
-    if not waiting:
-        return response
-    future: Reply[ProduceResponse] = Reply()
-    op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
-    ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
-    return future
+    return _answer(ctx, request, body, responses, waiting, failed)
+
+
+# One partition's append of one request: (request's position in the group, topic, the request's list of partition
+# answers and the place of this one in it, records, acks).
+_Slot: TypeAlias = "tuple[int, str, list[ProduceResponseResponsesPartitionResponses], int, Any, int]"
+
+
+def handle_produce_many(ctx: ReplicaDeps, items: list[tuple[Request, ProduceRequest]]
+                        ) -> list[ProduceResponse | asyncio.Future[ProduceResponse] | None]:
+    """Several Produce requests of one connection, in the order they came (issue #21): each partition's records
+    from all of them are appended with one log append (``ReplicaManager.append_many``: every request still gets
+    the answer it would have had alone, with its own offsets and errors; producer sequences are checked in
+    request order), then each request answers (or waits for acks=all) on its own, as ``handle_produce``."""
+    slots: dict[tuple[str, int], list[_Slot]] = {}
+    plans: list[tuple[list[ProduceResponseResponses], Waiting]] = []
+    failed = [False] * len(items)
+    for k, (request, body) in enumerate(items):
+        acks = body["acks"]
+        valid_acks = acks in (-1, 0, 1)
+        responses: list[ProduceResponseResponses] = []
+        writable, refused = _writable(ctx, request, body)
+        for t in body["topic_data"]:
+            name = t["name"]
+            partitions: list[ProduceResponseResponsesPartitionResponses] = []
+            for p in t["partition_data"]:
+                error = _refusal(name, writable, refused, valid_acks)
+                if error:
+                    partitions.append(_refused(p["index"], error))
+                    failed[k] = True
+                    continue
+                key = (name, p["index"])
+                slot = (k, name, partitions, len(partitions), p["records"], acks)
+                if key in slots:
+                    slots[key].append(slot)
+                else:
+                    slots[key] = [slot]
+                partitions.append(None)  # type: ignore[arg-type]  # the append's answer, below
+            responses.append({"name": name, "partition_responses": partitions})
+        plans.append((responses, []))
+    rm = ctx.replica_manager
+    for (name, index), group in slots.items():
+        if len(group) == 1:
+            results = [rm.append(name, index, group[0][4], group[0][5])]
+        else:
+            results = rm.append_many(name, index, [s[4] for s in group], [s[5] for s in group])
+        for (k, _, partitions, at, _, acks), r in zip(group, results):
+            entry = partitions[at] = _appended(index, r)
+            if r.error != ErrorCode.NONE:
+                failed[k] = True
+            elif acks == -1 and not _check(ctx, name, entry, r.last_offset + 1):
+                plans[k][1].append((name, entry, r.last_offset + 1))
+    return [_answer(ctx, request, body, responses, waiting, failed[k])
+            for k, ((request, body), (responses, waiting)) in enumerate(zip(items, plans))]

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from moldau.broker.apis import ROUTES
+from moldau.broker.apis import GROUP_ROUTES, ROUTES
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import PartitionState
 from moldau.broker.metrics import BrokerMetrics
@@ -72,7 +72,7 @@ async def serving(env: Env, workers: int = 2, metrics: BrokerMetrics | None = No
     """A real socket server and handler pool over ``env``, and one client connection to it."""
     metrics = metrics if metrics is not None else BrokerMetrics()
     channel = RequestChannel(500)
-    pool = HandlerPool(channel, ROUTES, env.ctx, workers, metrics)
+    pool = HandlerPool(channel, ROUTES, env.ctx, workers, metrics, GROUP_ROUTES)
     server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, metrics)
     await server.start()
     pool.start()
@@ -158,3 +158,16 @@ async def test_an_unsupported_produce_version_is_answered_after_the_pipelined_on
         size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
         frame = await asyncio.wait_for(reader.readexactly(size), 5)
         assert struct.unpack_from(">ih", frame) == (2, ErrorCode.UNSUPPORTED_VERSION)
+
+
+async def test_pipelined_produces_read_together_are_written_with_one_append(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    appends = env.record_appends("t", 0)
+    async with serving(env) as (reader, writer):
+        # One write: the server reads the five frames at once (the client's bytes are sent before its loop turn).
+        writer.write(b"".join(_produce(cid, 1, _record()) for cid in range(5)))
+        answers = [await _answer(reader, ApiKey.PRODUCE, 7) for _ in range(5)]
+    assert [cid for cid, _ in answers] == list(range(5))
+    assert [_partition(a) for _, a in answers] == [(0, offset) for offset in range(5)]
+    assert len(appends) == 1 and appends[0] == 5 * len(_record())

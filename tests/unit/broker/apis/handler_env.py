@@ -100,6 +100,19 @@ class Env:
     async def create_topic(self, name: str, partitions: int = 1) -> None:
         await self.metadata.create_topic(name, {p: [0] for p in range(partitions)}, {})
 
+    def record_appends(self, topic: str, index: int) -> list[int]:
+        """The sizes of the partition log's appends from now on (one per write of the segment), in order: the
+        log's own append, observed."""
+        log = self.replica_manager.partitions[(topic, index)].log
+        sizes: list[int] = []
+        real_append = log._append
+
+        def recording(data: Any, *args: Any) -> Any:
+            sizes.append(len(data))
+            return real_append(data, *args)
+        log._append = recording  # type: ignore[method-assign]
+        return sizes
+
     async def call(self, api_key: int, version: int, body: dict[str, Any],
                    principal: str = "User:ANONYMOUS") -> dict[str, Any]:
         api = REGISTRY[api_key]
