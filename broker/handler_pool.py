@@ -95,7 +95,16 @@ class HandlerPool:
         self.metrics.handler_busy(time.perf_counter() - t0)
 
     def _handle_group(self, group: GroupHandler, requests: list[Request]) -> None:
-        items = [(request, body) for request in requests if (body := self._decode(request)) is not None]
+        """A malformed request closes the connection: it and the requests after it are not handled (their client
+        never hears of them, and would send them again after reconnecting)."""
+        items: list[tuple[Request, dict[str, Any]]] = []
+        for i, request in enumerate(requests):
+            body = self._decode(request)
+            if body is None:
+                for later in requests[i + 1:]:
+                    later.fail()
+                break
+            items.append((request, body))
         if not items:
             return
         try:

@@ -171,3 +171,22 @@ async def test_pipelined_produces_read_together_are_written_with_one_append(tmp_
     assert [cid for cid, _ in answers] == list(range(5))
     assert [_partition(a) for _, a in answers] == [(0, offset) for offset in range(5)]
     assert len(appends) == 1 and appends[0] == 5 * len(_record())
+
+
+async def test_a_malformed_request_ends_the_group_and_nothing_after_it_is_appended(tmp_path: Path) -> None:
+    """As one at a time: a malformed Produce closes the connection, and the pipelined requests after it in the
+    same read are not written (their client never hears of them and would send them again)."""
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    partition = env.replica_manager.partitions[("t", 0)]
+    malformed = bytearray(_produce(2, 1, _record()))
+    del malformed[-len(_record()) - 20:]  # the body cut short: the header decodes, the body does not
+    INT32.pack_into(malformed, 0, len(malformed) - 4)
+    async with serving(env) as (reader, writer):
+        writer.write(_produce(0, 1, _record()) + _produce(1, 1, _record()) + bytes(malformed)
+                     + _produce(3, 1, _record()) + _produce(4, 1, _record()))
+        answers = [await _answer(reader, ApiKey.PRODUCE, 7) for _ in range(2)]
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed after the two answers
+    assert [cid for cid, _ in answers] == [0, 1]
+    assert [_partition(a) for _, a in answers] == [(0, 0), (0, 1)]
+    assert partition.log.log_end_offset == 2
