@@ -313,20 +313,22 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._states.items() if st.paused}
 
-    def _start_fetch(self) -> None:
+    def _start_fetch(self) -> bool:
+        """Starts the next fetch if none is in flight and some partition wants one; True if it did."""
         if self._fetch_task is not None or self._closed:
-            return
+            return False
         # Fetch ahead once a partition has less than one poll's worth buffered, so the next batch is on its way
         # while the application works through the last one (fetch_offset runs ahead of position).
         low = self.config["max.poll.records"]
         fetchable = {tp: st for tp, st in self._states.items()
                      if not st.paused and st.position is not None and len(self._buffer.get(tp, ())) < low}
         if not fetchable:
-            return
+            return False
         for st in fetchable.values():
             if st.fetch_offset is None:
                 st.fetch_offset = st.position
         self._fetch_task = asyncio.get_running_loop().create_task(self._fetcher.fetch(fetchable))
+        return True
 
     def _absorb(self, fetched: Fetched, out_of_range: set[TopicPartition]) -> None:
         for tp, (epoch, batches) in fetched.items():
@@ -389,6 +391,11 @@ class Consumer:
             await self._ensure_assignment()
             await self._reset_positions()
             self._take_fetch_result()
+            if self._buffer and self._start_fetch():
+                # The next fetch goes out before this call decodes the records it hands out, so the brokers read
+                # while we decode (two loop turns take it to the sockets).
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
             out = self._drain(limit)
             if partitions:
                 wanted = {TopicPartition(*tp) for tp in partitions}

@@ -145,3 +145,31 @@ async def test_records_put_back_by_getmany_of_other_partitions_still_pass_the_ma
         assert consumer._states[a].position == 6
     finally:
         await consumer.close(autocommit=False)
+
+
+async def test_the_next_fetch_is_sent_before_the_records_handed_out_are_decoded() -> None:
+    """getmany sends the next Fetch (for partitions with less than a poll's worth buffered) before it decodes the
+    records it returns, so the brokers read the next answer while the consumer decodes this one; it was sent
+    after the decoding, which then never overlapped a fetch."""
+    events: list[str] = []
+
+    def value(v: bytes) -> bytes:
+        events.append("decode")
+        return v
+
+    consumer = await _consumer({("t", 0): build_batch(_records(0, 10), base_offset=0)}, value_deserializer=value)
+    cluster = consumer._fetcher.cluster
+    send = cluster.send
+
+    async def logged_send(*args: Any) -> Any:
+        events.append("send")
+        return await send(*args)
+
+    cluster.send = logged_send  # type: ignore[method-assign]
+    consumer._started = True
+    try:
+        got = await consumer.getmany(timeout_ms=0)
+        assert [r.offset for r in got[TopicPartition("t", 0)]] == list(range(10))
+        assert events[0] == "send" and events.count("decode") == 10
+    finally:
+        await consumer.close(autocommit=False)
