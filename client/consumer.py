@@ -31,6 +31,7 @@ from moldau.fetcher import (
     ConsumerRecord,
     Fetched,
     Fetcher,
+    PartitionRecords,
     PartitionState,
     TopicPartition,
 )
@@ -77,7 +78,7 @@ class Consumer:
         self._cluster = Cluster(self.config)
         self._fetcher = Fetcher(self._cluster, self.config)
         self._states: dict[TopicPartition, PartitionState] = {}
-        self._buffer: dict[TopicPartition, list[ConsumerRecord]] = {}
+        self._buffer: dict[TopicPartition, PartitionRecords] = {}
         self._fetch_task: asyncio.Task[tuple[Fetched, set[TopicPartition]]] | None = None
         self._topics: list[str] = []
         self._pattern: re.Pattern[str] | None = None
@@ -312,32 +313,42 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._states.items() if st.paused}
 
-    def _start_fetch(self) -> None:
+    def _start_fetch(self) -> bool:
+        """Starts the next fetch if none is in flight and some partition wants one; True if it did."""
         if self._fetch_task is not None or self._closed:
-            return
+            return False
         # Fetch ahead once a partition has less than one poll's worth buffered, so the next batch is on its way
         # while the application works through the last one (fetch_offset runs ahead of position).
         low = self.config["max.poll.records"]
         fetchable = {tp: st for tp, st in self._states.items()
                      if not st.paused and st.position is not None and len(self._buffer.get(tp, ())) < low}
         if not fetchable:
-            return
+            return False
         for st in fetchable.values():
             if st.fetch_offset is None:
                 st.fetch_offset = st.position
         self._fetch_task = asyncio.get_running_loop().create_task(self._fetcher.fetch(fetchable))
+        return True
 
     def _absorb(self, fetched: Fetched, out_of_range: set[TopicPartition]) -> None:
-        for tp, (epoch, records) in fetched.items():
+        for tp, (epoch, batches) in fetched.items():
             st = self._states.get(tp)
             if st is None or st.epoch != epoch:
                 continue
-            self._buffer.setdefault(tp, []).extend(records)
+            self._buffer_of(tp).add(batches)
         for tp in out_of_range:
             st = self._states.get(tp)
             if st is not None:
                 log.info("offset %s out of range for %s-%d: applying auto.offset.reset", st.position, *tp)
                 st.seek(None)
+
+    def _buffer_of(self, tp: TopicPartition) -> PartitionRecords:
+        buf = self._buffer.get(tp)
+        if buf is None:
+            f = self._fetcher
+            buf = self._buffer[tp] = PartitionRecords(tp.topic, tp.partition, f.key_deserializer,
+                                                      f.value_deserializer, check_crcs=f.check_crcs)
+        return buf
 
     def _drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
@@ -345,24 +356,27 @@ class Consumer:
             if max_records <= 0:
                 break
             st = self._states.get(tp)
-            records = self._buffer[tp]
+            buf = self._buffer[tp]
             if st is None or st.position is None:
                 del self._buffer[tp]
                 continue
             if st.paused:
                 continue
-            if records and records[0].offset < st.position:  # skip what a seek/commit moved past
-                records = [r for r in records if r.offset >= st.position]
-            taken, rest = records[:max_records], records[max_records:]
-            if rest:
-                self._buffer[tp] = rest
-            else:
-                del self._buffer[tp]
+            try:
+                taken = buf.take(max_records, st.position)  # decodes only what it hands out
+            except Exception:
+                if out:  # what was taken goes out; this partition's error comes with the next call
+                    break
+                raise
             if taken:
                 out[tp] = taken
                 st.position = taken[-1].offset + 1
                 max_records -= len(taken)
-            if not rest:
+            if not len(buf):
+                del self._buffer[tp]
+                # Everything fetched has been handed out: the position passes what the answers held after the
+                # last record (control batches, aborted or compacted-away records), as Kafka's consumer does.
+                st.position = max(st.position, buf.end_offset)
                 st.pass_skipped()  # control batches or aborted transactions fetched after what it just returned
         return out
 
@@ -377,12 +391,21 @@ class Consumer:
             await self._ensure_assignment()
             await self._reset_positions()
             self._take_fetch_result()
+            if self._buffer and self._start_fetch():
+                # The next fetch goes out before this call decodes the records it hands out, so the brokers read
+                # while we decode (two loop turns take it to the sockets).
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
             out = self._drain(limit)
             if partitions:
                 wanted = {TopicPartition(*tp) for tp in partitions}
                 for tp in [tp for tp in out if tp not in wanted]:  # put back, in order
-                    self._buffer[tp] = out.pop(tp) + self._buffer.get(tp, [])
-                    self._states[tp].position = self._buffer[tp][0].offset
+                    records, st = out.pop(tp), self._states[tp]
+                    buf = self._buffer_of(tp)
+                    buf.put_back(records)
+                    if st.position is not None:  # where the drain had put it: past what followed the records
+                        buf.end_offset = max(buf.end_offset, st.position)
+                    st.position = records[0].offset
             self._start_fetch()  # prefetch while the caller processes `out`
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:

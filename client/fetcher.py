@@ -1,4 +1,5 @@
-"""Fetching for the consumer: one Fetch request per partition leader, decoded batch by batch.
+"""Fetching for the consumer: one Fetch request per partition leader; the answers' batches are kept as they came
+(``PartitionRecords``) and decoded batch by batch as the application takes records.
 
 Positions: ``fetch_offset`` is where the next Fetch starts (it runs ahead of what the application has seen, so the
 next request can be in flight while the application processes the previous batch: prefetching). Results of a fetch
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -66,7 +68,6 @@ class ConsumerRecord(NamedTuple):
     headers: list[tuple[str, bytes | None]]
 
 
-Fetched = dict[TopicPartition, tuple[int, list[ConsumerRecord]]]
 
 
 @dataclass(slots=True)
@@ -207,22 +208,24 @@ def _headers(data: bytes, p: int, headers: list[tuple[str, bytes | None]]) -> in
     return p
 
 
-def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *, check_crcs: bool,
-                     key_deserializer: Any = None, value_deserializer: Any = None,
-                     aborted_transactions: list[FetchResponseResponsesPartitionsAbortedTransactions] | None = None
-                     ) -> list[ConsumerRecord]:
-    """Records at or after ``fetch_offset`` in a fetched record set; control batches are skipped.
-
-    With ``aborted_transactions`` (a read_committed fetch's list of ``{producer_id, first_offset}``), the batches
-    of aborted transactions are skipped too, per batch as Kafka's consumer does: a producer is aborting from its
-    transaction's first offset until its ABORT marker."""
-    out: list[ConsumerRecord] = []
+def select_batches(data: Any, fetch_offset: int, *,
+                   aborted_transactions: list[FetchResponseResponsesPartitionsAbortedTransactions] | None = None
+                   ) -> tuple[list[tuple[Any, BatchHeader]], int]:
+    """The batches of a fetched record set that hold records for the application, as (batch bytes, header),
+    and the offset after the last complete batch (-1 when there is none). Control batches, batches before
+    ``fetch_offset`` and, with ``aborted_transactions`` (a read_committed fetch's list of ``{producer_id,
+    first_offset}``), the batches of aborted transactions are left out, per batch as Kafka's consumer does: a
+    producer is aborting from its transaction's first offset until its ABORT marker. :func:`decode_batch` checks
+    and decodes each batch, when its records are wanted."""
+    out: list[tuple[Any, BatchHeader]] = []
+    end_offset = -1
     if not data:
-        return out
+        return out, end_offset
     buf = memoryview(data)
     pending = sorted(aborted_transactions, key=lambda a: a["first_offset"]) if aborted_transactions else []
     aborting: set[int] = set()
     for pos, header in iter_headers(buf):
+        end_offset = header.next_offset
         while pending and pending[0]["first_offset"] <= header.last_offset:
             aborting.add(pending.pop(0)["producer_id"])
         if header.is_control:
@@ -233,20 +236,125 @@ def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *
             continue
         if header.next_offset <= fetch_offset or header.is_transactional and header.producer_id in aborting:
             continue
-        if header.magic != MAGIC:
-            raise RecordBatchError(f"unsupported record batch magic {header.magic}")
-        end = pos + header.total_size
-        if check_crcs and not valid_crc(buf, pos, header):
-            raise RecordBatchError(f"CRC mismatch in batch at offset {header.base_offset} of {topic}-{partition}")
-        payload = buf[pos + BATCH_HEADER_SIZE:end]
-        codec = header.compression
-        data_bytes = bytes(payload) if codec == 0 else decompress(codec, payload)
-        try:
-            _decode_into(out, data_bytes, header.records_count, header, topic, partition, fetch_offset,
-                         key_deserializer, value_deserializer)
-        except (IndexError, UnicodeDecodeError) as exc:
-            raise RecordBatchError(f"corrupt record in batch at offset {header.base_offset}: {exc}") from None
+        out.append((buf[pos:pos + header.total_size], header))
+    return out, end_offset
+
+
+def decode_batch(out: list[ConsumerRecord], batch: Any, header: BatchHeader, topic: str, partition: int,
+                 min_offset: int, key_deserializer: Any = None, value_deserializer: Any = None, *,
+                 check_crcs: bool = True) -> None:
+    """Appends the records at or after ``min_offset`` of one batch chosen by :func:`select_batches` to ``out``
+    (nothing when it is corrupt or of another magic: RecordBatchError)."""
+    if header.magic != MAGIC:
+        raise RecordBatchError(f"unsupported record batch magic {header.magic}")
+    if check_crcs and not valid_crc(batch, 0, header):
+        raise RecordBatchError(f"CRC mismatch in batch at offset {header.base_offset} of {topic}-{partition}")
+    payload = batch[BATCH_HEADER_SIZE:]
+    codec = header.compression
+    data_bytes = bytes(payload) if codec == 0 else decompress(codec, payload)
+    mark = len(out)
+    try:
+        _decode_into(out, data_bytes, header.records_count, header, topic, partition, min_offset,
+                     key_deserializer, value_deserializer)
+    except (IndexError, UnicodeDecodeError) as exc:
+        del out[mark:]
+        raise RecordBatchError(f"corrupt record in batch at offset {header.base_offset}: {exc}") from None
+    except BaseException:
+        del out[mark:]
+        raise
+
+
+def decode_partition(topic: str, partition: int, data: Any, fetch_offset: int, *, check_crcs: bool,
+                     key_deserializer: Any = None, value_deserializer: Any = None,
+                     aborted_transactions: list[FetchResponseResponsesPartitionsAbortedTransactions] | None = None
+                     ) -> list[ConsumerRecord]:
+    """Records at or after ``fetch_offset`` in a fetched record set; control batches (and, with
+    ``aborted_transactions``, aborted ones) are skipped (see :func:`select_batches`)."""
+    out: list[ConsumerRecord] = []
+    batches, _ = select_batches(data, fetch_offset, aborted_transactions=aborted_transactions)
+    for batch, header in batches:
+        decode_batch(out, batch, header, topic, partition, fetch_offset, key_deserializer, value_deserializer,
+                     check_crcs=check_crcs)
     return out
+
+
+class FetchedBatches(NamedTuple):
+    """One partition's part of a fetch answer, not decoded yet: the batches for the application, the fetch
+    offset they were asked from, and the offset after the answer's last complete batch."""
+    batches: list[tuple[Any, BatchHeader]]
+    fetch_offset: int
+    end_offset: int
+
+
+Fetched = dict[TopicPartition, tuple[int, FetchedBatches]]
+
+
+def decode_fetched(fetcher: Fetcher, tp: TopicPartition, fetched: FetchedBatches) -> list[ConsumerRecord]:
+    """Every record of one partition's part of a fetch answer (the first error raised), for readers that take a
+    whole answer at once."""
+    out: list[ConsumerRecord] = []
+    for batch, header in fetched.batches:
+        decode_batch(out, batch, header, tp.topic, tp.partition, fetched.fetch_offset, fetcher.key_deserializer,
+                     fetcher.value_deserializer, check_crcs=fetcher.check_crcs)
+    return out
+
+
+class PartitionRecords:
+    """A partition's fetched records waiting for the application (Kafka's CompletedFetch): the batches of each
+    fetch answer are kept as they came and decoded one at a time as :meth:`take` needs records. Decoding every
+    answer whole before handing out any record held all of them as objects at once: over 10,000 partitions an
+    answer per broker carried a third of a million records, none returned before all three were decoded, and
+    CPython's collections over the millions of live objects cost more than the decoding (docs/benchmarks.md)."""
+
+    __slots__ = ("topic", "partition", "_decoded", "_batches", "_undecoded", "end_offset", "_kd", "_vd", "_crcs")
+
+    def __init__(self, topic: str, partition: int, key_deserializer: Any = None, value_deserializer: Any = None,
+                 records: Iterable[ConsumerRecord] = (), check_crcs: bool = True) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._crcs = check_crcs
+        self._kd = key_deserializer
+        self._vd = value_deserializer
+        self._decoded: list[ConsumerRecord] = list(records)
+        self._batches: deque[tuple[Any, BatchHeader, int]] = deque()  # (batch, header, first offset wanted)
+        self._undecoded = 0  # records in _batches (before filtering)
+        self.end_offset = -1  # past the last batch added: where the position goes once all is taken
+
+    def __len__(self) -> int:
+        """Records held (undecoded batches count with their record count: an upper bound)."""
+        return len(self._decoded) + self._undecoded
+
+    def add(self, fetched: FetchedBatches) -> None:
+        for batch, header in fetched.batches:
+            self._batches.append((batch, header, fetched.fetch_offset))
+            self._undecoded += header.records_count
+        self.end_offset = max(self.end_offset, fetched.end_offset)
+
+    def put_back(self, records: list[ConsumerRecord]) -> None:
+        self._decoded[:0] = records
+
+    def take(self, max_records: int, position: int) -> list[ConsumerRecord]:
+        """Up to ``max_records`` records at or after ``position``, in order; decodes only the batches it needs.
+        A batch that cannot be decoded (RecordBatchError, a deserializer's error) stays first: the records before
+        it are returned, and the call that reaches it raises, as every later one does until a seek."""
+        decoded = self._decoded
+        if decoded and decoded[0].offset < position:  # skip what a seek/commit moved past
+            decoded[:] = [r for r in decoded if r.offset >= position]
+        batches = self._batches
+        while len(decoded) < max_records and batches:
+            batch, header, first = batches[0]
+            try:
+                decode_batch(decoded, batch, header, self.topic, self.partition, max(first, position), self._kd,
+                             self._vd, check_crcs=self._crcs)
+            except Exception:
+                if decoded:
+                    break
+                raise
+            batches.popleft()
+            self._undecoded -= header.records_count
+        taken = decoded[:max_records]
+        del decoded[:max_records]
+        return taken
 
 
 class Fetcher:
@@ -278,7 +386,7 @@ class Fetcher:
     async def fetch(self, states: dict[TopicPartition, PartitionState]) -> tuple[Fetched, set[TopicPartition]]:
         """One round: a Fetch to every leader at once.
 
-        Returns ((epoch, records) per partition, partitions out of range); the caller keeps records only while
+        Returns ((epoch, undecoded batches) per partition, partitions out of range); the caller keeps them only while
         the partition's epoch is unchanged (no seek in between).
         """
         groups = self._by_leader(states)
@@ -366,14 +474,13 @@ class Fetcher:
                 st.high_watermark = p["high_watermark"]
                 offset = started[tp][0]
                 assert offset is not None
-                recs = decode_partition(tp.topic, tp.partition, p["records"], offset, check_crcs=self.check_crcs,
-                                        key_deserializer=self.key_deserializer,
-                                        value_deserializer=self.value_deserializer,
-                                        aborted_transactions=p.get("aborted_transactions") if self.isolation_level
-                                        else None)
-                if recs:
-                    st.fetch_offset = recs[-1].offset + 1
-                    records[tp] = (st.epoch, recs)
+                # Decoded as the application takes them (PartitionRecords), so the next fetch starts after the
+                # answer's last batch, as Kafka's consumer does.
+                batches, end = select_batches(p["records"], offset, aborted_transactions=p.get(
+                    "aborted_transactions") if self.isolation_level else None)
+                if batches:
+                    st.fetch_offset = end
+                    records[tp] = (st.epoch, FetchedBatches(batches, offset, end))
                 elif p["records"]:
                     self._skip_empty(st, p["records"], offset)
         return records, out_of_range

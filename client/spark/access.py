@@ -17,7 +17,7 @@ from typing import TypeVar
 from moldau.cluster import Cluster
 from moldau.config import ClientConfig, consumer_config
 from moldau.errors import KafkaConnectionError, KafkaError, RequestTimeoutError
-from moldau.fetcher import ConsumerRecord, Fetcher, PartitionState, TopicPartition
+from moldau.fetcher import ConsumerRecord, Fetcher, PartitionState, TopicPartition, decode_fetched
 from moldau.protocol.errors import ErrorCode
 from moldau.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptionError, Subscription
 
@@ -153,8 +153,8 @@ async def read_range(cluster: Cluster, config: ClientConfig, tp: TopicPartition,
         if tp in out_of_range:
             await _out_of_range(cluster, config, tp, st, end, fail_on_data_loss)
             continue
-        if tp in fetched:
-            records = fetched[tp][1]
+        records = decode_fetched(fetcher, tp, fetched[tp][1]) if tp in fetched else []
+        if records:
             if records[0].offset > before and before == start:
                 log.debug("%s-%d: first record at %d, asked %d (compacted)", tp.topic, tp.partition,
                           records[0].offset, before)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moldau.fetcher import ConsumerRecord, decode_partition
+from moldau.fetcher import ConsumerRecord, PartitionRecords, decode_partition
 from moldau.protocol.control_records import build_marker_batch
 from moldau.protocol.records import RecordBatchError, build_batch
 
@@ -105,7 +105,7 @@ def test_a_fetch_of_control_batches_only_does_not_skip_records_still_buffered() 
     st = consumer._states[tp]
     fetched = decode_partition("in", 0, build_batch(records(0, 10), base_offset=0), 0, check_crcs=True)
     st.seek(0)
-    consumer._buffer[tp] = fetched
+    consumer._buffer[tp] = PartitionRecords("in", 0, records=fetched)
     st.fetch_offset = 10
     assert [r.offset for r in consumer._drain(4)[tp]] == [0, 1, 2, 3]  # 4..9 still buffered
     marker = build_marker_batch(7, 0, True, 0, 1_000, base_offset=10)
@@ -118,6 +118,6 @@ def test_a_fetch_of_control_batches_only_does_not_skip_records_still_buffered() 
     # A fetch that advanced the fetch offset (records on their way to the buffer, not yet there) moves nothing:
     # only the skipped ranges do.
     st.fetch_offset = 20
-    consumer._buffer[tp] = decode_partition("in", 0, build_batch(records(12, 2), base_offset=12), 12,
-                                            check_crcs=True)
+    consumer._buffer[tp] = PartitionRecords("in", 0, records=decode_partition(
+        "in", 0, build_batch(records(12, 2), base_offset=12), 12, check_crcs=True))
     assert [r.offset for r in consumer._drain(100)[tp]] == [12, 13] and st.position == 14

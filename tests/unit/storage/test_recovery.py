@@ -218,6 +218,29 @@ def test_after_a_crash_only_segments_past_the_last_roll_flush_are_rescanned(tmp_
     again.close()
 
 
+def test_leader_epoch_checkpoints_due_together_are_written_a_pass_at_a_time(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first records in many new partitions change all their epochs at once: the flush task writes at most
+    EPOCH_CHECKPOINTS_PER_PASS checkpoints per pass, the longest waiting first, and every one of them in the end
+    (one pass wrote them all: 10,000 files per broker took both cores from the consumers of the next seconds)."""
+    from moldau.storage import log_manager
+    from moldau.storage.log_manager import EPOCH_CHECKPOINT_DELAY_MS
+
+    per_pass = 4
+    monkeypatch.setattr(log_manager, "EPOCH_CHECKPOINTS_PER_PASS", per_pass)
+    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager.load()
+    logs = [manager.get_or_create_log("t", i) for i in range(10)]
+    for log in logs:
+        log.leader_epoch_cache.assign(3, 0)
+        clock.advance(1)
+    clock.advance(EPOCH_CHECKPOINT_DELAY_MS)
+    passes = [manager.take_rolled() for _ in range(4)]
+    assert [len(p) for p in passes] == [per_pass, per_pass, 2, 0]
+    assert [log for p in passes for log in p] == logs  # in the order of their change
+    manager.shutdown()
+
+
 def test_leader_epoch_checkpoints_are_written_by_the_flush_task(tmp_path: Path, clock: ManualClock) -> None:
     """A leader change does not write the checkpoint in-line: the log manager's flush task (flush_logs on the
     rolled and changed logs) writes it EPOCH_CHECKPOINT_DELAY_MS after the first change, or with the next flush
