@@ -41,6 +41,8 @@ class MetadataCache(MetadataStore):
         self._topics: dict[str, TopicMetadata] = {}
         # broker id -> listener name -> endpoint: every endpoint of every live broker (UpdateMetadata v1+).
         self._live: dict[int, dict[str, BrokerEndpoint]] = {}
+        # Until the first UpdateMetadata: the brokers registered in ZooKeeper when this one registered (seed_live).
+        self._seed: dict[int, dict[str, BrokerEndpoint]] = {}
         self._controller_id = -1
         self._watched_controller_id = -1
         # The highest controller epoch seen in a controller request (fencing of zombie controllers).
@@ -63,13 +65,22 @@ class MetadataCache(MetadataStore):
     def live_broker_count(self) -> int:
         return len(self._live) or 1  # one len(): safe on the metrics' scrape thread
 
+    def seed_live(self, brokers: Mapping[int, Mapping[str, BrokerEndpoint]]) -> None:
+        """The brokers registered in ZooKeeper, read at start-up: Metadata answers list them until the first
+        UpdateMetadata arrives. Otherwise a restarted broker answers in that gap with itself alone while naming the
+        controller (watched in ZooKeeper), and a client cannot reach the controller it was told of: librdkafka's
+        admin requests then wait for their whole timeout."""
+        self._seed = {b: dict(endpoints) for b, endpoints in brokers.items()}
+        self.encoded_answers.clear()
+
     def live_brokers(self, listener: str | None = None) -> list[BrokerEndpoint]:
-        if not self._live:  # before the first UpdateMetadata: at least ourselves, so clients can bootstrap
+        live = self._live or self._seed
+        if not live:  # before the first UpdateMetadata, without a seed: at least ourselves, so clients can bootstrap
             return [self.endpoint if listener is None else self.by_listener.get(listener, self.endpoint)]
         name = listener if listener is not None else self.default_listener
         out = []
-        for broker_id in sorted(self._live):
-            endpoints = self._live[broker_id]
+        for broker_id in sorted(live):
+            endpoints = live[broker_id]
             found = endpoints.get(name) if name is not None else None
             if found is None and listener is None:
                 # Default view without a match (an UpdateMetadata v0 names no listener): the first endpoint.

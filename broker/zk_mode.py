@@ -211,6 +211,11 @@ class ZkMode:
         controller.controller_listeners.append(self.cache.on_controller_change)
         self.cluster = ZkCluster(self.zk, self.cache, controller, lambda: self.broker_epoch)
         await self._register()
+        # Clients may ask this broker before the controller's first UpdateMetadata reaches it: list the brokers
+        # registered now (the controller among them) rather than this one alone.
+        registered = await self.zk.live_brokers()
+        self.cache.seed_live({b: {name: BrokerEndpoint(b, host, port, info.rack) for name, _, host, port in info.endpoints}
+                              for b, info in registered.items()})
         self.client.state_listeners.append(self._on_session_event)
         return self.cache
 
