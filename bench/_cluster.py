@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from moldau import AdminClient as MoldauAdmin  # noqa: E402
 from tests.integration.harness import BrokerProcess, wait_until  # noqa: E402
 from tests.integration.zookeeper import ZooKeeperProcess  # noqa: E402
 
@@ -68,10 +69,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _ready(bootstrap: str, brokers: int, controller: bool, timeout: float = 60.0) -> None:
-    probe = Producer({"bootstrap.servers": bootstrap})
-
     def ready() -> bool:
-        md = probe.list_topics(timeout=5)
+        with MoldauAdmin(bootstrap_servers=bootstrap) as admin:  # a fresh client asks its bootstrap broker
+            md = admin.describe_cluster()
         return len(md.brokers) == brokers and (not controller or md.controller_id > 0)
     wait_until(ready, timeout, f"{brokers} broker(s)" + (" and a controller" if controller else ""))
 
@@ -95,8 +95,10 @@ def cluster(brokers: int = 3, *, single: bool = False, work_dir: str | Path | No
                     "zookeeper.connect": zk.connect + CHROOT, **BROKER_DEFAULTS, **(overrides or {})}).start())
         if c.single is not None:
             _ready(c.single.bootstrap, 1, controller=False)
-        if c.brokers:
-            _ready(c.bootstrap, brokers, controller=True)
+        # Each broker's own view: until the controller's first UpdateMetadata reaches it, a broker lists the
+        # brokers registered in ZooKeeper, so one view cannot show that the controller has taken them all in.
+        for b in c.brokers:
+            _ready(b.bootstrap, brokers, controller=True)
         yield c
     finally:
         for b in ([c.single] if c.single else []) + c.brokers:

@@ -138,9 +138,15 @@ class MoldauCluster(_Topics):
         return self
 
     def _all_registered(self) -> bool:
-        with AdminClient(bootstrap_servers=self.bootstrap_servers) as admin:
-            description = admin.describe_cluster()
-        return len(description.brokers) == len(self.brokers) and description.controller_id >= 0
+        # Every broker's own view (a fresh client's first answer comes from its bootstrap broker). One view is not
+        # enough: until the controller's first UpdateMetadata reaches it, a broker lists the brokers registered in
+        # ZooKeeper, before the controller may have taken the last one in; the controller's own view says it has.
+        for broker in self.brokers:
+            with AdminClient(bootstrap_servers=broker.bootstrap_servers) as admin:
+                description = admin.describe_cluster()
+            if len(description.brokers) != len(self.brokers) or description.controller_id < 0:
+                return False
+        return True
 
     def stop(self) -> None:
         """Stops every broker, then ZooKeeper, and removes the data (when this object made the temp dir)."""
