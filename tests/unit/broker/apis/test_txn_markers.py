@@ -292,3 +292,97 @@ async def test_marker_rounds_that_come_while_a_request_is_out_share_the_next_req
     assert t0 is not None and t1 is not None
     assert t0.log.last_stable_offset == t0.log.log_end_offset  # every transaction on t-0 ended
     assert t1.log.last_stable_offset < t1.log.log_end_offset  # P3's records on t-1 (wrong epoch) still open
+
+
+async def test_a_round_writes_its_request_in_the_call_when_none_is_in_flight(tmp_path: Path) -> None:
+    """With the leader's connection open and no request out to it, write_markers puts the request on the wire in
+    the call (not a turn later from the sender task), so the coordinator's own appends, done after, do not hold it
+    back; its answer still comes through the awaitable, and a failure of that request is the round's error."""
+    from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
+    from tests.unit.client.test_connection_faults import Peer
+
+    env = make_env(tmp_path, CONFIG)
+    await env.create_topic("t", partitions=1)
+    for pid in (P1, P2):
+        await env.call(ApiKey.PRODUCE, 9, _produce("t", pid, 0, 2, epoch=1))
+    received: list[int] = []
+    drop = asyncio.Event()
+
+    async def leader(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = Peer(reader, writer)
+        try:
+            await peer.handshake()
+            while True:
+                req = await peer.read_request()
+                received.append(req.body["markers"][0]["producer_id"])
+                if drop.is_set():
+                    break  # closes the connection: the request in flight fails
+                peer.respond(req, await env.call(ApiKey.WRITE_TXN_MARKERS, req.version, req.body))
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(leader, "127.0.0.1", 0)
+    port = int(server.sockets[0].getsockname()[1])
+    channel = InterBrokerMarkerChannel(env.metadata, lambda _: ("127.0.0.1", port), 0)  # type: ignore[arg-type]
+    try:
+        async with asyncio.timeout(10):  # the first round opens the connection (from the sender task)
+            assert await channel.write_markers(1, P1, 1, True, 2, [("t", 0)]) == {("t", 0): E.NONE}
+            conn = channel._conns[1]
+            while 1 in channel._senders:  # the sender task ends once nothing is queued
+                await asyncio.sleep(0.001)
+            second = channel.write_markers(1, P2, 1, False, 2, [("t", 0)])
+            assert conn.in_flight == 1  # written before this test gave the loop a turn
+            assert await second == {("t", 0): E.NONE}
+            assert received == [P1, P2]
+            while 1 in channel._senders:
+                await asyncio.sleep(0.001)
+            drop.set()
+            third = channel.write_markers(1, P2, 1, True, 2, [("t", 0)])
+            assert conn.in_flight == 1
+            try:
+                await third
+            except ConnectionError:
+                pass
+            else:
+                raise AssertionError("a request lost with its connection fails the round (which retries it)")
+            assert 1 not in channel._conns  # the next round dials again
+    finally:
+        await channel.close()
+        server.close()
+        await server.wait_closed()
+    t0 = env.replica_manager.get_partition("t", 0)
+    assert t0 is not None and t0.log.last_stable_offset == t0.log.log_end_offset  # both transactions ended
+
+
+async def test_a_marker_round_starts_the_other_leaders_writes_before_its_own(tmp_path: Path) -> None:
+    """The coordinator starts the writes of the other leaders first (their requests go on the wire in the call)
+    and its own broker's appends last; each leader's answer still goes with that leader's partitions."""
+    from moldau.broker.coordinator.txn_coordinator import TransactionCoordinator
+
+    env = make_env(tmp_path, CONFIG)
+    started: list[int] = []
+
+    class Channel:
+        def leader_of(self, tp: tuple[str, int]) -> int | None:
+            return None
+
+        def topic_exists(self, topic: str) -> bool:
+            return True
+
+        def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                          coordinator_epoch: int, partitions: list[tuple[str, int]]) -> asyncio.Future[Any]:
+            started.append(leader_id)
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result({tp: E(leader_id) for tp in partitions})  # each leader answers its own "code"
+            return done
+
+    old = env.txn
+    coordinator = TransactionCoordinator(old.store, old.next_producer_id, Channel(), old.timer, old.clock,
+                                         old.config, broker_id=2)
+    by_leader = {1: [("t", 0)], 2: [("t", 1)], 3: [("t", 2), ("t", 3)]}
+    results = await coordinator._write_markers(by_leader, P1, 0, True, 0)
+    assert started == [1, 3, 2]  # this broker (2) last
+    assert results == [{("t", 0): E(1)}, {("t", 1): E(2)}, {("t", 2): E(3), ("t", 3): E(3)}]
