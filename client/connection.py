@@ -306,23 +306,6 @@ class BrokerConnection:
         # The decoder fills every declared field, which is what the response TypedDict describes.
         return cast("Awaitable[Resp]", self._send(cast("Api[Any, Any]", api), *args, **kwargs))
 
-    def send_now(self, api: Api[Req, Resp], body: Req, version: int | None = None) -> asyncio.Future[Resp] | None:
-        """Writes the request within this call and returns the future of its decoded response (failed with
-        :class:`RequestTimeoutError` after ``request_timeout_ms``, as :meth:`send`'s). Returns None, having
-        written nothing, when :meth:`send` would wait first (a throttle time, a paused transport) or the
-        connection is not usable: the caller then uses :meth:`send`. For a caller that would otherwise start a
-        task only to write one request (its bytes would go out a turn of the event loop later)."""
-        loop = asyncio.get_running_loop()
-        if (self._closed or not self._handshake_done or self._write_paused or self._throttle_gate.locked()
-                or self.throttled_until > loop.time()):
-            return None
-        if version is None:
-            version = self.version_for(api)
-        future: asyncio.Future[Resp] = loop.create_future()
-        correlation_id = self._write_request(api, body, version, cast("asyncio.Future[_Body]", future))
-        self._watch_deadline(correlation_id, self.request_timeout_ms)
-        return future
-
     # body and version are typed by send()'s ParamSpec; here they only pass through to the encoder.
     async def _send(self, api: Api[Any, Any], body: Any, version: Any = None) -> _Body:
         self._check_usable()

@@ -417,15 +417,11 @@ class TransactionCoordinator:
     async def _write_markers(self, by_leader: dict[int, list[TopicPartition]], producer_id: int,
                              producer_epoch: int, commit: bool, coordinator_epoch: int
                              ) -> list[dict[TopicPartition, ErrorCode] | BaseException]:
-        """Every leader's markers at once (started now: the others' requests written, this broker's appended), then
+        """Every leader's markers at once (started now: this broker's appended, the others' requests queued), then
         their answers one by one, each awaited directly: a task per leader under gather started the writes a turn
         of the event loop late and told the round two turns after the last answer."""
-        # Other leaders first: their requests go on the wire before this broker's own appends (whose follower
-        # fetch answers then take the loop).
-        started = {leader: self.markers.write_markers(leader, producer_id, producer_epoch, commit,
-                                                      coordinator_epoch, by_leader[leader])
-                   for leader in sorted(by_leader, key=lambda leader: leader == self.broker_id)}
-        writes = [started[leader] for leader in by_leader]
+        writes = [self.markers.write_markers(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
+                  for leader, tps in by_leader.items()]
         waits = [asyncio.ensure_future(w) if inspect.iscoroutine(w) else w for w in writes]
         results: list[dict[TopicPartition, ErrorCode] | BaseException] = []
         try:

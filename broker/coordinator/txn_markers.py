@@ -19,7 +19,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from moldau.broker.metadata import MetadataStore
 from moldau.connection import BrokerConnection, api_for
@@ -45,19 +44,6 @@ class _Queued:
     coordinator_epoch: int
     partitions: list[TopicPartition]
     answer: asyncio.Future[dict[TopicPartition, ErrorCode]]
-
-
-def _request_markers(batch: list[_Queued]) -> list[dict[str, Any]]:
-    """The WriteTxnMarkers request's ``markers`` array for the queued rounds."""
-    markers = []
-    for q in batch:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in q.partitions:
-            by_topic.setdefault(topic, []).append(partition)
-        markers.append({"producer_id": q.producer_id, "producer_epoch": q.producer_epoch,
-                        "transaction_result": q.commit, "coordinator_epoch": q.coordinator_epoch,
-                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]})
-    return markers
 
 
 async def _as_codes(written: Awaitable[dict[TopicPartition, int]]) -> dict[TopicPartition, ErrorCode]:
@@ -112,49 +98,29 @@ class InterBrokerMarkerChannel:
     def write_markers(self, leader_id: int, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, partitions: list[TopicPartition]
                       ) -> Awaitable[dict[TopicPartition, ErrorCode]]:
-        """Starts the writes now (this broker's partitions appended; another leader's request written in this
-        call when none is in flight to it and its connection is open, else queued for its next request); the
-        awaitable gives each partition's error. A cancelled round's markers are left out of a request not yet
-        sent."""
+        """Starts the writes now (this broker's partitions appended, the others' queued for their leader's next
+        request); the awaitable gives each partition's error. A cancelled round's markers are left out of a
+        request not yet sent."""
         if leader_id == self.broker_id and self.local is not None:
             return _as_codes(self.local(producer_id, producer_epoch, commit, coordinator_epoch, partitions))
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = loop.create_future()
-        queued = self._queued.setdefault(leader_id, [])
-        queued.append(_Queued(producer_id, producer_epoch, commit, coordinator_epoch, partitions, answer))
+        answer: asyncio.Future[dict[TopicPartition, ErrorCode]] = asyncio.get_running_loop().create_future()
+        self._queued.setdefault(leader_id, []).append(
+            _Queued(producer_id, producer_epoch, commit, coordinator_epoch, partitions, answer))
         if leader_id not in self._senders:
-            # Written here rather than by the sender task a turn later: the request is on the wire before this
-            # round's local appends (and the follower fetch answers they wake) take the loop.
-            conn = self._conns.get(leader_id)
-            sent = None
-            if conn is not None and conn.connected:
-                try:
-                    sent = conn.send_now(api_for(ApiKey.WRITE_TXN_MARKERS), {"markers": _request_markers(queued)})
-                except Exception:  # the sender task tries again over a new connection
-                    log.debug("writing markers to broker %d failed", leader_id, exc_info=True)
-            in_flight = None
-            if sent is not None:
-                in_flight = (self._queued.pop(leader_id), sent)
-            self._senders[leader_id] = loop.create_task(self._send_queued(leader_id, in_flight),
-                                                        name=f"txn-markers-to-{leader_id}")
+            self._senders[leader_id] = asyncio.get_running_loop().create_task(
+                self._send_queued(leader_id), name=f"txn-markers-to-{leader_id}")
         return answer
 
-    async def _send_queued(self, leader_id: int,
-                           in_flight: tuple[list[_Queued], asyncio.Future[Any]] | None = None) -> None:
-        """Sends what is queued for the leader, one request at a time, until nothing is left; ``in_flight``: a
-        request already written (its batch and the future of its answer)."""
+    async def _send_queued(self, leader_id: int) -> None:
+        """Sends what is queued for the leader, one request at a time, until nothing is left."""
         batch: list[_Queued] = []
         try:
             while True:
-                sent: asyncio.Future[Any] | None = None
-                if in_flight is not None:
-                    (batch, sent), in_flight = in_flight, None
-                else:
-                    batch = [q for q in self._queued.pop(leader_id, ()) if not q.answer.done()]
+                batch = [q for q in self._queued.pop(leader_id, ()) if not q.answer.done()]
                 if not batch:
                     return
                 try:
-                    results = await self._send(leader_id, batch, sent)
+                    results = await self._send(leader_id, batch)
                 except Exception as exc:  # every round of the request retries (a new connection next time)
                     for q in batch:
                         if not q.answer.done():
@@ -172,15 +138,18 @@ class InterBrokerMarkerChannel:
             if self._senders.get(leader_id) is asyncio.current_task():
                 del self._senders[leader_id]
 
-    async def _send(self, leader_id: int, batch: list[_Queued], sent: asyncio.Future[Any] | None = None
-                    ) -> list[dict[TopicPartition, ErrorCode]]:
-        """The request of ``batch`` (``sent``: already written, its answer's future) and each round's errors."""
+    async def _send(self, leader_id: int, batch: list[_Queued]) -> list[dict[TopicPartition, ErrorCode]]:
+        markers = []
+        for q in batch:
+            by_topic: dict[str, list[int]] = {}
+            for topic, partition in q.partitions:
+                by_topic.setdefault(topic, []).append(partition)
+            markers.append({"producer_id": q.producer_id, "producer_epoch": q.producer_epoch,
+                            "transaction_result": q.commit, "coordinator_epoch": q.coordinator_epoch,
+                            "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]})
         try:
-            if sent is not None:
-                response = await sent
-            else:
-                conn = await self._connection(leader_id)
-                response = await conn.send(api_for(ApiKey.WRITE_TXN_MARKERS), {"markers": _request_markers(batch)})
+            conn = await self._connection(leader_id)
+            response = await conn.send(api_for(ApiKey.WRITE_TXN_MARKERS), {"markers": markers})
         except Exception:
             conn_ = self._conns.pop(leader_id, None)
             if conn_ is not None:

@@ -58,33 +58,3 @@ async def test_each_request_times_out_at_its_own_deadline(serve: Any) -> None:
         assert conn.late_responses == 2 and conn.in_flight == 0
     finally:
         await conn.close()
-
-
-async def test_send_now_writes_in_the_call_or_leaves_the_request_to_send(serve: Any) -> None:
-    """send_now() puts the request on the wire before returning and its future gets the answer, or fails at the
-    connection's deadline as send()'s requests do; while a throttle time holds requests back it writes nothing
-    and returns None (the caller uses send(), which waits it out in order)."""
-    async def script(peer: Peer) -> None:
-        await peer.handshake()
-        req = await peer.read_request()
-        peer.respond(req, metadata_response("now"))
-        await peer.read_request()  # never answered: times out
-        await peer.reader.read()
-
-    conn = await client(await serve(script), request_timeout_ms=10000)
-    try:
-        future = conn.send_now(METADATA, metadata_request("a"))
-        assert future is not None and conn.in_flight == 1  # written before the loop got a turn
-        async with asyncio.timeout(10):
-            assert (await future)["topics"][0]["name"] == "now"
-        conn.request_timeout_ms = 150
-        late = conn.send_now(METADATA, metadata_request("b"))
-        assert late is not None
-        with pytest.raises(RequestTimeoutError, match="within 150 ms"):
-            async with asyncio.timeout(10):
-                await late
-        conn.throttled_until = asyncio.get_running_loop().time() + 60
-        assert conn.send_now(METADATA, metadata_request("c")) is None
-        assert conn.in_flight == 1  # only the timed-out request, whose answer is still awaited
-    finally:
-        await conn.close()
