@@ -10,6 +10,7 @@ from moldau.storage.checkpoint import (
     CheckpointError,
     read_leader_epochs,
     read_offsets,
+    write_atomically,
     write_leader_epochs,
     write_offsets,
 )
@@ -61,6 +62,22 @@ def test_leader_epochs_round_trip(tmp_path: Path) -> None:
     write_leader_epochs(path, [(0, 0), (3, 100), (7, 250)])
     assert path.read_text() == "0\n3\n0 0\n3 100\n7 250\n"
     assert read_leader_epochs(path) == [(0, 0), (3, 100), (7, 250)]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_write_atomically_replaces_the_whole_file(tmp_path: Path, durable: bool) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    (tmp_path / "leader-epoch-checkpoint.tmp").write_text("a stale temporary file of a crashed write, longer\n")
+    write_atomically(path, "0\n2\n0 0\n3 100\n", durable)
+    assert path.read_bytes() == b"0\n2\n0 0\n3 100\n"
+    first = path.stat().st_ino
+    write_atomically(path, "0\n1\n3 7\n", durable)  # shorter: nothing of the old contents is left
+    assert path.read_bytes() == b"0\n1\n3 7\n"
+    assert path.stat().st_ino != first  # a new file renamed over the old one, not rewritten in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["leader-epoch-checkpoint"]
+    # The permissions open() would have given a new file (0o666 less the umask).
+    (tmp_path / "by-open").write_text("")
+    assert path.stat().st_mode == (tmp_path / "by-open").stat().st_mode
 
 
 def test_leader_epoch_cache(tmp_path: Path) -> None:
