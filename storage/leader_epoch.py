@@ -1,8 +1,7 @@
 """The leader-epoch cache of a partition: (epoch, start offset) pairs, persisted in ``leader-epoch-checkpoint``.
 
-A change is written out (write, rename, no fsync) when the owner says (a log under a log manager: with its next
-flush or its clean close; a lone log: at once); :meth:`sync` makes it durable and runs when the log flushes (as
-Kafka since KAFKA-15046): an fsync per partition on every leader change made a LeaderAndIsr of
+Every change rewrites the file (write, rename) without fsync; :meth:`sync` makes it durable and runs when the log
+flushes (as Kafka since KAFKA-15046): an fsync per partition on every leader change made a LeaderAndIsr of
 thousands of partitions, and each follower's first append in a new epoch, wait on the disk. After a crash the
 log's recovery re-derives the epochs of the unflushed segments from their batches (``Log._load``).
 
@@ -34,8 +33,8 @@ logger = logging.getLogger(__name__)
 class LeaderEpochCache:
     def __init__(self, dir: Path, on_change: Callable[[], None] | None = None) -> None:
         self.path = dir / LEADER_EPOCH_CHECKPOINT
-        # Called when the entries change: the owner decides when write_out() runs (the log manager: with the log's
-        # next flush or its clean close), so a leader change of 10,000 partitions does not create 10,000 files.
+        # Called when the entries change: the owner has write_out() run soon (the log manager, within a second,
+        # on a worker thread), so a leader change of 10,000 partitions does not create 10,000 files in-line.
         self.on_change = on_change
         self._version = 0  # of the entries; the file holds _written_version
         self._written_version = 0

@@ -151,7 +151,7 @@ class Log(LogTransactions):
         self._dir_dirty = False
         self._parent_dirty = new  # a new log's own directory entry: made durable by its first flush
         self.on_roll: Callable[[Log], None] | None = None  # the log manager flushes rolled segments soon after
-        # Under a log manager a changed leader-epoch checkpoint is written with the next flush or the clean close.
+        # The log manager writes a changed leader-epoch checkpoint out a little later (LogManager.take_rolled).
         self.on_epochs_changed: Callable[[Log], None] | None = None
         self.producer_state = ProducerStateManager(self.dir)
         self.leader_epoch_cache = LeaderEpochCache(self.dir, self._epochs_changed)
@@ -529,7 +529,7 @@ class Log(LogTransactions):
         return seg
 
     def _epochs_changed(self) -> None:
-        if self.on_epochs_changed is not None:  # the log manager: written with the next flush or at close
+        if self.on_epochs_changed is not None:  # the log manager writes the checkpoint out a little later
             self.on_epochs_changed(self)
         elif self.on_roll is not None:
             self.on_roll(self)

@@ -43,17 +43,12 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+EPOCH_CHECKPOINT_DELAY_MS = 10_000  # a changed leader-epoch checkpoint is written this long after (take_rolled)
+# At most this many leader-epoch checkpoints per take_rolled (the broker's flush task: once a second). The first
+# records in 10,000 new partitions change every replica's epochs at once; written in one pass, 10,000 files per
+# broker (100-250 us of CPU each) took both cores from the consumers and replication of the next seconds.
+EPOCH_CHECKPOINTS_PER_PASS = 1_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
-
-
-def _written_with_the_flush(log: Log) -> None:
-    """A log's leader epochs changed: its ``leader-epoch-checkpoint`` is written with the log's next flush (before
-    the segments, so a recovery point never passes an epoch the file lacks) or at its clean close, not now. After
-    a crash, recovery re-derives the epochs of the unflushed segments from their batches and drops entries past
-    the log's end or before its start; an epoch without batches answers OffsetForLeaderEpoch as its absence does.
-    Writing the file on every change, even paced, cost a file creation per replica (50-900 us of CPU on this
-    VM's ext4) each time the epochs of thousands of partitions moved: after a topic creation's first records and
-    after each failover, right while the brokers replicated (docs/benchmarks.md, branch p10k5)."""
 
 
 class LogManager:
@@ -73,6 +68,8 @@ class LogManager:
         self._dir_counts: dict[Path, int] = {}
         self.load_stats = LoadStats()
         self._rolled: dict[TopicPartition, Log] = {}  # logs with segments finished by a roll and not yet flushed
+        # Logs whose leader-epoch checkpoint changed, with when it first did (see take_rolled)
+        self._epochs_changed: dict[TopicPartition, tuple[Log, int]] = {}
         # High-watermark checkpoint writes, possibly on worker threads: one at a time, newest snapshot wins.
         self._offsets_lock = threading.Lock()
         self._offsets_taken = 0
@@ -167,7 +164,7 @@ class LogManager:
                 opened = list(pool.map(lambda make: make(), pending.values()))
         for tp, log in zip(pending, opened):
             log.on_roll = self._note_roll
-            log.on_epochs_changed = _written_with_the_flush
+            log.on_epochs_changed = self._note_epochs
             self._logs[tp] = log
             self.load_stats.add(log.load_stats)
 
@@ -219,7 +216,7 @@ class LogManager:
         log = Log(path, config or self.default_config, self.clock, clean_shutdown=True, new=not path.exists())
         self._logs[(topic, partition)] = log
         log.on_roll = self._note_roll
-        log.on_epochs_changed = _written_with_the_flush
+        log.on_epochs_changed = self._note_epochs
         self._count(target, 1)
         logger.info("created log %s-%d in %s", topic, partition, target)
         return log
@@ -273,10 +270,39 @@ class LogManager:
     def _note_roll(self, log: Log) -> None:
         self._rolled[(log.topic, log.partition)] = log
 
-    def take_rolled(self) -> list[Log]:
-        """The logs rolled since the last call (for :meth:`flush_logs`, which may run on another thread)."""
+    def _note_epochs(self, log: Log) -> None:
+        key = (log.topic, log.partition)
+        found = self._epochs_changed.get(key)
+        if found is None:
+            self._epochs_changed[key] = (log, self.clock.time_ms())
+        elif found[0] is not log:  # the partition's log was replaced (deleted, created again): the newest one
+            self._epochs_changed[key] = (log, found[1])
+
+    def take_rolled(self, now_ms: int | None = None) -> list[Log]:
+        """The logs rolled since the last call, and those whose leader epochs changed at least
+        ``EPOCH_CHECKPOINT_DELAY_MS`` ago (for :meth:`flush_logs`, which may run on another thread).
+
+        A leader-epoch checkpoint waits that long: a failover changes the epochs of every partition a broker
+        holds twice within seconds (its LeaderAndIsr, then each follower's first append in the new epoch), and
+        each is a file written and renamed, 100-200 us of CPU on this VM's ext4: 10,000 partitions took 1-2 s
+        per broker right while the survivors replicated the first writes after the failover. Waiting loses
+        nothing: a flush writes the checkpoint first (so a recovery point never passes an epoch the file lacks),
+        a clean shutdown writes it, and after a crash recovery re-derives the epochs of unflushed segments from
+        their batches (an epoch without batches answers OffsetForLeaderEpoch as its absence does). At most
+        ``EPOCH_CHECKPOINTS_PER_PASS`` of them per call, the longest waiting first: the rest come with the next
+        calls."""
         logs = list(self._rolled.values())
         self._rolled.clear()
+        due = (self.clock.time_ms() if now_ms is None else now_ms) - EPOCH_CHECKPOINT_DELAY_MS
+        changed = self._epochs_changed
+        taken: list[TopicPartition] = []
+        for tp, (log, since) in changed.items():  # in the order of their first change
+            if since > due or len(taken) >= EPOCH_CHECKPOINTS_PER_PASS:
+                break
+            taken.append(tp)
+            logs.append(log)
+        for tp in taken:
+            del changed[tp]
         return logs
 
     @staticmethod

@@ -218,51 +218,57 @@ def test_after_a_crash_only_segments_past_the_last_roll_flush_are_rescanned(tmp_
     again.close()
 
 
-def test_leader_epoch_checkpoints_are_written_with_the_flush_and_at_close(tmp_path: Path, clock: ManualClock) -> None:
-    """A leader change writes no checkpoint, now or later on a timer (10,000 partitions made that 10,000 file
-    creations per broker while they replicated): the log's next flush writes it, before the segments, so the
-    recovery point never passes an epoch the file lacks; a clean close writes it too."""
+def test_leader_epoch_checkpoints_due_together_are_written_a_pass_at_a_time(
+        tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first records in many new partitions change all their epochs at once: the flush task writes at most
+    EPOCH_CHECKPOINTS_PER_PASS checkpoints per pass, the longest waiting first, and every one of them in the end
+    (one pass wrote them all: 10,000 files per broker took both cores from the consumers of the next seconds)."""
+    from moldau.storage import log_manager
+    from moldau.storage.log_manager import EPOCH_CHECKPOINT_DELAY_MS
+
+    per_pass = 4
+    monkeypatch.setattr(log_manager, "EPOCH_CHECKPOINTS_PER_PASS", per_pass)
+    manager = LogManager([tmp_path / "d"], small_config(), clock)
+    manager.load()
+    logs = [manager.get_or_create_log("t", i) for i in range(10)]
+    for log in logs:
+        log.leader_epoch_cache.assign(3, 0)
+        clock.advance(1)
+    clock.advance(EPOCH_CHECKPOINT_DELAY_MS)
+    passes = [manager.take_rolled() for _ in range(4)]
+    assert [len(p) for p in passes] == [per_pass, per_pass, 2, 0]
+    assert [log for p in passes for log in p] == logs  # in the order of their change
+    manager.shutdown()
+
+
+def test_leader_epoch_checkpoints_are_written_by_the_flush_task(tmp_path: Path, clock: ManualClock) -> None:
+    """A leader change does not write the checkpoint in-line: the log manager's flush task (flush_logs on the
+    rolled and changed logs) writes it EPOCH_CHECKPOINT_DELAY_MS after the first change, or with the next flush
+    of the log, whichever comes first; a clean close writes it too."""
     from moldau.storage.checkpoint import read_leader_epochs
+    from moldau.storage.log_manager import EPOCH_CHECKPOINT_DELAY_MS
 
     manager = LogManager([tmp_path / "d"], small_config(segment_bytes=600), clock)
     manager.load()
     log = manager.get_or_create_log("t", 0)
     other = manager.get_or_create_log("t", 1)
     log.leader_epoch_cache.assign(4, 0)
-    other.leader_epoch_cache.assign(4, 0)
     checkpoint = tmp_path / "d" / "t-0" / "leader-epoch-checkpoint"
-    clock.advance(3_600_000)
-    assert manager.take_rolled() == []
-    assert not checkpoint.exists()
-    # A roll flushes the log at once, and its epochs before the segments.
+    clock.advance(EPOCH_CHECKPOINT_DELAY_MS - 1)
+    other.leader_epoch_cache.assign(4, 0)
+    assert manager.take_rolled() == []  # not yet due
+    clock.advance(1)
+    assert LogManager.flush_logs(manager.take_rolled()) == 0  # nothing rolled, but t-0's epochs are written
+    assert read_leader_epochs(checkpoint) == [(4, 0)]
+    assert not (tmp_path / "d" / "t-1" / "leader-epoch-checkpoint").exists()
+    # A roll flushes the log at once, and its epochs before the segments: the recovery point never passes an
+    # epoch the file lacks.
     log.leader_epoch_cache.assign(5, 0)
     for _ in range(6):
         log.append_as_leader(batch(2, value_size=100), 5)
     assert LogManager.flush_logs(manager.take_rolled()) == 1 and log.recovery_point > 0
     assert read_leader_epochs(checkpoint) == [(5, 0)]
-    assert not (tmp_path / "d" / "t-1" / "leader-epoch-checkpoint").exists()
     log.leader_epoch_cache.assign(6, log.log_end_offset)
     manager.shutdown()
     assert read_leader_epochs(checkpoint) == [(5, 0), (6, log.log_end_offset)]
     assert read_leader_epochs(tmp_path / "d" / "t-1" / "leader-epoch-checkpoint") == [(4, 0)]
-
-
-def test_epochs_not_yet_checkpointed_come_back_after_a_crash(tmp_path: Path, clock: ManualClock) -> None:
-    """The file lags the cache until a flush: after a crash (no clean close) the epochs of the unflushed records
-    are re-derived from their batches, and entries past the log's end are dropped."""
-    manager = LogManager([tmp_path / "d"], small_config(), clock)
-    manager.load()
-    log = manager.get_or_create_log("t", 0)
-    log.append_as_leader(batch(2), 3)
-    log.flush()  # the file holds epoch 3 from 0 and the recovery point is 2
-    log.append_as_leader(batch(2), 7)
-    log.append_as_leader(batch(2), 9)
-    log.truncate_to(4)  # a follower's truncation: epoch 9 goes, in memory only
-    assert log.leader_epoch_cache.entries == [(3, 0), (7, 2)]
-    manager.close()  # a crash: no clean-shutdown marker, the checkpoint not rewritten
-    again = LogManager([tmp_path / "d"], small_config(), clock)
-    again.load()
-    recovered = again.get_log("t", 0)
-    assert recovered is not None and recovered.log_end_offset == 4
-    assert recovered.leader_epoch_cache.entries == [(3, 0), (7, 2)]
-    again.close()
