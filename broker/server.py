@@ -529,6 +529,7 @@ class BrokerServer:
 
     async def shutdown(self) -> None:
         log.info("Moldau broker %d shutting down", self.broker_id)
+        began = time.monotonic()
         if self.zk_mode is not None and self.handler_pool is not None:
             cfg = self.config
             budget = (int(cfg.get("controlled.shutdown.max.retries"))
@@ -577,7 +578,7 @@ class BrokerServer:
                 self.replica_manager.checkpoint_high_watermarks()
             self.log_manager.shutdown()
         self.metrics.close()
-        log.info("Moldau broker %d shut down cleanly", self.broker_id)
+        log.info("Moldau broker %d shut down cleanly in %.2f s", self.broker_id, time.monotonic() - began)
         self.stopped.set()
 
 

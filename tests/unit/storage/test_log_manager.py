@@ -286,3 +286,20 @@ def test_a_failed_file_system_sync_leaves_the_dir_to_recovery(tmp_path: Path, cl
     assert reopened.load_stats.segments_recovered == 3
     assert {p: reopened.get_log("t", p).log_end_offset for p in range(3)} == {0: 1, 1: 2, 2: 3}  # type: ignore[union-attr]
     reopened.shutdown()
+
+
+def test_a_clean_shutdown_logs_where_its_time_went(tmp_path: Path, clock: ManualClock,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """One line names how many logs and dirs were closed and how long each part took (the exit watchdog ends a
+    shutdown that runs too long: an operator needs to see which part did)."""
+    manager = LogManager([tmp_path / "a", tmp_path / "b"], small_config(), clock)
+    manager.load()
+    for p in range(3):
+        manager.get_or_create_log("t", p).append_as_leader(batch(2), 0)
+    with caplog.at_level("INFO", logger="moldau.storage.log_manager"):
+        manager.shutdown()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("clean shutdown of")]
+    assert len(lines) == 1, caplog.text
+    assert lines[0].startswith("clean shutdown of 3 logs in 2 dirs: ")
+    for part in ("closing the logs", "syncing", "checkpoints and markers"):
+        assert f"{part} " in lines[0]
