@@ -4,13 +4,19 @@
     .venv/bin/python bench/many_partitions.py --partitions 1000 --records 100000 --kill controller
     .venv/bin/python bench/many_partitions.py --partitions 10000 --skip-throughput --kill follower --keep
     .venv/bin/python bench/many_partitions.py --partitions 10000 --records 100000,300000,1000000 --client moldau --skip-failover
+    .venv/bin/python bench/many_partitions.py --partitions 10000 --records 1000000 --client moldau --rounds 3
 
 Starts ZooKeeper and three brokers (zookeeper.session.timeout.ms=6000 unless --session-timeout-ms), then:
   * create: ``--topics`` topics with ``--partitions`` partitions in all (RF ``--rf``, min.insync.replicas=2 when
     RF > 1); time from CreateTopics until every partition has a leader and a full ISR in a Metadata answer;
+  * warm-up (unless ``--no-settle``): one record to every partition, then a bounded wait until every partition
+    replica has written its ``leader-epoch-checkpoint`` (a new replica writes it 10 s after its first epoch or
+    append, a file creation each: before this wait they fell into whichever timed phase ran then, 10 or 10,000
+    partitions) and the brokers are idle;
   * throughput: ``--records`` records of 100 B (acks=all, linger.ms=5), spread round-robin over the 10 partitions
     of a small topic, then over every partition; then one consumer reads them all back (records/s of each side,
-    and the ratio many/10). ``--client confluent`` (default) uses confluent-kafka: librdkafka puts one partition
+    and the ratio many/10). ``--rounds N`` repeats this, every other round with the many partitions first, and
+    reports the median ratios. ``--client confluent`` (default) uses confluent-kafka: librdkafka puts one partition
     in each ProduceRequest (its issue #1700), so over 10,000 partitions it sends a request per batch of one or two
     records and the phase measures the broker's request rate. ``--client moldau`` uses Moldau's own client, which,
     like the Java client, kafka-python and aiokafka, puts every ready partition of one leader in one request, so
@@ -40,8 +46,10 @@ import asyncio
 import collections
 import functools
 import logging
+import os
 import shutil
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -314,24 +322,83 @@ def controller_id(bootstrap: str) -> int:
     return int(admin.describe_cluster().result(timeout=30).controller.id)
 
 
-def throughput(bootstrap: str, many: list[tuple[str, int]], records: int, client: str, later: bool) -> list[str]:
+def throughput(bootstrap: str, many: list[tuple[str, int]], records: int, client: str, later: bool,
+               many_first: bool = False) -> tuple[list[str], float, float]:
+    """One round: produce over 10 partitions and over ``many`` (in that order, or the other with ``many_first``),
+    then consume both. Returns the rows and the produce and consume ratios (many / 10)."""
     ten = [("ten", p) for p in range(10)]
     put, get = (produce_moldau, consume_moldau) if client == "moldau" else (produce, consume)
     # A later phase (--records a,b,...) writes to the same partitions: each phase reads from where it began.
     start = end_offsets(bootstrap, ten + many) if later else {}
-    log(f"produce {records:,} x 100 B over 10 partitions ...")
-    p10 = put(bootstrap, ten, records)
-    log(f"produce {records:,} x 100 B over {len(many):,} partitions ({records / len(many):,.0f} per partition) ...")
-    pmany = put(bootstrap, many, records)
+    rates: dict[str, float] = {}
+    for side in (("many", "ten") if many_first else ("ten", "many")):
+        targets = many if side == "many" else ten
+        log(f"produce {records:,} x 100 B over {len(targets):,} partitions ({records / len(targets):,.0f} per "
+            "partition) ...")
+        rates[side] = put(bootstrap, targets, records)
+    p10, pmany = rates["ten"], rates["many"]
     log("consume both ...")
     c10 = get(bootstrap, ten, records, start)
     cmany = get(bootstrap, many, records, start)
     rows = [f"{f'{client}, {records:,} records':<24} {'10 partitions':>15} {f'{len(many):,} partitions':>18} "
-            f"{'ratio':>6}",
+            f"{'ratio':>6}" + (f"   ({len(many):,} first)" if many_first else ""),
             f"{'produce records/s':<24} {p10:>15,.0f} {pmany:>18,.0f} {pmany / p10:>6.2f}",
             f"{'consume records/s':<24} {c10:>15,.0f} {cmany:>18,.0f} {cmany / c10:>6.2f}"]
     log("\n".join(rows))
-    return rows
+    return rows, pmany / p10, cmany / c10
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def epoch_checkpoints(log_dirs: list[Path]) -> tuple[int, int]:
+    """(partition replicas whose leader-epoch-checkpoint holds an entry, partition replicas) in ``log_dirs``."""
+    done = total = 0
+    for d in log_dirs:
+        with os.scandir(d) as entries:
+            for e in entries:
+                if not e.is_dir() or "-" not in e.name:
+                    continue
+                total += 1
+                try:
+                    with open(os.path.join(e.path, "leader-epoch-checkpoint"), "rb") as f:
+                        lines = f.read().split(b"\n")
+                except FileNotFoundError:
+                    continue
+                if len(lines) > 1 and lines[1].strip() not in (b"", b"0"):
+                    done += 1
+    return done, total
+
+
+def settle(brokers: list[BrokerProcess], timeout: float) -> str:
+    """Waits (bounded) until the brokers have done the one-time work of new partitions and are idle: every
+    partition replica's leader-epoch-checkpoint written (a leader writes it 10 s after its first epoch, a follower
+    10 s after its first append: EPOCH_CHECKPOINT_DELAY_MS, paced at 1,000 a second per broker) and the brokers'
+    CPU under a tenth of a core each over a second (idle, three brokers of 10,000 partitions use ~0.06 each: the
+    followers' empty fetches). Returns what it waited for, for the report."""
+    start = time.monotonic()
+    dirs = [d for b in brokers for d in b.log_dirs]
+    while True:
+        done, total = epoch_checkpoints(dirs)
+        if done == total:
+            break
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"settle: {done:,} of {total:,} leader-epoch checkpoints written after {timeout} s")
+        time.sleep(0.5)
+    written = time.monotonic() - start
+    while True:
+        before = sum(_cpu_seconds(b.pid) for b in brokers)
+        time.sleep(1.0)
+        busy = sum(_cpu_seconds(b.pid) for b in brokers) - before
+        if busy < 0.1 * len(brokers):
+            break
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"settle: the brokers still used {busy:.2f} s of CPU a second after {timeout} s")
+    return (f"settled in {time.monotonic() - start:.1f} s ({total:,} replicas' leader-epoch checkpoints written "
+            f"after {written:.1f} s, then the brokers idle: {busy:.2f} s of CPU a second together)")
 
 
 def failover(args: argparse.Namespace, brokers: list[BrokerProcess], sizes: dict[str, int],
@@ -431,8 +498,31 @@ def run(args: argparse.Namespace) -> str:
         log(rows[-1])
         many = [(n, p) for n, k in sizes.items() for p in range(k)]
         if not args.skip_throughput:
-            for i, records in enumerate(args.records):
-                rows += throughput(bootstrap, many, records, args.client, later=i > 0)
+            if args.settle:
+                # One record to every partition, then wait for the new partitions' one-time work (see settle()), so
+                # that it does not fall into whichever timed phase happens to run 10 s later.
+                t0 = time.monotonic()
+                write_everywhere_moldau(bootstrap, many + [("ten", p) for p in range(10)], t0, 300)
+                rows.append(f"warm-up: one record to every partition ({time.monotonic() - t0:.1f} s); "
+                            + settle(brokers, 180))
+                log(rows[-1])
+            ratios: list[tuple[float, float]] = []
+            phase = 0
+            for rnd in range(args.rounds):
+                for records in args.records:
+                    section, produced, consumed = throughput(bootstrap, many, records, args.client,
+                                                             later=phase > 0 or args.settle,
+                                                             many_first=rnd % 2 == 1)
+                    rows += section
+                    ratios.append((produced, consumed))
+                    phase += 1
+            if args.rounds > 1:
+                rows.append(f"over {len(ratios)} rounds (median): produce ratio "
+                            f"{statistics.median(r[0] for r in ratios):.2f} ("
+                            + " / ".join(f"{r[0]:.2f}" for r in ratios) + "), consume ratio "
+                            f"{statistics.median(r[1] for r in ratios):.2f} ("
+                            + " / ".join(f"{r[1]:.2f}" for r in ratios) + ")")
+                log(rows[-1])
         rss = [b.rss_bytes() for b in brokers]
         replicas = args.partitions * args.rf / 3
         rows.append("RSS MB per broker: " + ", ".join(f"{r / 2**20:.0f}" for r in rss) + " (before the topics: "
@@ -471,6 +561,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-throughput", action="store_true", help="no produce/consume phase before the kill")
     parser.add_argument("--skip-failover", action="store_true", help="no SIGKILL and failover after the traffic")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (broker logs) afterwards")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the throughput phase(s), every other round with the many partitions first; "
+                             "the median ratios are reported")
+    parser.add_argument("--no-settle", dest="settle", action="store_false",
+                        help="start the throughput phase right after the creation, without the warm-up write and "
+                             "the wait for the new partitions' one-time work (the behaviour before 2026-11-27)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the clean-up (brokers, ZooKeeper, files)
     print(run(args))
