@@ -10,7 +10,8 @@ disk on ``flush()``/``close()``. The file is always exactly ``entries * entry_si
 preallocated files to that size on close), so the files stay interchangeable with Kafka's. ``max_index_size``
 (``segment.index.bytes``) still bounds the entry count: a full index makes the log roll, as in Kafka.
 
-An index that fails ``sanity_check`` (or is missing) is rebuilt by the segment from the log.
+An index that fails ``sanity_check`` (or is missing) is rebuilt by the segment from the log; a segment whose
+offset index has no entry closes without creating either file, and a missing pair loads as two empty indexes.
 """
 
 from __future__ import annotations
@@ -108,9 +109,19 @@ class _IndexFile:
             os.fsync(f.fileno())
         self._unsynced = False
 
-    def close(self) -> None:
+    @property
+    def on_disk(self) -> bool:
+        """Whether the file exists (it is created with the first write-out, or at close)."""
+        return self._on_disk
+
+    def close(self, write: bool = True) -> None:
+        """Writes out pending entries (creating the file if need be) and closes; ``write=False`` drops them and
+        creates nothing (see ``LogSegment.close``)."""
         if not self._closed:
-            self.flush_buffer()
+            if write:
+                self.flush_buffer()
+            else:
+                self._pending.clear()
             self._closed = True
 
     def rename(self, path: Path) -> None:

@@ -39,12 +39,77 @@ def test_file_names_have_20_digits(tmp_path: Path) -> None:
     assert filename_prefix(0) == "00000000000000000000"
     assert filename_prefix(12345) == "00000000000000012345"
     seg = open_segment(tmp_path, 12345)
+    seg.flush()  # creates the index files of a new segment (a close without an index entry leaves them out)
     seg.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "00000000000000012345.index",
         "00000000000000012345.log",
         "00000000000000012345.timeindex",
     ]
+
+
+def _names(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_a_segment_without_an_index_entry_closes_without_index_files_and_loads_as_before(tmp_path: Path) -> None:
+    """Closing creates no empty index files (a file creation each was most of a clean shutdown of thousands of
+    idle or small partitions); reopened, the missing pair is two empty indexes and the segment's last offset, max
+    timestamp and lookups are what they were."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    open_segment(empty, 0, interval=4096).close()
+    assert _names(empty) == ["00000000000000000000.log"]
+    small = tmp_path / "small"
+    small.mkdir()
+    seg = open_segment(small, 0, interval=4096)
+    batches = append_batches(seg, [(2, 50), (3, 50), (1, 50)], ts0=5000)
+    assert len(seg.index) == 0
+    expected = (seg.next_offset, seg.max_timestamp, seg.offset_of_max_timestamp)
+    seg.close(flush=True)
+    assert _names(small) == ["00000000000000000000.log"]
+    for lazy in (False, True):
+        again = LogSegment(small, 0, index_interval_bytes=4096, segment_index_bytes=1 << 20, created_ms=0, lazy=lazy)
+        if not lazy:
+            assert again.load()
+        assert (again.next_offset, again.max_timestamp, again.offset_of_max_timestamp) == expected
+        found = again.find_offset_by_timestamp(5001, 0)
+        assert found is not None and found[1].base_offset == batches[1][0]
+        translated = again.translate_offset(batches[2][0])
+        assert translated is not None and translated[0] == batches[2][2]
+        again.close()
+        assert _names(small) == ["00000000000000000000.log"]
+
+
+def test_a_segment_with_an_index_entry_writes_both_files(tmp_path: Path) -> None:
+    seg = open_segment(tmp_path, 0, interval=100)
+    append_batches(seg, [(2, 100), (2, 100), (2, 100)])
+    assert len(seg.index) > 0
+    seg.close()
+    assert _names(tmp_path) == ["00000000000000000000.index", "00000000000000000000.log",
+                                "00000000000000000000.timeindex"]
+
+
+def test_missing_index_files_that_should_hold_entries_are_rebuilt(tmp_path: Path) -> None:
+    """Both files of a segment that needs entries deleted (Kafka's remedy for a bad index): the tail scan finds
+    the missing entry, ``load`` refuses, and recovery rebuilds. One of the pair missing: refused as well."""
+    seg = open_segment(tmp_path, 0, interval=100)
+    append_batches(seg, [(2, 100), (2, 100), (2, 100)])
+    entries = len(seg.index)
+    seg.close()
+    index, time_index = tmp_path / "00000000000000000000.index", tmp_path / "00000000000000000000.timeindex"
+    time_index.unlink()
+    half = open_segment(tmp_path, 0, interval=100)
+    assert not half.load()
+    half.close()
+    index.unlink(missing_ok=True)  # the close may have written the offset index again
+    time_index.unlink(missing_ok=True)
+    again = open_segment(tmp_path, 0, interval=100)
+    assert not again.load()
+    again.recover()
+    assert len(again.index) == entries
+    again.close()
+    assert index.exists() and time_index.exists()
 
 
 def test_append_read_and_file_region(tmp_path: Path) -> None:
