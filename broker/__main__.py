@@ -51,7 +51,8 @@ async def run(config: BrokerConfig) -> int:
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     for waiter in waiters:
         waiter.cancel()
-    exit_watchdog.arm(exit_watchdog.shutdown_deadline_s(config, SHUTDOWN_GRACE_S), server.stopped.is_set)
+    exit_watchdog.arm(exit_watchdog.shutdown_deadline_s(config, SHUTDOWN_GRACE_S), server.stopped.is_set,
+                      server.shutdown_progress)
     await server.shutdown()
     return server.exit_code
 

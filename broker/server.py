@@ -59,7 +59,7 @@ from moldau.broker.security.inter_broker import inter_broker_security
 from moldau.broker.security.listener_config import listener_security
 from moldau.broker.zk_mode import ZkMode
 from moldau.storage.config import SystemClock
-from moldau.storage.log_manager import LogManager
+from moldau.storage.log_manager import LogManager, ShutdownProgress
 from moldau.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -168,6 +168,7 @@ class BrokerServer:
         self.remote_log_manager: RemoteLogManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.stopped = asyncio.Event()
+        self.shutdown_progress = ShutdownProgress()  # the log close's, for the exit watchdog
         # Set when the broker must stop on its own (every log dir failed); __main__ exits with exit_code.
         self.stop_requested = asyncio.Event()
         self.exit_code = 0
@@ -576,7 +577,7 @@ class BrokerServer:
         if self.log_manager is not None:
             if self.replica_manager is not None:
                 self.replica_manager.checkpoint_high_watermarks()
-            self.log_manager.shutdown()
+            self.log_manager.shutdown(self.shutdown_progress)
         self.metrics.close()
         log.info("Moldau broker %d shut down cleanly in %.2f s", self.broker_id, time.monotonic() - began)
         self.stopped.set()

@@ -40,6 +40,16 @@ from moldau.storage.log import Log, parse_topic_partition
 
 logger = logging.getLogger(__name__)
 
+
+class ShutdownProgress:
+    """How far a clean shutdown's log close has come, for the broker's exit watchdog (written by the closing
+    thread, read by the watchdog's: plain attributes, each read or written whole)."""
+
+    def __init__(self) -> None:
+        self.logs_closed = -1  # -1: the log close has not begun
+        self.logs_total = 0
+        self.syncing = False  # inside the file-system sync, which the process could not exit from anyway
+
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
@@ -389,8 +399,9 @@ class LogManager:
 
     # --- shutdown --------------------------------------------------------------------------------------------
 
-    def shutdown(self) -> None:
-        """Flushes and closes every log, writes the checkpoints and the clean-shutdown markers.
+    def shutdown(self, progress: ShutdownProgress | None = None) -> None:
+        """Flushes and closes every log, writes the checkpoints and the clean-shutdown markers. ``progress`` counts
+        the logs closed and marks the file-system sync for the broker's exit watchdog.
 
         Where the platform has it (Linux), the logs are closed without an fsync each and every log dir's file
         system is synced once (syncfs) before the checkpoints move the recovery points to the log ends: a few
@@ -400,27 +411,36 @@ class LogManager:
         recovery points and no clean-shutdown marker in that dir: the next start recovers it."""
         started = time.monotonic()
         every_log = self.all_logs()
+        progress = progress if progress is not None else ShutdownProgress()
+        progress.logs_total, progress.logs_closed = len(every_log), 0
         if not can_sync_filesystem():
             for log in every_log:
                 log.close(flush=True)
+                progress.logs_closed += 1
             closed = time.monotonic()
             synced = set(self.online_dirs)
         else:
             ends = {d: [(log, log.log_end_offset) for log in logs] for d, logs in self._by_dir().items()}
             for log in every_log:
                 log.close(flush=True, fsync=False)
+                progress.logs_closed += 1
             closed = time.monotonic()
             synced = set()
-            for d in self.online_dirs:
-                try:
-                    sync_filesystem(d)
-                except OSError as exc:
-                    logger.error("clean shutdown: syncing the file system of %s failed (%s); it is left without "
-                                 "a clean-shutdown marker and will be recovered at the next start", d, exc)
-                    continue
-                synced.add(d)
-                for log, end in ends.get(d, []):
-                    log.recovery_point = max(log.recovery_point, end)
+            progress.syncing = True
+            try:
+                for d in self.online_dirs:
+                    try:
+                        sync_filesystem(d)
+                    except OSError as exc:
+                        logger.error("clean shutdown: syncing the file system of %s failed (%s); it is left "
+                                     "without a clean-shutdown marker and will be recovered at the next start", d,
+                                     exc)
+                        continue
+                    synced.add(d)
+                    for log, end in ends.get(d, []):
+                        log.recovery_point = max(log.recovery_point, end)
+            finally:
+                progress.syncing = False
         flushed = time.monotonic()
         self.checkpoint()
         for d in self.online_dirs:

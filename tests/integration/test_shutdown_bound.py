@@ -123,6 +123,53 @@ def test_exit_watchdog_ends_a_hung_process_at_its_deadline(finished: bool, code:
     assert b"shutdown-watchdog" in proc.stderr or b"Thread" in proc.stderr  # the stacks were dumped
 
 
+_ADVANCING = """
+import time
+from moldau.broker import exit_watchdog
+from moldau.storage.log_manager import ShutdownProgress
+
+class Scripted(ShutdownProgress):
+    # Each look of the watchdog sees the next value: logs closed go 1, 2, ... up to STOP; syncing for SYNC looks.
+    def __init__(self):
+        self.logs_total, self.looks, self.sync_looks = 10, 0, 0
+    @property
+    def logs_closed(self):
+        self.looks += 1
+        return min(self.looks, STOP)
+    @property
+    def syncing(self):
+        self.sync_looks += 1
+        return self.sync_looks <= SYNC
+
+exit_watchdog.arm(0.5, lambda: False, Scripted(), check_s=0.2)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("stop,sync,waits", [(4, 0, 3), (1, 2, 2), (3, 4, 4)])
+def test_exit_watchdog_waits_for_a_log_close_that_makes_progress(stop: int, sync: int, waits: int) -> None:
+    """Past its deadline the watchdog waits on while logs are being closed (or the file system synced), one
+    check at a time, and ends the process at the first check that finds neither. Scripted progress: each look
+    sees the next value, so the number of waits is exact whatever the machine's load."""
+    script = _ADVANCING.replace("STOP", str(stop)).replace("SYNC", str(sync))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30)
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == EXIT_SHUTDOWN_TIMEOUT, err
+    assert err.count("waiting on") == waits, err
+    assert "logs not closed: the next start recovers them" in err
+
+
+def test_exit_watchdog_does_not_wait_before_the_log_close_begins() -> None:
+    script = ("import time; from moldau.broker import exit_watchdog; "
+              "from moldau.storage.log_manager import ShutdownProgress; "
+              "exit_watchdog.arm(0.5, lambda: False, ShutdownProgress(), check_s=30); time.sleep(60)")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30)
+    assert proc.returncode == EXIT_SHUTDOWN_TIMEOUT, proc.stderr.decode(errors="replace")
+    assert time.monotonic() - t0 < 20  # not the 30 s of a progress check
+    assert b"waiting on" not in proc.stderr
+
+
 def _try_produce(bootstrap: str, topic: str, records: list) -> list[int] | None:  # type: ignore[type-arg]
     try:
         return kp_produce(bootstrap, topic, records, acks="all", retries=5)
