@@ -476,7 +476,8 @@ def run(args: argparse.Namespace) -> str:
             brokers.append(BrokerProcess(root / f"b{i}", broker_id=i, overrides={
                 "zookeeper.connect": zk.connect + "/many",
                 "zookeeper.session.timeout.ms": str(args.session_timeout_ms),
-                "auto.leader.rebalance.enable": "false", "auto.create.topics.enable": "false"}).start())
+                "auto.leader.rebalance.enable": "false", "auto.create.topics.enable": "false",
+                **dict(kv.split("=", 1) for kv in args.broker_config)}).start())
         bootstrap = ",".join(b.bootstrap for b in brokers)
         sizes = topic_sizes(args.partitions, args.topics)
         config = {"min.insync.replicas": str(min(args.rf, 2))}
@@ -561,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-throughput", action="store_true", help="no produce/consume phase before the kill")
     parser.add_argument("--skip-failover", action="store_true", help="no SIGKILL and failover after the traffic")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (broker logs) afterwards")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for all three brokers (repeatable)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="repeat the throughput phase(s), every other round with the many partitions first; "
                              "the median ratios are reported")
