@@ -52,7 +52,7 @@ except ImportError:  # so the same bench measures older commits
     TUPLES = False
 
 
-async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[float]]:
+async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = None) -> dict[str, list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="moldau-round-"))
     try:
         env = make_env(tmp)
@@ -104,8 +104,10 @@ async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[floa
                 if isinstance(part, (bytes, bytearray, memoryview)):
                     data += part
                 else:
-                    for region in getattr(part, "regions", [part]):
-                        data += os.pread(region.fileobj.fileno(), region.length, region.position)
+                    for region in getattr(part, "regions", [part]):  # as broker/network.py copies them
+                        kept = getattr(region, "data", None)
+                        data += kept if kept is not None else \
+                            os.pread(region.fileobj.fileno(), region.length, region.position)
             t = took(f"{step} leader: encode answer", t)
             response, _ = fetch.response_decoder(FETCH_V)(bytes(data), 0)
             session.on_response(response["session_id"], epoch, changed, forgotten)
@@ -115,7 +117,13 @@ async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[floa
                         logs[p["partition_index"]].append_as_follower(p["records"])
             took(f"{step} follower: decode + append", t)
 
+        profiler = None
+        if profile:
+            import cProfile
+            profiler = cProfile.Profile()
         for r in range(rounds + 1):
+            if profiler is not None and r == 1:
+                profiler.enable()
             body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [
                 {"name": "t", "partition_data": [{"index": p, "records": batch} for p in range(partitions)]}]}
             wire = produce.encode_request(PRODUCE_V, body)
@@ -133,6 +141,9 @@ async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[floa
             await follower_fetch("f2 (idle)")
             if r == 0:
                 times.clear()
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
         return times
     finally:
         gc.unfreeze()
@@ -144,8 +155,9 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=3333)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--no-freeze", action="store_true")
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the counted rounds to FILE (pstats)")
     args = parser.parse_args()
-    times = asyncio.run(run(args.partitions, args.rounds, not args.no_freeze))
+    times = asyncio.run(run(args.partitions, args.rounds, not args.no_freeze, args.profile))
     print(f"{'step (median CPU time)':<42} {'ms':>8} {'us/partition':>13}")
     total = 0.0
     for step, values in times.items():

@@ -439,7 +439,7 @@ class Log(LogTransactions):
             producers = producers or h.producer_id >= 0
         # Batches without a producer id have no sequences to check (apply still moves the map's end offset)
         pending = self.producer_state.validate_leader_batches(h for _, h in batches) if producers else []
-        info = self._append(buf, batches, append_time)
+        info = self._append(buf, batches, append_time, keep=True)
         self.producer_state.apply(pending, info.last_offset + 1)
         if len(ends) == 1:
             return [info]
@@ -466,7 +466,8 @@ class Log(LogTransactions):
                 self.producer_state.update(h)
         return info
 
-    def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
+    def _append(self, data: Buffer, batches: Batches, append_time: int, keep: bool = False) -> AppendInfo:
+        """``keep``: a leader's append, whose bytes the segment keeps for the followers' reads when small."""
         first = batches[0][1]
         max_ts, offset_of_max, count = NO_TIMESTAMP, first.last_offset, 0
         for _, h in batches:
@@ -485,7 +486,7 @@ class Log(LogTransactions):
             config.segment_ms,
         ):
             seg = self.roll(first.base_offset)
-        seg.append(data, last_offset, max_ts, offset_of_max, batches)
+        seg.append(data, last_offset, max_ts, offset_of_max, batches, keep)
         epochs = self.leader_epoch_cache
         for _, h in batches:
             epochs.assign(h.partition_leader_epoch, h.base_offset)

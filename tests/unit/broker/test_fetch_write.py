@@ -59,3 +59,40 @@ async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
 
     assert sample("moldau_fetch_copied_bytes_total") == small_bytes
     assert sample("moldau_fetch_sendfile_bytes_total") == expected[SMALL].size
+
+
+async def test_a_leaders_last_small_append_goes_out_from_memory(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes of each partition's last append are kept by the leader's segment (storage TAIL_MAX_BYTES):
+    an answer made of them reads no file; an older batch is read from the file. Either way the log's bytes."""
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=3)
+    rm = env.replica_manager
+    for p in range(3):
+        rm.append("t", p, bytearray(build_batch([(None, b"old%d" % p, [], None)])), 1)
+        rm.append("t", p, bytearray(build_batch([(None, b"new%d" % p, [], None)])), 1)
+
+    async def fetch(offsets: dict[int, int]) -> dict[int, bytes]:
+        async with serving(env, workers=1) as (reader, writer):
+            writer.write(_frame(ApiKey.FETCH, 12, 7, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 24, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+                "topics": [{"topic": "t", "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": at, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p, at in offsets.items()]}]}))
+            size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 5))[0]
+            frame = await asyncio.wait_for(reader.readexactly(size), 5)
+        body, _ = REGISTRY[ApiKey.FETCH].response_decoder(12)(memoryview(frame), 5)
+        return {p["partition_index"]: bytes(p["records"]) for p in body["responses"][0]["partitions"]}
+
+    def logged(p: int, offset: int) -> bytes:
+        return b"".join(r.read() for r in rm.read("t", p, offset, 1 << 20, consumer=True).records.regions)
+
+    last, whole = {p: logged(p, 1) for p in range(3)}, logged(0, 0)
+    file_reads: list[int] = []
+    real_pread = network.os.pread
+    monkeypatch.setattr(network.os, "pread", lambda fd, n, at: file_reads.append(n) or real_pread(fd, n, at))
+    assert await fetch({p: 1 for p in range(3)}) == last
+    assert file_reads == []
+    assert await fetch({0: 0}) == {0: whole}
+    assert file_reads == [len(whole)]
