@@ -438,7 +438,7 @@ class Log(LogTransactions):
             offset = h.last_offset + 1
             producers = producers or h.producer_id >= 0
         # Batches without a producer id have no sequences to check (apply still moves the map's end offset)
-        pending = self.producer_state.validate_leader_batches(h for _, h in batches) if producers else []
+        pending = self.producer_state.validate_leader_batches([h for _, h in batches]) if producers else []
         info = self._append(buf, batches, append_time, keep=True)
         self.producer_state.apply(pending, info.last_offset + 1)
         if len(ends) == 1:
