@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -70,8 +71,10 @@ class CompletedTxn:
     is_aborted: bool
 
 
-@dataclass(slots=True, frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One of a producer's last batches. A named tuple (immutable, as before): a frozen dataclass cost ~0.6 us to
+    build, and one is built for every batch of an idempotent producer on the leader and on each follower."""
+
     first_seq: int
     last_seq: int
     first_offset: int
