@@ -157,8 +157,8 @@ class LogSegment:
         self._closed = False
         self._size = -1  # unknown until the .log is opened or stat-ed
         self._recent = array("q")  # the tail of the segment's batches (see _RECENT); empty: unknown
-        self._tail: bytes | None = None  # the last append's bytes, from file position _tail_at (TAIL_MAX_BYTES)
-        self._tail_at = 0
+        # The last append's file position and bytes (TAIL_MAX_BYTES), one value so that a reader sees both or none.
+        self._tail: tuple[int, bytes] | None = None
         self._loaded = False
         self._load_lock: threading.Lock | None = None
         if lazy:
@@ -390,7 +390,7 @@ class LogSegment:
         _write_all(self._fd, data)
         self._size += len(data)
         if keep and len(data) <= TAIL_MAX_BYTES:
-            self._tail, self._tail_at = bytes(data), start
+            self._tail = start, bytes(data)
         recent = self._recent
         for rel, h in headers if headers is not None else iter_headers(data):
             self._on_batch(start + rel, h)
@@ -570,10 +570,12 @@ class LogSegment:
     def _region(self, start: int, length: int) -> FileRegion:
         """The region, with its bytes when they lie within the last append kept in memory."""
         tail = self._tail
-        if tail is not None and start >= self._tail_at and start + length <= self._tail_at + len(tail):
-            if start == self._tail_at and length == len(tail):
-                return FileRegion(self._file, start, length, tail)
-            return FileRegion(self._file, start, length, tail[start - self._tail_at : start - self._tail_at + length])
+        if tail is not None:
+            at, data = tail
+            if start >= at and start + length <= at + len(data):
+                if start == at and length == len(data):
+                    return FileRegion(self._file, start, length, data)
+                return FileRegion(self._file, start, length, data[start - at : start - at + length])
         return FileRegion(self._file, start, length)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, BatchHeader] | None:
