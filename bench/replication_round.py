@@ -13,9 +13,10 @@ A leader with ``--partitions`` partitions (RF 2: follower 1 in the ISR), its rea
     follower state, moves every high watermark and completes the Produce request, whose answer is encoded;
   * f2: an idle fetch (nothing changed anywhere).
 ``--idempotent``: the batches carry a producer id and sequences (the producer-state checks of every append, as
-from an idempotent producer, the default of Kafka's clients and Moldau's). Prints the median CPU time (``time.process_time``) of each step over ``--rounds`` rounds, after a first round
-that is not counted. With ``--no-freeze`` the partition state is left in CPython's full collections (as before
-broker/gc_freeze.py); by default it is frozen after set-up, as the broker does.
+from an idempotent producer, the default of Kafka's clients and Moldau's). ``--profile FILE``: a cProfile of the
+counted rounds. Prints the median CPU time (``time.process_time``) of each step over ``--rounds`` rounds, after a
+first round that is not counted. With ``--no-freeze`` the partition state is left in CPython's full
+collections (as before broker/gc_freeze.py); by default it is frozen after set-up, as the broker does.
 """
 
 from __future__ import annotations
@@ -106,10 +107,8 @@ async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = 
                 if isinstance(part, (bytes, bytearray, memoryview)):
                     data += part
                 else:
-                    for region in getattr(part, "regions", [part]):  # as broker/network.py copies them
-                        kept = getattr(region, "data", None)
-                        data += kept if kept is not None else \
-                            os.pread(region.fileobj.fileno(), region.length, region.position)
+                    for region in getattr(part, "regions", [part]):
+                        data += os.pread(region.fileobj.fileno(), region.length, region.position)
             t = took(f"{step} leader: encode answer", t)
             response, _ = fetch.response_decoder(FETCH_V)(bytes(data), 0)
             session.on_response(response["session_id"], epoch, changed, forgotten)

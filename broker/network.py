@@ -532,11 +532,7 @@ class Connection:
                 else:  # no sendfile through TLS: the record bytes are read and encrypted in user space
                     assert tls is not None
                     for region in _regions(part):
-                        data = getattr(region, "data", None)
-                        if data is not None:
-                            await tls.sendall(data)
-                        else:
-                            await tls.send_file(region.fileobj, region.position, region.length)
+                        await tls.send_file(region.fileobj, region.position, region.length)
                         copied += int(region.length)
         self.metrics.bytes_out(total, sent_by_sendfile)
         if copied:
@@ -556,11 +552,9 @@ class Connection:
             for region in _regions(part):
                 length = int(region.length)
                 if length < COPY_BELOW:
-                    data = getattr(region, "data", None)  # the bytes of a leader's last append, kept in memory
-                    if data is None:
-                        data = os.pread(region.fileobj.fileno(), length, region.position)
-                        if len(data) != length:
-                            raise ConnectionError("segment file shorter than the region being sent")
+                    data = os.pread(region.fileobj.fileno(), length, region.position)
+                    if len(data) != length:
+                        raise ConnectionError("segment file shorter than the region being sent")
                     pending += data
                     copied += length
                     if len(pending) >= FLUSH_AT:  # an answer of many small regions is not held whole

@@ -439,7 +439,7 @@ class Log(LogTransactions):
             producers = producers or h.producer_id >= 0
         # Batches without a producer id have no sequences to check (apply still moves the map's end offset)
         pending = self.producer_state.validate_leader_batches([h for _, h in batches]) if producers else []
-        info = self._append(buf, batches, append_time, keep=True)
+        info = self._append(buf, batches, append_time)
         self.producer_state.apply(pending, info.last_offset + 1)
         if len(ends) == 1:
             return [info]
@@ -466,8 +466,7 @@ class Log(LogTransactions):
                 self.producer_state.update(h)
         return info
 
-    def _append(self, data: Buffer, batches: Batches, append_time: int, keep: bool = False) -> AppendInfo:
-        """``keep``: a leader's append, whose bytes the segment keeps for the followers' reads when small."""
+    def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
         first = batches[0][1]
         if len(batches) == 1:  # a partition's usual append (the header's fields, not its properties)
             count, max_ts = first.records_count, first.max_timestamp
@@ -492,7 +491,7 @@ class Log(LogTransactions):
             config.segment_ms,
         ):
             seg = self.roll(first.base_offset)
-        seg.append(data, last_offset, max_ts, offset_of_max, batches, keep)
+        seg.append(data, last_offset, max_ts, offset_of_max, batches)
         epochs = self.leader_epoch_cache
         for _, h in batches:
             latest = epochs.entries[-1] if epochs.entries else None

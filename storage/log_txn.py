@@ -81,8 +81,7 @@ class LogTransactions:
     def active_segment(self) -> LogSegment:
         raise NotImplementedError
 
-    def _append(self, data: Buffer, batches: list[tuple[int, BatchHeader]], append_time: int, keep: bool = False
-                ) -> AppendInfo:
+    def _append(self, data: Buffer, batches: list[tuple[int, BatchHeader]], append_time: int) -> AppendInfo:
         raise NotImplementedError
 
     def append_marker(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,

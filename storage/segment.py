@@ -53,11 +53,6 @@ _SCAN_CHUNK = 16 * 1024  # header scans: holds ~4 index intervals of small batch
 _RECENT = 8
 _RECENT_FIELDS = 4
 _RECOVER_CHUNK = 1024 * 1024  # recovery reads whole batches to check CRCs
-# A leader's last append, when at most this long, is also kept in memory (one copy per segment, of its last
-# append only) until the next append: the followers (and consumers that keep up) fetch exactly those bytes, and
-# the broker copies fetch answers' small regions into its writes rather than sending each with ``sendfile``
-# (broker/network.py COPY_BELOW, the same bound), so each follower's read of them cost a ``pread`` per partition.
-TAIL_MAX_BYTES = 16 * 1024
 
 
 def filename_prefix(offset: int) -> str:
@@ -66,17 +61,14 @@ def filename_prefix(offset: int) -> str:
 
 
 class FileRegion:
-    """A byte range of a segment file, to be sent with ``os.sendfile`` (``read()`` copies, for tools and tests).
-    ``data``: the same bytes, when the segment still had them in memory (the tail of a leader's last append,
-    see ``LogSegment.append``); whoever copies a region takes them from there instead of a ``pread``."""
+    """A byte range of a segment file, to be sent with ``os.sendfile`` (``read()`` copies, for tools and tests)."""
 
-    __slots__ = ("fileobj", "position", "length", "data")
+    __slots__ = ("fileobj", "position", "length")
 
-    def __init__(self, fileobj: io.FileIO, position: int, length: int, data: bytes | None = None) -> None:
+    def __init__(self, fileobj: io.FileIO, position: int, length: int) -> None:
         self.fileobj = fileobj
         self.position = position
         self.length = length
-        self.data = data
 
     def __len__(self) -> int:
         return self.length
@@ -85,8 +77,6 @@ class FileRegion:
         return self.fileobj.fileno()
 
     def read(self) -> bytes:
-        if self.data is not None:
-            return self.data
         fd = self.fileobj.fileno()
         parts: list[bytes] = []
         pos, remaining = self.position, self.length
@@ -157,8 +147,6 @@ class LogSegment:
         self._closed = False
         self._size = -1  # unknown until the .log is opened or stat-ed
         self._recent = array("q")  # the tail of the segment's batches (see _RECENT); empty: unknown
-        # The last append's file position and bytes (TAIL_MAX_BYTES), one value so that a reader sees both or none.
-        self._tail: tuple[int, bytes] | None = None
         self._loaded = False
         self._load_lock: threading.Lock | None = None
         if lazy:
@@ -320,7 +308,6 @@ class LogSegment:
         self._index.reset()
         self._time_index.reset()
         del self._recent[:]
-        self._tail = None
         self._next_offset = self.base_offset
         self._max_timestamp = NO_TIMESTAMP
         self._offset_of_max_timestamp = self.base_offset
@@ -373,24 +360,19 @@ class LogSegment:
         max_timestamp: int,
         offset_of_max_timestamp: int,
         headers: list[tuple[int, BatchHeader]] | None = None,
-        keep: bool = False,
     ) -> None:
         """Appends whole batches (already carrying their final offsets) and maintains the indexes.
 
         ``headers`` are the ``(position in data, header)`` pairs of ``data`` when the caller has them; otherwise
-        they are parsed here. ``max_timestamp``/``offset_of_max_timestamp`` describe the whole append. ``keep``
-        (a leader's append): a copy of ``data`` up to ``TAIL_MAX_BYTES`` stays in memory for the reads of it.
+        they are parsed here. ``max_timestamp``/``offset_of_max_timestamp`` describe the whole append.
         """
         if not len(data):
             return
         if largest_offset < self.base_offset or largest_offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {largest_offset} does not fit segment {self.base_offset}")
         start = self._size
-        self._tail = None
         _write_all(self._fd, data)
         self._size += len(data)
-        if keep and len(data) <= TAIL_MAX_BYTES:
-            self._tail = start, bytes(data)
         recent = self._recent
         for rel, h in headers if headers is not None else iter_headers(data):
             self._on_batch(start + rel, h)
@@ -466,7 +448,6 @@ class LogSegment:
         """Called when a newer segment takes over: records the final max timestamp in the time index."""
         if not self._loaded:
             self._require()
-        self._tail = None
         self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
         self._index.flush_buffer()
         self._time_index.flush_buffer()
@@ -555,28 +536,17 @@ class LogSegment:
         end_limit = min(limit, start + max(max_size, 0))
         if start + first_size > end_limit:
             if min_one and start + first_size <= limit:
-                return self._region(start, first_size)
-            return self._region(start, 0)
+                return FileRegion(self._file, start, first_size)
+            return FileRegion(self._file, start, 0)
         if end_limit == self._size:  # everything from start: the segment ends at a batch boundary
-            return self._region(start, end_limit - start)
+            return FileRegion(self._file, start, end_limit - start)
         # Jump to the last indexed batch start before the limit, then walk the few headers after it.
         end = max(start + first_size, self._index.floor_position(end_limit))
         for pos, h in self._scan(end, end_limit):
             if pos + h.total_size > end_limit:
                 break
             end = pos + h.total_size
-        return self._region(start, end - start)
-
-    def _region(self, start: int, length: int) -> FileRegion:
-        """The region, with its bytes when they lie within the last append kept in memory."""
-        tail = self._tail
-        if tail is not None:
-            at, data = tail
-            if start >= at and start + length <= at + len(data):
-                if start == at and length == len(data):
-                    return FileRegion(self._file, start, length, data)
-                return FileRegion(self._file, start, length, data[start - at : start - at + length])
-        return FileRegion(self._file, start, length)
+        return FileRegion(self._file, start, end - start)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch at or after ``start_offset`` whose max timestamp >= timestamp."""
@@ -614,7 +584,6 @@ class LogSegment:
         position = found[0]
         truncated = self._size - position
         del self._recent[:]
-        self._tail = None
         self._index.truncate_to(offset)
         self._index.truncate_to_position(position)
         self._time_index.truncate_to(offset)
@@ -644,7 +613,6 @@ class LogSegment:
                 was_closed, self._closed = self._closed, True
         else:
             was_closed, self._closed = self._closed, True
-        self._tail = None
         if was_closed or not self._loaded:
             return
         self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True)
@@ -701,7 +669,6 @@ class LogSegment:
             with self._load_lock:
                 self._closed = True
         self._closed = True
-        self._tail = None
         if self._loaded:
             self._index.delete()
             self._time_index.delete()

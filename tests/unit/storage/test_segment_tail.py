@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moldau.protocol.records import build_batch, read_header, set_base_offset
 from moldau.storage import segment as segment_module
 from moldau.storage.segment import LogSegment
 
@@ -95,85 +94,3 @@ def test_after_a_truncation_and_after_recovery_the_tail_is_the_new_last_batch(tm
     found = seg.translate_offset(batches[5][1])
     assert found is not None and found[1].last_offset == batches[5][1]
     seg.close()
-
-
-def _file_bytes(region: segment_module.FileRegion) -> bytes:
-    return os.pread(region.fileobj.fileno(), region.length, region.position)
-
-
-def test_a_kept_append_is_read_from_memory_with_the_files_bytes(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A leader's small append (``keep``) stays in memory until the next one: a read of it (or of part of it)
-    carries those bytes, which are the file's; reads of anything else carry none."""
-    seg = open_segment(tmp_path, 0)
-    first = append_batches(seg, [(2, 40)])
-    data = bytearray(build_batch([(None, b"y" * 30, None, 2000)] * 3, base_offset=0))
-    set_base_offset(data, 0, seg.next_offset)
-    h = read_header(data)
-    position = seg.size
-    seg.append(data, h.last_offset, h.max_timestamp, h.last_offset, keep=True)
-    data[:] = bytes(len(data))  # the caller's buffer is reused: the segment kept a copy
-    region = seg.read(h.base_offset, 1 << 20)
-    assert region is not None and region.position == position and region.data is not None
-    assert region.data == _file_bytes(region) and region.read() == region.data
-    cut = seg.read(h.base_offset, 1 << 20, min_one=True)  # whole batches only: the same one
-    assert cut is not None and cut.data == region.data
-    both = seg.read(first[0][0], 1 << 20)  # from the batch before: not all in memory
-    assert both is not None and both.data is None and both.read().endswith(region.data)
-    reads: list[int] = []
-    real_pread = os.pread
-    monkeypatch.setattr(segment_module.os, "pread",
-                        lambda fd, n, at: reads.append(at) or real_pread(fd, n, at))  # type: ignore[func-returns-value]
-    assert seg.read(h.base_offset, 1 << 20).read() == region.data  # type: ignore[union-attr]
-    assert reads == []
-    monkeypatch.undo()
-    seg.close()
-
-
-@pytest.mark.parametrize("then", ["append", "large", "truncate", "inactive", "recover"])
-def test_the_kept_bytes_go_with_any_change_of_the_tail(tmp_path: Path, then: str) -> None:
-    seg = open_segment(tmp_path, 0)
-
-    def kept_append(value_size: int, keep: bool = True, value: bytes = b"z") -> int:
-        data = bytearray(build_batch([(None, value * value_size, None, 3000)], base_offset=0))
-        set_base_offset(data, 0, seg.next_offset)
-        h = read_header(data)
-        seg.append(data, h.last_offset, h.max_timestamp, h.last_offset, keep=keep)
-        return h.base_offset
-
-    base = kept_append(50)
-    assert seg.read(base, 1 << 20).data is not None  # type: ignore[union-attr]
-    if then == "append":  # a follower's append (not kept) replaces it
-        base = kept_append(50, keep=False)
-    elif then == "large":
-        base = kept_append(segment_module.TAIL_MAX_BYTES + 1)
-    elif then == "truncate":  # and the same place written again, with other bytes
-        base = kept_append(50)
-        seg.truncate_to(base, 0)
-        assert kept_append(50, keep=False, value=b"w") == base
-    elif then == "inactive":
-        seg.on_become_inactive()
-    else:
-        seg.recover()
-    region = seg.read(base, 1 << 20)
-    assert region is not None and region.data is None and len(region.read()) == region.length > 0
-    if then == "truncate":
-        assert b"w" * 50 in region.read()
-    seg.close()
-
-
-def test_a_leaders_append_is_kept_and_a_followers_is_not(tmp_path: Path) -> None:
-    from moldau.protocol.records import build_batch as build
-    from moldau.storage.config import LogConfig, ManualClock
-    from moldau.storage.log import Log
-
-    leader = Log(tmp_path / "t-0", LogConfig(), ManualClock())
-    follower = Log(tmp_path / "t-1", LogConfig(), ManualClock())
-    leader.append_as_leader(bytearray(build([(None, b"v", None, 1)])), leader_epoch=3)
-    region = leader.read(0, 1 << 20).regions[0]
-    assert region.data is not None and region.data == _file_bytes(region)
-    follower.append_as_follower(region.data)
-    copy = follower.read(0, 1 << 20).regions[0]
-    assert copy.data is None and copy.read() == region.data
-    leader.close(take_snapshot=False)
-    follower.close(take_snapshot=False)
