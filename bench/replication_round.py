@@ -12,9 +12,11 @@ A leader with ``--partitions`` partitions (RF 2: follower 1 in the ISR), its rea
   * f1: the follower's next fetch, naming every partition at its new log end offset: the leader updates its
     follower state, moves every high watermark and completes the Produce request, whose answer is encoded;
   * f2: an idle fetch (nothing changed anywhere).
-Prints the median CPU time (``time.process_time``) of each step over ``--rounds`` rounds, after a first round
-that is not counted. With ``--no-freeze`` the partition state is left in CPython's full collections (as before
-broker/gc_freeze.py); by default it is frozen after set-up, as the broker does.
+``--idempotent``: the batches carry a producer id and sequences (the producer-state checks of every append, as
+from an idempotent producer, the default of Kafka's clients and Moldau's). ``--profile FILE``: a cProfile of the
+counted rounds. Prints the median CPU time (``time.process_time``) of each step over ``--rounds`` rounds, after a
+first round that is not counted. With ``--no-freeze`` the partition state is left in CPython's full
+collections (as before broker/gc_freeze.py); by default it is frozen after set-up, as the broker does.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ except ImportError:  # so the same bench measures older commits
     TUPLES = False
 
 
-async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[float]]:
+async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = None, idempotent: bool = False
+              ) -> dict[str, list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="moldau-round-"))
     try:
         env = make_env(tmp)
@@ -115,9 +118,21 @@ async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[floa
                         logs[p["partition_index"]].append_as_follower(p["records"])
             took(f"{step} follower: decode + append", t)
 
+        profiler = None
+        if profile:
+            import cProfile
+            profiler = cProfile.Profile()
         for r in range(rounds + 1):
+            if profiler is not None and r == 1:
+                profiler.enable()
+            if idempotent:  # one producer id, its sequence in each partition
+                one = bytes(build_batch([(None, b"x" * 100, [], None)] * 2, producer_id=4242, producer_epoch=0,
+                                        base_sequence=2 * r))
+                batches = [one] * partitions
+            else:
+                batches = [batch] * partitions
             body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [
-                {"name": "t", "partition_data": [{"index": p, "records": batch} for p in range(partitions)]}]}
+                {"name": "t", "partition_data": [{"index": p, "records": b} for p, b in enumerate(batches)]}]}
             wire = produce.encode_request(PRODUCE_V, body)
             t = time.process_time()
             decoded, _ = produce.request_decoder(PRODUCE_V)(memoryview(bytearray(wire)), 0)
@@ -133,6 +148,9 @@ async def run(partitions: int, rounds: int, freeze: bool) -> dict[str, list[floa
             await follower_fetch("f2 (idle)")
             if r == 0:
                 times.clear()
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
         return times
     finally:
         gc.unfreeze()
@@ -144,8 +162,12 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=3333)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--no-freeze", action="store_true")
+    parser.add_argument("--profile", metavar="FILE", help="write a cProfile of the counted rounds to FILE (pstats)")
+    parser.add_argument("--idempotent", action="store_true",
+                        help="batches of an idempotent producer (a producer id and sequences), as Kafka's clients and "
+                             "Moldau's send by default: the producer-state checks of each append")
     args = parser.parse_args()
-    times = asyncio.run(run(args.partitions, args.rounds, not args.no_freeze))
+    times = asyncio.run(run(args.partitions, args.rounds, not args.no_freeze, args.profile, args.idempotent))
     print(f"{'step (median CPU time)':<42} {'ms':>8} {'us/partition':>13}")
     total = 0.0
     for step, values in times.items():

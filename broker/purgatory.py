@@ -272,6 +272,22 @@ class Purgatory:
                     break
         return completed
 
+    def rewatch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> None:
+        """A pending operation watched here watches ``keys`` from now on instead of its keys so far (it keeps its
+        timeout). For an operation that knows which key alone can move it on, e.g. an acks=all request settled
+        partition by partition in request order, which watches only the partition it waits for: watching all
+        of them cost a watch list entry per partition, made and dropped again, for every request. It may be
+        called from the operation's ``try_complete`` while a check walks a watch list."""
+        if op._purgatory is not self or op.is_completed:
+            return
+        keys = tuple(dict.fromkeys(keys))
+        if not keys:
+            raise ValueError("a delayed operation needs at least one watch key")
+        self._leave(op)
+        op._keys = keys
+        for key in keys:
+            self._watch(key, op)
+
     def watched(self) -> int:
         """Total watch-list entries (an operation watched under n keys counts n times)."""
         return sum(len(w) for w in self._watchers.values())
@@ -343,6 +359,11 @@ class Purgatory:
             self._ordered[key] = threshold if threshold is not None and threshold >= last else None
 
     def _unwatch(self, op: DelayedOperation) -> None:
+        self._leave(op)
+        self._pending.pop(id(op), None)
+
+    def _leave(self, op: DelayedOperation) -> None:
+        """Takes ``op`` out of the watch lists of its keys."""
         for key in op._keys:
             watchers = self._watchers.get(key)
             if watchers is not None:
@@ -350,4 +371,3 @@ class Purgatory:
                 if not watchers:
                     del self._watchers[key]
                     self._ordered.pop(key, None)
-        self._pending.pop(id(op), None)

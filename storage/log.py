@@ -438,7 +438,7 @@ class Log(LogTransactions):
             offset = h.last_offset + 1
             producers = producers or h.producer_id >= 0
         # Batches without a producer id have no sequences to check (apply still moves the map's end offset)
-        pending = self.producer_state.validate_leader_batches(h for _, h in batches) if producers else []
+        pending = self.producer_state.validate_leader_batches([h for _, h in batches]) if producers else []
         info = self._append(buf, batches, append_time)
         self.producer_state.apply(pending, info.last_offset + 1)
         if len(ends) == 1:
@@ -468,12 +468,18 @@ class Log(LogTransactions):
 
     def _append(self, data: Buffer, batches: Batches, append_time: int) -> AppendInfo:
         first = batches[0][1]
-        max_ts, offset_of_max, count = NO_TIMESTAMP, first.last_offset, 0
-        for _, h in batches:
-            count += h.records_count
-            if h.max_timestamp > max_ts:
-                max_ts, offset_of_max = h.max_timestamp, h.last_offset
-        last_offset = batches[-1][1].last_offset
+        if len(batches) == 1:  # a partition's usual append (the header's fields, not its properties)
+            count, max_ts = first.records_count, first.max_timestamp
+            last_offset = offset_of_max = first.base_offset + first.last_offset_delta
+            if max_ts < NO_TIMESTAMP:
+                max_ts = NO_TIMESTAMP
+        else:
+            max_ts, offset_of_max, count = NO_TIMESTAMP, first.last_offset, 0
+            for _, h in batches:
+                count += h.records_count
+                if h.max_timestamp > max_ts:
+                    max_ts, offset_of_max = h.max_timestamp, h.last_offset
+            last_offset = batches[-1][1].last_offset
         seg = self._segments[-1]
         config = self._config
         if seg.should_roll(
@@ -488,7 +494,9 @@ class Log(LogTransactions):
         seg.append(data, last_offset, max_ts, offset_of_max, batches)
         epochs = self.leader_epoch_cache
         for _, h in batches:
-            epochs.assign(h.partition_leader_epoch, h.base_offset)
+            latest = epochs.entries[-1] if epochs.entries else None
+            if latest is None or latest[0] != h.partition_leader_epoch or latest[1] > h.base_offset:
+                epochs.assign(h.partition_leader_epoch, h.base_offset)  # else a no-op: the epoch is known from there
         # last_offset + 1 is the log end offset now
         if last_offset + 1 - self.recovery_point >= config.flush_interval_messages:
             self.flush()

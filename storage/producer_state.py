@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -70,8 +71,10 @@ class CompletedTxn:
     is_aborted: bool
 
 
-@dataclass(slots=True, frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """One of a producer's last batches. A named tuple (immutable, as before): a frozen dataclass cost ~0.6 us to
+    build, and one is built for every batch of an idempotent producer on the leader and on each follower."""
+
     first_seq: int
     last_seq: int
     first_offset: int
@@ -144,10 +147,16 @@ class ProducerStateManager:
 
     # --- the append path -------------------------------------------------------------------------------------
 
-    def validate_leader_batches(self, batches: Iterable[BatchHeader]) -> list[PendingUpdate]:
+    def validate_leader_batches(self, batches: Sequence[BatchHeader]) -> list[PendingUpdate]:
         """Checks batches that already carry their assigned offsets; returns the updates to apply after the
         append. Raises DuplicateSequence, InvalidProducerEpochError or OutOfOrderSequenceError (nothing changes).
         """
+        if len(batches) == 1:
+            return self._validate_one(batches[0])
+        return self._validate_staged(batches)
+
+    def _validate_staged(self, batches: Iterable[BatchHeader]) -> list[PendingUpdate]:
+        """Each producer's batches checked in order against a working copy of its entry."""
         pending: list[PendingUpdate] = []
         staged: dict[int, ProducerStateEntry] = {}
         for h in batches:
@@ -176,6 +185,28 @@ class ProducerStateManager:
             entry.update(h.producer_epoch, meta)
             pending.append((h.producer_id, h.producer_epoch, meta, h.is_transactional))
         return pending
+
+    def _validate_one(self, h: BatchHeader) -> list[PendingUpdate]:
+        """``validate_leader_batches`` of one batch (a partition's usual append): the same checks against the
+        producer's entry as it is, without the working copy that several batches of one producer need (a copy
+        of the entry and its retained batches per partition and request, dropped again at once)."""
+        producer_id = h.producer_id
+        if producer_id < 0:
+            return []
+        current = self.producers.get(producer_id)
+        if current is not None and h.base_sequence >= 0:
+            dup = current.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
+            if dup is not None:
+                raise DuplicateSequence(producer_id, dup.first_offset, dup.last_offset, dup.timestamp)
+        entry = current if current is not None else ProducerStateEntry(producer_id)
+        self._check(entry, h)  # reads the entry only
+        transactional = h.is_transactional
+        if not transactional and entry.current_txn_first_offset >= 0:
+            raise InvalidTxnStateError(
+                f"expected a transactional write from producer {producer_id} at epoch {h.producer_epoch}:"
+                f" its transaction started at offset {entry.current_txn_first_offset} is still open")
+        meta = BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
+        return [(producer_id, h.producer_epoch, meta, transactional)]
 
     @staticmethod
     def _check(entry: ProducerStateEntry, h: BatchHeader) -> None:

@@ -432,7 +432,9 @@ class LogSegment:
             return append_largest_offset - self.base_offset > INT32_MAX
         if self._size > segment_bytes - append_size:
             return True
-        first = self.rolling_base_timestamp()
+        first = self._first_batch_timestamp
+        if first is None:  # not known yet: read from the file
+            first = self.rolling_base_timestamp()
         if first is not None and first >= 0:
             waited = append_max_timestamp - first
         else:

@@ -52,9 +52,15 @@ class DelayedProduce(DelayedOperation):
     """An acks=all request waiting for the high watermark of each of its partitions. The partitions are settled in
     request order and a check stops at the first one still waiting, so the n wake-ups of a follower fetch that
     moves the HW of n partitions cost O(n) in all; re-checking every partition at each wake-up made a request
-    over 3,333 partitions cost 3,333^2 checks per follower fetch."""
+    over 3,333 partitions cost 3,333^2 checks per follower fetch.
 
-    __slots__ = ("ctx", "waiting", "response", "future", "_required", "_settled")
+    For the same reason the request watches only the partition it waits for (``waiting[_settled]``): nothing
+    that happens to a later partition can complete it before that one is settled, and once it is, the check
+    goes on from there (reading each later partition's state as it is then) and watches the next one still
+    waiting (``Purgatory.rewatch``). Watching every partition cost a watch list entry per partition, made at
+    the append and dropped at the completion, in every request."""
+
+    __slots__ = ("ctx", "waiting", "response", "future", "_settled", "_watching")
 
     def __init__(self, ctx: ReplicaDeps, timeout_ms: int, waiting: Waiting, response: ProduceResponse,
                  future: asyncio.Future[Any]) -> None:
@@ -63,8 +69,13 @@ class DelayedProduce(DelayedOperation):
         self.waiting = waiting
         self.response = response
         self.future = future
-        self._required: dict[Hashable, int] = {(name, entry["index"]): required for name, entry, required in waiting}
         self._settled = 0  # waiting[:_settled] have their outcome
+        self._watching = 0  # the watched partition is waiting[_watching]'s (once in the purgatory)
+
+    def key(self, i: int) -> tuple[str, int]:
+        """The watch key of ``waiting[i]``: its topic-partition."""
+        name, entry, _ = self.waiting[i]
+        return name, entry["index"]
 
     def try_complete(self) -> bool:
         if self.future.done():  # the client went away
@@ -75,15 +86,20 @@ class DelayedProduce(DelayedOperation):
         self._settled = i
         if i == len(waiting):
             return self.force_complete()
+        purgatory = self._purgatory
+        if purgatory is not None and i != self._watching:  # settled up to another partition: watch that one
+            self._watching = i
+            purgatory.rewatch(self, [self.key(i)])
         return False
 
     def threshold(self, key: Hashable) -> int | None:
-        return self._required.get(key)
+        i = self._watching
+        return self.waiting[i][2] if i < len(self.waiting) and key == self.key(i) else None
 
     def blocked_on(self, key: Hashable) -> bool:
         """Still waiting for this partition's high watermark (not for a leadership change or another
         partition): the produce purgatory then skips the later watchers of the partition."""
-        required = self._required.get(key)
+        required = self.threshold(key)
         if required is None:
             return False
         topic, index = cast("tuple[str, int]", key)
@@ -155,7 +171,7 @@ def _answer(ctx: ReplicaDeps, request: Request, body: ProduceRequest, responses:
         return response
     future: Reply[ProduceResponse] = Reply()
     op = DelayedProduce(ctx, body["timeout_ms"], waiting, response, future)
-    ctx.produce_purgatory.try_complete_else_watch(op, [(name, entry["index"]) for name, entry, _ in waiting])
+    ctx.produce_purgatory.try_complete_else_watch(op, [op.key(0)])  # the first partition: see DelayedProduce
     return future
 
 

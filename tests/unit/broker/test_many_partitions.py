@@ -236,3 +236,37 @@ async def test_high_watermark_moves_together_tell_each_listener_after_the_block(
     assert single == [("t", 2), ("t", 0)] and batches == [[("t", 2), ("t", 0)]]
     rm.update_follower("t", 1, 1, 1)
     assert single[-1] == ("t", 1) and batches[-1] == [("t", 1)]
+
+
+async def test_an_acks_all_request_watches_only_the_partition_it_waits_for(tmp_path: Path) -> None:
+    """An acks=all request over n partitions settles them in request order, so it watches only the first one
+    still waiting (one watch list entry instead of n): a follower's report of later partitions does not
+    complete it, the report of that one settles it and every later partition already done, and it then
+    watches the next one waiting. A later partition that lost its leadership meanwhile answers
+    NOT_LEADER_OR_FOLLOWER; the others answer their offsets."""
+    n = 6
+    env = make_env(tmp_path)
+    await env.create_topic("t", partitions=n)
+    rm = env.replica_manager
+    for p in range(n):
+        rm.become_leader_or_follower("t", PartitionState(p, 0, 1, [0, 1], [0, 1]), {})
+        rm.append("t", p, bytearray(build_batch([(None, b"before", [], None)])), 1)
+    api = REGISTRY[ApiKey.PRODUCE]
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "t", "partition_data": [
+        {"index": p, "records": bytearray(build_batch([(None, b"v", [], None)]))} for p in range(n)]}]}
+    request = Request(RequestHeader(ApiKey.PRODUCE, 9, 1, "producer"), api, b"", 0, "127.0.0.1")
+    future: Any = ROUTES[ApiKey.PRODUCE](env.ctx, request, body)
+    purgatory = env.ctx.replicas.produce_purgatory
+    assert not future.done() and purgatory.num_delayed == 1
+    assert purgatory.watched() == 1 and set(purgatory._watchers) == {("t", 0)}
+    for p in (5, 4, 1):  # caught up there: those high watermarks move, the request waits for partition 0
+        rm.update_follower("t", p, 1, 2)
+    rm.become_leader_or_follower("t", PartitionState(3, 1, 2, [0, 1], [0, 1]), {})  # 3 is led by 1 now
+    assert not future.done() and set(purgatory._watchers) == {("t", 0)}
+    rm.update_follower("t", 0, 1, 2)  # 0, 1 settled (3 on to its error): waits for 2 now
+    assert not future.done() and purgatory.watched() == 1 and set(purgatory._watchers) == {("t", 2)}
+    rm.update_follower("t", 2, 1, 2)
+    assert future.done() and purgatory.watched() == 0 and purgatory.num_delayed == 0
+    answers = {p["index"]: (p["error_code"], p["base_offset"])
+               for t in future.result()["responses"] for p in t["partition_responses"]}
+    assert answers == {p: (ErrorCode.NONE, 1) for p in (0, 1, 2, 4, 5)} | {3: (ErrorCode.NOT_LEADER_OR_FOLLOWER, 1)}

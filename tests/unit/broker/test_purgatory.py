@@ -422,3 +422,43 @@ def test_check_and_complete_many_asks_each_operation_once(purgatory: Purgatory) 
     assert purgatory.check_and_complete_many(["b", "a", "b"]) == 4
     assert wide.is_completed and all(op.is_completed for op in queue) and purgatory.num_delayed == 0
     assert purgatory.check_and_complete_many(["a", "b", "c"]) == 0
+
+
+def test_rewatch_moves_an_operation_to_other_keys_and_keeps_its_timeout(purgatory: Purgatory,
+                                                                       timer: ManualTimer) -> None:
+    """An operation that knows which key alone can move it on watches that one: a check of its old key no longer
+    reaches it, one of the new key does, also when the move happens inside a check's walk, and its timeout
+    stays. A lower threshold watched after a higher one makes the key's list unordered (scanned in full)."""
+    state = {"value": 0}
+
+    class Stepping(Ordered):
+        """Watches "first" until value reaches 1, then "second" (moving itself from try_complete)."""
+
+        __slots__ = ()
+
+        def try_complete(self) -> bool:
+            self.tries += 1
+            if self.state["value"] >= self.target:
+                return self.force_complete()
+            if self.state["value"] >= 1 and self._keys == ("first",):
+                assert self._purgatory is not None
+                self._purgatory.rewatch(self, ["second"])
+            return False
+
+    later = Ordered(1000, state, 9)
+    purgatory.try_complete_else_watch(later, ["second"])
+    op = Stepping(1000, state, 3)
+    purgatory.try_complete_else_watch(op, ["first"])
+    assert purgatory.watched() == 2 and timer.pending == 2
+    state["value"] = 1
+    assert purgatory.check_and_complete("first") == 0  # moved itself to "second" during the walk
+    assert purgatory.watched() == 2 and purgatory.num_keys == 1 and purgatory.num_delayed == 2
+    op.tries = 0
+    assert purgatory.check_and_complete("first") == 0 and op.tries == 0
+    state["value"] = 3
+    # "second" holds threshold 9 then 3: not ordered any more, so the scan goes past the blocked one.
+    assert purgatory.check_and_complete("second") == 1 and op.is_completed and not later.is_completed
+    purgatory.rewatch(op, ["third"])  # completed: nothing happens
+    assert purgatory.num_keys == 1
+    timer.advance(1000)
+    assert later.expirations == 1 and op.expirations == 0 and purgatory.num_delayed == 0

@@ -169,3 +169,48 @@ def test_follower_append_updates_state(make_log: MakeLog, tmp_path: Path) -> Non
         produce(follower, 2)
     assert produce(follower, 4) == (4, 5)
     leader.close()
+
+
+def test_one_batch_is_checked_as_the_staged_path_checks_it(tmp_path: Path) -> None:
+    """A partition's usual append holds one batch: it is checked against the producer's entry as it is, without
+    the working copy several batches need. Same answer (the updates, or the same error) as the staged path, for
+    every case, and the producer state is left as it was."""
+    from moldau.protocol.records import build_batch, read_header
+    from moldau.storage.errors import InvalidTxnStateError
+    from moldau.storage.producer_state import BatchMetadata, ProducerStateManager
+
+    def header(pid: int, epoch: int, seq: int, n: int = 2, transactional: bool = False, offset: int = 100) -> object:
+        return read_header(build_batch([(None, b"v", [], None)] * n, base_offset=offset, producer_id=pid,
+                                       producer_epoch=epoch, base_sequence=seq, is_transactional=transactional))
+
+    state = ProducerStateManager(tmp_path)
+    state.apply([(1, 3, BatchMetadata(0, 1, 0, 1, 10), False), (1, 3, BatchMetadata(2, 3, 2, 3, 11), False),
+                 (2, 0, BatchMetadata(0, 0, 4, 4, 12), True)], 5)
+    cases = {
+        "in sequence": (header(1, 3, 4), None),
+        "new producer": (header(7, 0, 5), None),
+        "no producer id": (header(-1, -1, -1), None),
+        "duplicate": (header(1, 3, 2), DuplicateSequence),
+        "gap": (header(1, 3, 9), OutOfOrderSequenceError),
+        "old epoch": (header(1, 2, 4), InvalidProducerEpochError),
+        "new epoch at 0": (header(1, 4, 0), None),
+        "new epoch not at 0": (header(1, 4, 6), OutOfOrderSequenceError),
+        "open transaction, plain batch": (header(2, 0, 1), InvalidTxnStateError),
+        "open transaction, its next batch": (header(2, 0, 1, transactional=True), None),
+        "transaction begins": (header(1, 3, 4, transactional=True), None),
+    }
+    before = {pid: (e.producer_epoch, list(e.batches), e.current_txn_first_offset)
+              for pid, e in state.producers.items()}
+    for name, (h, error) in cases.items():
+        outcomes = []
+        for check in (state._validate_one, lambda h: state._validate_staged([h])):
+            try:
+                outcomes.append(check(h))  # type: ignore[arg-type]
+            except Exception as exc:
+                outcomes.append(type(exc))
+        assert outcomes[0] == outcomes[1], name
+        assert (outcomes[0] is error) if error is not None else isinstance(outcomes[0], list), name
+        assert {pid: (e.producer_epoch, list(e.batches), e.current_txn_first_offset)
+                for pid, e in state.producers.items()} == before, name
+    assert state.validate_leader_batches([cases["in sequence"][0]]) == state._validate_one(  # type: ignore[list-item]
+        cases["in sequence"][0])  # type: ignore[arg-type]

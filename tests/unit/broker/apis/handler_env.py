@@ -107,9 +107,9 @@ class Env:
         sizes: list[int] = []
         real_append = log._append
 
-        def recording(data: Any, *args: Any) -> Any:
+        def recording(data: Any, *args: Any, **kwargs: Any) -> Any:
             sizes.append(len(data))
-            return real_append(data, *args)
+            return real_append(data, *args, **kwargs)
         log._append = recording  # type: ignore[method-assign]
         return sizes
 

@@ -1,0 +1,107 @@
+"""CPU time of each process over the two produce phases of bench/many_partitions.py (issue #21).
+
+    .venv/bin/python bench/phase_cpu.py -- --partitions 10000 --records 1000000 --client moldau --skip-failover
+
+Runs ``bench/many_partitions.py`` with the arguments after ``--`` (one ``--records`` value), samples utime+stime
+of it (the client) and of its child processes (the brokers, ZooKeeper) from ``/proc`` every 50 ms, and prints its
+report followed by the CPU seconds of each process over the 10-partition and the 10,000-partition produce phases
+(from the line that announces a phase to the next phase's). Throughput ratios move with whatever else falls into
+a phase; CPU seconds per phase are the finer measure of a per-partition cost. The phases include the producer's
+set-up and metadata warm-up, which are the same in both.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[float, int] | None:
+    """(CPU seconds, parent pid) of a process, None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / TICK, int(fields[1])
+
+
+def _label(pid: int, root: int) -> str:
+    if pid == root:
+        return "client"
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "?"
+    return "broker" if "moldau.broker" in cmdline else "zookeeper" if "zookeeper" in cmdline.lower() else "other"
+
+
+def main() -> int:
+    args = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "many_partitions.py"), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[tuple[float, str]] = []
+    samples: list[tuple[float, dict[int, float]]] = []
+    labels: dict[int, str] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            now = time.monotonic()
+            pids = [proc.pid] + [int(d) for d in os.listdir("/proc") if d.isdigit()
+                                 and (s := _stat(int(d))) is not None and s[1] == proc.pid]
+            snap = {}
+            for pid in pids:
+                s = _stat(pid)
+                if s is not None:
+                    snap[pid] = s[0]
+                    if labels.get(pid, "other") == "other":  # until exec: the bench's own command line
+                        labels[pid] = _label(pid, proc.pid)
+            samples.append((now, snap))
+            time.sleep(0.05)
+
+    def read_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append((time.monotonic(), line.rstrip()))
+            sys.stderr.write(line)
+
+    threading.Thread(target=sample, daemon=True).start()
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    assert proc.stdout is not None
+    report = proc.stdout.read()
+    proc.wait()
+    done.set()
+    reader.join(5)
+    print(report, end="")
+
+    def when(prefix: str) -> float | None:
+        return next((t for t, line in lines if line.startswith(prefix)), None)
+
+    def at(t: float) -> dict[int, float]:
+        return min(samples, key=lambda s: abs(s[0] - t))[1]
+
+    produce = [t for t, line in lines if line.startswith("produce ")]
+    end = when("consume")
+    if len(produce) < 2 or end is None:
+        print("phase CPU: the phases were not found in the bench's output")
+        return proc.returncode
+    for name, (a, b) in (("10 partitions", (produce[0], produce[1])), ("all partitions", (produce[1], end))):
+        before, after = at(a), at(b)
+        parts = [(labels.get(pid, "?"), after[pid] - before.get(pid, 0.0)) for pid in sorted(after)]
+        total = sum(d for label, d in parts if label in ("client", "broker"))
+        shown = ", ".join(f"{label} {d:.2f}" for label, d in parts if label != "other")
+        print(f"phase CPU, produce over {name}: {b - a:.2f} s wall; CPU s: {shown}; client + brokers {total:.2f}")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
