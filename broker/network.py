@@ -404,6 +404,12 @@ class Connection:
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_request(request)
         if pipelined:
+            if (not self._pipeline and self._writer is None and request.done.done()
+                    and not request.close_connection):
+                # Answered in the handler's own call (acks=1, or an error) with no earlier answer outstanding:
+                # written now, as the writer would, without starting a writer task and waiting a loop turn for it.
+                await self._write_produce_answer(request)
+                return True
             self._pipeline.append(request)
             if self._writer is None:
                 self._writer = asyncio.create_task(self._write_pipeline())
@@ -479,6 +485,22 @@ class Connection:
         pipeline.clear()
         if self.task is not None:
             self.task.cancel()
+
+    async def _write_produce_answer(self, request: Request) -> None:
+        """What ``_write_pipeline`` does for one answered Produce request at the head of an empty line."""
+        resumed = time.perf_counter()
+        throttle_ms = 0
+        if self.throttler is not None:  # before encoding: it sets the response's throttle_time_ms
+            throttle_ms = self.throttler.throttle(request, request_time(request))
+        out = bytearray()
+        if request.response is not None:
+            self._encode_response(request, out)
+        self.metrics.network_busy(time.perf_counter() - resumed)
+        if out:
+            await self._send_bytes(out)
+        if throttle_ms > 0:  # KIP-219: the client's next frame waits that long
+            self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
+        self._observe(PRODUCE_NAME, request, resumed, time.perf_counter())
 
     def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
         queue, local, remote, response_queue, send = r.split(resumed, end)
