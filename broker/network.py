@@ -238,7 +238,8 @@ class Connection:
                 i, count = 0, len(frames)
                 while i < count:
                     self._handling = True
-                    run = self._produce_run(frames, i)
+                    # A lone frame goes the one-at-a-time way whatever it is (a group needs two): no need to ask.
+                    run = self._produce_run(frames, i) if i + 1 < count else 0
                     if run > 1:
                         keep, taken = await self._handle_produce_group(frames[i:i + run])
                         i += taken
