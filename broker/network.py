@@ -549,7 +549,7 @@ class Connection:
             for part in assemble(out, external):
                 if isinstance(part, (bytes, bytearray, memoryview)):
                     if tls is None:
-                        await self.loop.sock_sendall(self.sock, part)
+                        await self._sendall(part)
                     else:
                         await tls.sendall(part)
                 else:  # no sendfile through TLS: the record bytes are read and encrypted in user space
@@ -581,20 +581,30 @@ class Connection:
                     pending += data
                     copied += length
                     if len(pending) >= FLUSH_AT:  # an answer of many small regions is not held whole
-                        await self.loop.sock_sendall(self.sock, pending)
+                        await self._sendall(pending)
                         pending = bytearray()
                     continue
                 if pending:
-                    await self.loop.sock_sendall(self.sock, pending)
+                    await self._sendall(pending)
                     pending = bytearray()
                 by_sendfile += await self._sendfile(region)
         if pending:
-            await self.loop.sock_sendall(self.sock, pending)
+            await self._sendall(pending)
         return by_sendfile, copied
+
+    async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
+        """``sock_sendall`` on the plaintext socket, tried first with one ``send``: an answer that fits in the
+        socket buffer (nearly all of them) goes without the loop's coroutine and its bookkeeping."""
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < len(data):
+            await self.loop.sock_sendall(self.sock, memoryview(data)[sent:])
 
     async def _send_bytes(self, data: bytes | bytearray) -> None:
         if self.tls is None:
-            await self.loop.sock_sendall(self.sock, data)
+            await self._sendall(data)
         else:
             await self.tls.sendall(data)
         self.metrics.bytes_out(len(data), 0)
