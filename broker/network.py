@@ -1,6 +1,6 @@
 """Acceptors and connection coroutines: framing, one request in flight per connection, response writing, sendfile.
 
-Each connection is a coroutine over a raw non-blocking socket (``recv_into`` when readable / ``sock_sendall``) rather
+Each connection is a coroutine over a raw non-blocking socket (``recv_into`` when readable / ``send``) rather
 than an asyncio transport, so that fetch responses can send log bytes straight from segment files with
 ``os.sendfile`` on the socket's descriptor. Like Kafka's processors, a connection reads the next request only after
 the response to the previous one has been written ("muting"), which keeps responses in order without bookkeeping.
@@ -9,7 +9,9 @@ Produce requests are the exception (issue #21): a client that pipelines them (li
 unbounded in-flight requests sends one per handful of records) would otherwise get one acks=all request answered
 per replication round trip, and its queue grows without bound. A Produce request goes to the request channel
 without waiting for the answers of the Produce requests before it (at most ``MAX_PIPELINED_PRODUCES`` of them);
-a writer coroutine sends their responses strictly in request order. The appends still happen in request order:
+a writer coroutine sends their responses strictly in request order (one answered in the handler's own call while
+no earlier answer is outstanding, an acks=1 request read alone, is written by the connection itself: no writer
+task, no loop turn). The appends still happen in request order:
 requests enter the one FIFO channel in order, and a worker runs a handler's synchronous part (the append) to the
 end before the next request is taken, so idempotence sequences are checked in the order the client sent them.
 The Produce requests of one read (a pipelining client's frames arrive by the dozen) go to the channel as one
