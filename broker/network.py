@@ -1,6 +1,6 @@
 """Acceptors and connection coroutines: framing, one request in flight per connection, response writing, sendfile.
 
-Each connection is a coroutine over a raw non-blocking socket (``recv_into`` when readable / ``sock_sendall``) rather
+Each connection is a coroutine over a raw non-blocking socket (``recv_into`` when readable / ``send``) rather
 than an asyncio transport, so that fetch responses can send log bytes straight from segment files with
 ``os.sendfile`` on the socket's descriptor. Like Kafka's processors, a connection reads the next request only after
 the response to the previous one has been written ("muting"), which keeps responses in order without bookkeeping.
@@ -9,7 +9,9 @@ Produce requests are the exception (issue #21): a client that pipelines them (li
 unbounded in-flight requests sends one per handful of records) would otherwise get one acks=all request answered
 per replication round trip, and its queue grows without bound. A Produce request goes to the request channel
 without waiting for the answers of the Produce requests before it (at most ``MAX_PIPELINED_PRODUCES`` of them);
-a writer coroutine sends their responses strictly in request order. The appends still happen in request order:
+a writer coroutine sends their responses strictly in request order (one answered in the handler's own call while
+no earlier answer is outstanding, an acks=1 request read alone, is written by the connection itself: no writer
+task, no loop turn). The appends still happen in request order:
 requests enter the one FIFO channel in order, and a worker runs a handler's synchronous part (the append) to the
 end before the next request is taken, so idempotence sequences are checked in the order the client sent them.
 The Produce requests of one read (a pipelining client's frames arrive by the dozen) go to the channel as one
@@ -238,7 +240,8 @@ class Connection:
                 i, count = 0, len(frames)
                 while i < count:
                     self._handling = True
-                    run = self._produce_run(frames, i)
+                    # A lone frame goes the one-at-a-time way whatever it is (a group needs two): no need to ask.
+                    run = self._produce_run(frames, i) if i + 1 < count else 0
                     if run > 1:
                         keep, taken = await self._handle_produce_group(frames[i:i + run])
                         i += taken
@@ -404,6 +407,12 @@ class Connection:
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_request(request)
         if pipelined:
+            if (not self._pipeline and self._writer is None and request.done.done()
+                    and not request.close_connection):
+                # Answered in the handler's own call (acks=1, or an error) with no earlier answer outstanding:
+                # written now, as the writer would, without starting a writer task and waiting a loop turn for it.
+                await self._write_produce_answer(request)
+                return True
             self._pipeline.append(request)
             if self._writer is None:
                 self._writer = asyncio.create_task(self._write_pipeline())
@@ -480,6 +489,22 @@ class Connection:
         if self.task is not None:
             self.task.cancel()
 
+    async def _write_produce_answer(self, request: Request) -> None:
+        """What ``_write_pipeline`` does for one answered Produce request at the head of an empty line."""
+        resumed = time.perf_counter()
+        throttle_ms = 0
+        if self.throttler is not None:  # before encoding: it sets the response's throttle_time_ms
+            throttle_ms = self.throttler.throttle(request, request_time(request))
+        out = bytearray()
+        if request.response is not None:
+            self._encode_response(request, out)
+        self.metrics.network_busy(time.perf_counter() - resumed)
+        if out:
+            await self._send_bytes(out)
+        if throttle_ms > 0:  # KIP-219: the client's next frame waits that long
+            self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
+        self._observe(PRODUCE_NAME, request, resumed, time.perf_counter())
+
     def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
         queue, local, remote, response_queue, send = r.split(resumed, end)
         self.metrics.request_done(api, end - r.received_at, queue=queue, local=local, remote=remote,
@@ -526,7 +551,7 @@ class Connection:
             for part in assemble(out, external):
                 if isinstance(part, (bytes, bytearray, memoryview)):
                     if tls is None:
-                        await self.loop.sock_sendall(self.sock, part)
+                        await self._sendall(part)
                     else:
                         await tls.sendall(part)
                 else:  # no sendfile through TLS: the record bytes are read and encrypted in user space
@@ -558,20 +583,30 @@ class Connection:
                     pending += data
                     copied += length
                     if len(pending) >= FLUSH_AT:  # an answer of many small regions is not held whole
-                        await self.loop.sock_sendall(self.sock, pending)
+                        await self._sendall(pending)
                         pending = bytearray()
                     continue
                 if pending:
-                    await self.loop.sock_sendall(self.sock, pending)
+                    await self._sendall(pending)
                     pending = bytearray()
                 by_sendfile += await self._sendfile(region)
         if pending:
-            await self.loop.sock_sendall(self.sock, pending)
+            await self._sendall(pending)
         return by_sendfile, copied
+
+    async def _sendall(self, data: bytes | bytearray | memoryview) -> None:
+        """``sock_sendall`` on the plaintext socket, tried first with one ``send``: an answer that fits in the
+        socket buffer (nearly all of them) goes without the loop's coroutine and its bookkeeping."""
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        if sent < len(data):
+            await self.loop.sock_sendall(self.sock, memoryview(data)[sent:])
 
     async def _send_bytes(self, data: bytes | bytearray) -> None:
         if self.tls is None:
-            await self.loop.sock_sendall(self.sock, data)
+            await self._sendall(data)
         else:
             await self.tls.sendall(data)
         self.metrics.bytes_out(len(data), 0)

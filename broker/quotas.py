@@ -131,7 +131,8 @@ class ClientQuotaManager:
 
     @property
     def enabled(self) -> bool:
-        self._refresh()
+        if self._cache_version != self.configs.version:  # asked several times per request: no call if unchanged
+            self._refresh()
         return self._enabled
 
     def resolve(self, user: str, client_id: str) -> Resolved | None:

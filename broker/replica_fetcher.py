@@ -357,7 +357,7 @@ class Fetcher:
         wanted: dict[TopicPartition, PartitionPosition] = {}
         max_bytes = self.settings.partition_max_bytes
         throttle = self.settings.throttle
-        hold_back = throttle is not None and throttle.exceeded()
+        hold_back: bool | None = None  # whether the throttled replicas' rate is over its bound: asked at the first one
         throttled: set[TopicPartition] = set()
         now = self.settings.clock.time_ms()
         for tp, st in self.partitions.items():
@@ -366,6 +366,8 @@ class Fetcher:
             # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
             # the follower's rate is above its bound; an in-sync one is never held back.
             if throttle is not None and self.lag.get(tp, 1) > 0 and throttle.is_throttled(*tp):
+                if hold_back is None:
+                    hold_back = throttle.exceeded()
                 if hold_back:
                     continue
                 throttled.add(tp)

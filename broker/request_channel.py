@@ -94,14 +94,13 @@ class Request:
     done: asyncio.Future[None] | None = None
     # Who sent it: "User:<name>" after SASL, "User:ANONYMOUS" on PLAINTEXT/SSL listeners (as Kafka's default).
     principal: str = "User:ANONYMOUS"
+    # The header's api_key and api_version, read a dozen times per request: plain attributes, not properties.
+    api_key: int = field(init=False)
+    version: int = field(init=False)
 
-    @property
-    def api_key(self) -> int:
-        return self.header.api_key
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
+    def __post_init__(self) -> None:
+        self.api_key = self.header.api_key
+        self.version = self.header.api_version
 
     def split(self, resumed: float, end: float) -> tuple[float, float, float, float, float]:
         """Kafka's RequestMetrics split (queue, local, remote, response queue, send) of a request whose

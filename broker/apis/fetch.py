@@ -94,7 +94,7 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = 
     responses: list[FetchResponseResponses] = []
     rm = ctx.replica_manager
     throttle = None if consumer else rm.leader_throttle
-    hold_back = throttle is not None and throttle.exceeded()
+    hold_back: bool | None = None  # whether the throttled replicas' rate is over its bound: asked at the first one
     for t in body["topics"] if topics is None else topics:
         name = t["topic"]
         partitions: list[FetchResponseResponsesPartitions] = []
@@ -106,7 +106,12 @@ def _read_all(ctx: ReplicaDeps, body: FetchRequest, version: int, topics: Any = 
             # its bound (in-sync replicas never wait).
             throttled = topic_throttle is not None and topic_throttle.is_throttled(name, index) and \
                 replica_id not in rm.isr_of(name, index)
-            held = throttled and hold_back
+            held = False
+            if throttled:
+                if hold_back is None:
+                    assert topic_throttle is not None
+                    hold_back = topic_throttle.exceeded()
+                held = hold_back
             r = rm.read(name, index, p["fetch_offset"], 0 if held else max(limit, 0), consumer=consumer,
                         min_one=(total == 0 and not held),
                         current_leader_epoch=-1 if consumer else p["current_leader_epoch"],

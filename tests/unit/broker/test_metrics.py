@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import random
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from moldau.broker.metrics import BrokerMetrics, IdleMeter
 
@@ -108,6 +110,25 @@ def test_bad_meter_arguments() -> None:
         IdleMeter(1, window_s=0.5, bucket_s=1)
 
 
+def test_recording_within_the_current_bucket_adds_what_the_locked_path_adds(clock: FakeClock) -> None:
+    """record_busy's lock-free case (an interval inside the bucket written last) leaves exactly the buckets the
+    general path leaves, across bucket boundaries, long intervals and the meter's start."""
+    meter = IdleMeter(1, window_s=10, clock=clock)
+    reference = IdleMeter(1, window_s=10, clock=clock)
+    rng = random.Random(7)
+    for step in range(5000):
+        clock.advance(rng.choice((0.0, 0.0001, 0.003, 0.2, 0.7, 2.5)))
+        seconds = rng.choice((0.0, 0.00002, 0.0004, 0.05, 0.3, 1.2, 30.0))
+        meter.record_busy(seconds)
+        if seconds > 0:
+            with reference._lock:
+                reference._add(max(clock.now - seconds, reference._start), clock.now)
+        if step % 97 == 0:
+            assert meter._buckets == reference._buckets
+            assert meter.idle_ratio() == reference.idle_ratio()
+    assert meter._buckets == reference._buckets
+
+
 def test_bucket_memory_is_bounded(clock: FakeClock) -> None:
     meter = IdleMeter(1, window_s=10, clock=clock)
     for _ in range(10_000):
@@ -179,6 +200,29 @@ def test_idle_gauges_follow_meters() -> None:
     m.network_busy(2.5)
     assert _value(m, "moldau_request_handler_avg_idle_ratio") == pytest.approx(0.5)
     assert _value(m, "moldau_network_processor_avg_idle_ratio") == pytest.approx(0.75)
+
+
+def test_byte_counters_are_exposed_as_prometheus_counters() -> None:
+    """The socket byte counts (plain ints, not prometheus_client Counters) read as Counters would: a _total and a
+    _created sample each, same help and type lines."""
+    m = BrokerMetrics()
+    m.bytes_in(5)
+    m.bytes_out(70, sendfile=60)
+    m.fetch_copied(3)
+    lines = m.render().decode().splitlines()
+    expected = CollectorRegistry()
+    for name, doc, value in (("moldau_bytes_in_total", "Bytes read from client sockets", 5),
+                             ("moldau_bytes_out_total", "Bytes written to client sockets, sendfile included", 70),
+                             ("moldau_fetch_sendfile_bytes_total", "Fetch record bytes sent with sendfile (zero-copy)",
+                              60),
+                             ("moldau_fetch_copied_bytes_total", "Fetch record bytes copied through user space", 3)):
+        Counter(name, doc, registry=expected).inc(value)
+    for line in generate_latest(expected).decode().splitlines():
+        if "_created " in line and not line.startswith("#"):
+            name = line.split(" ")[0]
+            assert any(mine.startswith(name + " ") for mine in lines), name
+        else:
+            assert line in lines, line
 
 
 def test_registries_are_per_broker() -> None:

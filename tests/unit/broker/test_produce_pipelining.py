@@ -190,3 +190,38 @@ async def test_a_malformed_request_ends_the_group_and_nothing_after_it_is_append
     assert [cid for cid, _ in answers] == [0, 1]
     assert [_partition(a) for _, a in answers] == [(0, 0), (0, 1)]
     assert partition.log.log_end_offset == 2
+
+
+async def test_an_answered_produce_read_alone_is_written_at_once_and_in_order(tmp_path: Path) -> None:
+    """A Produce request read on its own and answered in the handler's call (acks=1) is written by the connection
+    itself when no earlier answer is outstanding (no writer task); behind a waiting acks=all request it still
+    waits its turn. Its metrics are recorded as for any answer."""
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    partition = env.replica_manager.partitions[("t", 0)]
+    metrics = BrokerMetrics()
+    async with serving(env, metrics=metrics) as (reader, writer):
+        writer.write(_produce(1, 1, _record()))
+        cid, answer = await _answer(reader, ApiKey.PRODUCE, 7)
+        assert cid == 1 and _partition(answer) == (0, 0)
+        # Each frame read alone: an acks=all request waits for follower 1, the acks=1 one after it must not overtake.
+        writer.write(_produce(2, -1, _record()))
+        await _until(lambda: env.ctx.replicas.produce_purgatory.num_delayed == 1)
+        writer.write(_produce(3, 1, _record()))
+        await _until(lambda: partition.log.log_end_offset == 3)
+        early = asyncio.ensure_future(reader.readexactly(4))
+        await asyncio.sleep(0.2)
+        assert not early.done()
+        early.cancel()
+        env.replica_manager.update_follower("t", 0, 1, 3)
+        answers = [await _answer(reader, ApiKey.PRODUCE, 7) for _ in range(2)]
+        assert [cid for cid, _ in answers] == [2, 3]
+        assert [_partition(a) for _, a in answers] == [(0, 1), (0, 2)]
+        writer.write(_produce(4, 1, _record()))
+        cid, answer = await _answer(reader, ApiKey.PRODUCE, 7)
+        assert cid == 4 and _partition(answer) == (0, 3)
+    sample = metrics.registry.get_sample_value
+    assert sample("moldau_requests_total", {"api": "produce"}) == 4
+    assert sample("moldau_bytes_in_total") == sum(len(_produce(i, 1, _record())) for i in range(1, 5))
+    assert sample("moldau_response_send_time_seconds_count", {"api": "produce"}) == 4
