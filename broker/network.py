@@ -411,7 +411,7 @@ class Connection:
                     and not request.close_connection):
                 # Answered in the handler's own call (acks=1, or an error) with no earlier answer outstanding:
                 # written now, as the writer would, without starting a writer task and waiting a loop turn for it.
-                await self._write_produce_answer(request)
+                await self._write_produce_answers([request])
                 return True
             self._pipeline.append(request)
             if self._writer is None:
@@ -455,26 +455,14 @@ class Connection:
                 # Every answered request at the head of the line goes out in one write (Produce answers never
                 # carry file regions). They leave the line only once written, so a request that waits for the
                 # line to empty (a non-Produce one) never writes between them.
-                resumed = time.perf_counter()
-                out = bytearray()
-                ready = throttle_ms = 0
+                ready: list[Request] = []
                 for request in pipeline:
                     if request.close_connection or request.done is None or not request.done.done():
                         break
-                    if self.throttler is not None:  # before encoding: it sets the response's throttle_time_ms
-                        local = request_time(request)
-                        throttle_ms = max(throttle_ms, self.throttler.throttle(request, local))
-                    if request.response is not None:
-                        self._encode_response(request, out)
-                    ready += 1
-                self.metrics.network_busy(time.perf_counter() - resumed)
-                if out:
-                    await self._send_bytes(out)
-                if throttle_ms > 0:  # KIP-219, as on the one-at-a-time path: mute the client for that long
-                    self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
-                end = time.perf_counter()
-                for _ in range(ready):
-                    self._observe(PRODUCE_NAME, pipeline.popleft(), resumed, end)
+                    ready.append(request)
+                await self._write_produce_answers(ready)
+                for _ in ready:
+                    pipeline.popleft()
                 self.last_active = self.loop.time()
                 self._advanced.set()
             else:
@@ -489,21 +477,26 @@ class Connection:
         if self.task is not None:
             self.task.cancel()
 
-    async def _write_produce_answer(self, request: Request) -> None:
-        """What ``_write_pipeline`` does for one answered Produce request at the head of an empty line."""
+    async def _write_produce_answers(self, requests: list[Request]) -> None:
+        """Writes the answers of answered Produce requests, in this order, in one write (the writer's line, or one
+        request answered in its handler's call with nothing outstanding); throttling and metrics as for any
+        answer."""
         resumed = time.perf_counter()
-        throttle_ms = 0
-        if self.throttler is not None:  # before encoding: it sets the response's throttle_time_ms
-            throttle_ms = self.throttler.throttle(request, request_time(request))
         out = bytearray()
-        if request.response is not None:
-            self._encode_response(request, out)
+        throttle_ms = 0
+        for request in requests:
+            if self.throttler is not None:  # before encoding: it sets the response's throttle_time_ms
+                throttle_ms = max(throttle_ms, self.throttler.throttle(request, request_time(request)))
+            if request.response is not None:
+                self._encode_response(request, out)
         self.metrics.network_busy(time.perf_counter() - resumed)
         if out:
             await self._send_bytes(out)
-        if throttle_ms > 0:  # KIP-219: the client's next frame waits that long
+        if throttle_ms > 0:  # KIP-219, as on the one-at-a-time path: mute the client for that long
             self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
-        self._observe(PRODUCE_NAME, request, resumed, time.perf_counter())
+        end = time.perf_counter()
+        for request in requests:
+            self._observe(PRODUCE_NAME, request, resumed, end)
 
     def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
         queue, local, remote, response_queue, send = r.split(resumed, end)

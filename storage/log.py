@@ -494,9 +494,7 @@ class Log(LogTransactions):
         seg.append(data, last_offset, max_ts, offset_of_max, batches)
         epochs = self.leader_epoch_cache
         for _, h in batches:
-            latest = epochs.entries[-1] if epochs.entries else None
-            if latest is None or latest[0] != h.partition_leader_epoch or latest[1] > h.base_offset:
-                epochs.assign(h.partition_leader_epoch, h.base_offset)  # else a no-op: the epoch is known from there
+            epochs.assign(h.partition_leader_epoch, h.base_offset)
         # last_offset + 1 is the log end offset now
         if last_offset + 1 - self.recovery_point >= config.flush_interval_messages:
             self.flush()

@@ -163,25 +163,13 @@ class ProducerStateManager:
             if h.producer_id < 0:
                 continue
             current = self.producers.get(h.producer_id)
-            if current is not None and h.base_sequence >= 0:
-                dup = current.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
-                if dup is not None:
-                    raise DuplicateSequence(h.producer_id, dup.first_offset, dup.last_offset, dup.timestamp)
             entry = staged.get(h.producer_id)
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(h.producer_id)
                 staged[h.producer_id] = entry
-            self._check(entry, h)
-            if h.is_transactional:
-                if entry.current_txn_first_offset < 0:
-                    entry.current_txn_first_offset = h.base_offset
-            elif entry.current_txn_first_offset >= 0:
-                raise InvalidTxnStateError(
-                    f"expected a transactional write from producer {h.producer_id} at epoch {h.producer_epoch}:"
-                    f" its transaction started at offset {entry.current_txn_first_offset} is still open")
-            meta = BatchMetadata(
-                h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp
-            )
+            meta = self._checked(current, entry, h)
+            if h.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = h.base_offset
             entry.update(h.producer_epoch, meta)
             pending.append((h.producer_id, h.producer_epoch, meta, h.is_transactional))
         return pending
@@ -194,19 +182,24 @@ class ProducerStateManager:
         if producer_id < 0:
             return []
         current = self.producers.get(producer_id)
+        entry = current if current is not None else ProducerStateEntry(producer_id)
+        return [(producer_id, h.producer_epoch, self._checked(current, entry, h), h.is_transactional)]
+
+    def _checked(self, current: ProducerStateEntry | None, entry: ProducerStateEntry, h: BatchHeader
+                 ) -> BatchMetadata:
+        """One batch's checks, reading only: a duplicate of the producer's stored batches (``current``), then its
+        epoch and sequence and an open transaction against ``entry`` (the stored entry, or the working copy of
+        several batches of one producer). Returns the batch's metadata."""
         if current is not None and h.base_sequence >= 0:
             dup = current.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence)
             if dup is not None:
-                raise DuplicateSequence(producer_id, dup.first_offset, dup.last_offset, dup.timestamp)
-        entry = current if current is not None else ProducerStateEntry(producer_id)
-        self._check(entry, h)  # reads the entry only
-        transactional = h.is_transactional
-        if not transactional and entry.current_txn_first_offset >= 0:
+                raise DuplicateSequence(h.producer_id, dup.first_offset, dup.last_offset, dup.timestamp)
+        self._check(entry, h)
+        if not h.is_transactional and entry.current_txn_first_offset >= 0:
             raise InvalidTxnStateError(
-                f"expected a transactional write from producer {producer_id} at epoch {h.producer_epoch}:"
+                f"expected a transactional write from producer {h.producer_id} at epoch {h.producer_epoch}:"
                 f" its transaction started at offset {entry.current_txn_first_offset} is still open")
-        meta = BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
-        return [(producer_id, h.producer_epoch, meta, transactional)]
+        return BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp)
 
     @staticmethod
     def _check(entry: ProducerStateEntry, h: BatchHeader) -> None:
