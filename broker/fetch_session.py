@@ -64,6 +64,9 @@ class FetchSession:
     swept_ms: int = 0  # when a fetch last went over every partition
     replica_id: int = -1  # the follower's broker id (a consumer: -1)
     waiter: Waiter | None = None  # the session's parked fetch, woken when a partition changes
+    # The partitions the last incremental request named (their position changed): the follower positions the
+    # leader records between sweeps (see broker/apis/fetch.py _update_session).
+    named: list[TopicPartition] = field(default_factory=list)
 
     def topics_of(self, tps: Iterable[TopicPartition]) -> list[dict[str, Any]]:
         """The partitions ``tps`` of the session as the ``topics`` of a request, grouped by topic."""
@@ -173,9 +176,12 @@ class FetchSessionCache:
                     session.changed.discard(tp)
                     self._release(session, tp)
         self._apply(session, body)
+        named: list[TopicPartition] = []
         for t in body["topics"]:
             name = t["topic"]
-            session.changed.update((name, p["partition"]) for p in t["partitions"])
+            named += [(name, p["partition"]) for p in t["partitions"]]
+        session.named = named
+        session.changed.update(named)
         return ErrorCode.NONE, session, False
 
     def _apply(self, session: FetchSession, body: dict[str, Any]) -> None:
