@@ -337,9 +337,11 @@ def throughput(bootstrap: str, many: list[tuple[str, int]], records: int, client
             "partition) ...")
         rates[side] = put(bootstrap, targets, records)
     p10, pmany = rates["ten"], rates["many"]
-    log("consume both ...")
+    log(f"consume {records:,} over 10 partitions ...")
     c10 = get(bootstrap, ten, records, start)
+    log(f"consume {records:,} over {len(many):,} partitions ...")
     cmany = get(bootstrap, many, records, start)
+    log("end of the consume phases")
     rows = [f"{f'{client}, {records:,} records':<24} {'10 partitions':>15} {f'{len(many):,} partitions':>18} "
             f"{'ratio':>6}" + (f"   ({len(many):,} first)" if many_first else ""),
             f"{'produce records/s':<24} {p10:>15,.0f} {pmany:>18,.0f} {pmany / p10:>6.2f}",
