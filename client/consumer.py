@@ -320,13 +320,19 @@ class Consumer:
         # Fetch ahead once a partition has less than one poll's worth buffered, so the next batch is on its way
         # while the application works through the last one (fetch_offset runs ahead of position).
         low = self.config["max.poll.records"]
-        fetchable = {tp: st for tp, st in self._states.items()
-                     if not st.paused and st.position is not None and len(self._buffer.get(tp, ())) < low}
-        if not fetchable:
-            return False
-        for st in fetchable.values():
+        buffered = self._buffer
+        fetchable: dict[TopicPartition, PartitionState] = {}
+        for tp, st in self._states.items():  # one pass: it runs on every poll, over every assigned partition
+            if st.paused or st.position is None:
+                continue
+            buf = buffered.get(tp)
+            if buf is not None and len(buf) >= low:
+                continue
             if st.fetch_offset is None:
                 st.fetch_offset = st.position
+            fetchable[tp] = st
+        if not fetchable:
+            return False
         self._fetch_task = asyncio.get_running_loop().create_task(self._fetcher.fetch(fetchable))
         return True
 

@@ -370,17 +370,34 @@ class Fetcher:
         # Per leader, an incremental fetch session (KIP-227): after the first full request, each fetch names
         # only the partitions whose position moved, so an idle consumer of many partitions costs the broker little.
         self.sessions: dict[int, FetcherSession] = {}
+        # Each partition's leader as of the metadata version ``_leaders_version``: a fetch round of 10,000
+        # partitions asked the metadata for each of them on every round.
+        self._leaders: dict[TopicPartition, int] = {}
+        self._leaders_version = -1
 
-    def _by_leader(self, states: dict[TopicPartition, PartitionState]) -> dict[int, list[TopicPartition]]:
-        out: dict[int, list[TopicPartition]] = {}
+    def _by_leader(self, states: dict[TopicPartition, PartitionState]
+                   ) -> dict[int, dict[TopicPartition, tuple[int, int]]]:
+        """Per leader, the (fetch offset, epoch) of each of its partitions to fetch: one pass over ``states``."""
+        cluster = self.cluster
+        if cluster.metadata_version != self._leaders_version:
+            self._leaders, self._leaders_version = {}, cluster.metadata_version
+        leaders = self._leaders
+        out: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         for tp, st in states.items():
-            if st.paused or st.fetch_offset is None:
+            offset = st.fetch_offset
+            if st.paused or offset is None:
                 continue
-            leader = self.cluster.leader_for(tp.topic, tp.partition)
+            leader = leaders.get(tp)
             if leader is None:
-                self.cluster.request_update()
-                continue
-            out.setdefault(leader, []).append(tp)
+                leader = cluster.leader_for(tp.topic, tp.partition)
+                if leader is None:
+                    cluster.request_update()
+                    continue
+                leaders[tp] = leader
+            group = out.get(leader)
+            if group is None:
+                group = out[leader] = {}
+            group[tp] = (offset, st.epoch)
         return out
 
     async def fetch(self, states: dict[TopicPartition, PartitionState]) -> tuple[Fetched, set[TopicPartition]]:
@@ -393,7 +410,7 @@ class Fetcher:
         if not groups:
             await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
             return {}, set()
-        results = await asyncio.gather(*(self._fetch_node(n, tps, states) for n, tps in groups.items()),
+        results = await asyncio.gather(*(self._fetch_node(n, started, states) for n, started in groups.items()),
                                        return_exceptions=True)
         records: Fetched = {}
         out_of_range: set[TopicPartition] = set()
@@ -409,15 +426,13 @@ class Fetcher:
             out_of_range |= oor
         return records, out_of_range
 
-    async def _fetch_node(self, node: int, tps: list[TopicPartition], states: dict[TopicPartition, PartitionState],
-                          ) -> tuple[Fetched, set[TopicPartition]]:
-        started = {tp: (states[tp].fetch_offset, states[tp].epoch) for tp in tps}
+    async def _fetch_node(self, node: int, started: dict[TopicPartition, tuple[int, int]],
+                          states: dict[TopicPartition, PartitionState]) -> tuple[Fetched, set[TopicPartition]]:
+        """One Fetch to ``node`` for the partitions of ``started`` ((fetch offset, epoch) each, as the request
+        asks them: an answer is kept only while the partition's epoch is unchanged)."""
         max_bytes = self.config["max.partition.fetch.bytes"]
-        wanted: dict[tuple[str, int], PartitionPosition] = {}
-        for tp in tps:
-            fetch_offset = started[tp][0]
-            assert fetch_offset is not None  # the caller skips partitions without a position
-            wanted[tp] = (-1, fetch_offset, -1, -1, max_bytes)
+        wanted: dict[tuple[str, int], PartitionPosition] = {
+            tp: (-1, offset, -1, -1, max_bytes) for tp, (offset, _) in started.items()}
         conn = await self.cluster.connection(node)
         version = conn.version_for(FETCH, FETCH_MAX_VERSION)
         session = self.sessions.setdefault(node, FetcherSession()) if version >= SESSION_VERSION else None

@@ -27,6 +27,8 @@ class _Conn:
 class _Cluster:
     """Answers every Fetch with the record sets of ``answers`` ((topic, partition) -> bytes), leader 1 for all."""
 
+    metadata_version = 0
+
     def __init__(self, answers: dict[tuple[str, int], bytes]) -> None:
         self.answers = answers
 

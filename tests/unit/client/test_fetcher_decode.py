@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from moldau.fetcher import ConsumerRecord, PartitionRecords, decode_partition
@@ -121,3 +123,39 @@ def test_a_fetch_of_control_batches_only_does_not_skip_records_still_buffered() 
     consumer._buffer[tp] = PartitionRecords("in", 0, records=decode_partition(
         "in", 0, build_batch(records(12, 2), base_offset=12), 12, check_crcs=True))
     assert [r.offset for r in consumer._drain(100)[tp]] == [12, 13] and st.position == 14
+
+
+def _metadata(leaders: dict[int, int]) -> dict[str, Any]:
+    """A Metadata answer: brokers 1-3, topic ``t`` with the partitions and leaders of ``leaders``."""
+    return {"brokers": [{"node_id": n, "host": "127.0.0.1", "port": 9000 + n, "rack": None} for n in (1, 2, 3)],
+            "cluster_id": "c", "controller_id": 1,
+            "topics": [{"name": "t", "error_code": 0, "is_internal": False,
+                        "partitions": [{"partition_index": p, "leader_id": leader, "leader_epoch": 0,
+                                        "replica_nodes": [1, 2, 3], "isr_nodes": [1, 2, 3],
+                                        "offline_replicas": [], "error_code": 0}
+                                       for p, leader in leaders.items()]}]}
+
+
+def test_fetch_rounds_group_partitions_by_the_leader_of_the_current_metadata() -> None:
+    """The fetcher remembers each partition's leader between rounds (a round over 10,000 partitions asked the
+    metadata for every one), and forgets it when new metadata arrives: a moved leader is fetched from at once."""
+    from moldau.cluster import Cluster
+    from moldau.config import consumer_config
+    from moldau.fetcher import Fetcher, PartitionState, TopicPartition
+
+    config = consumer_config(bootstrap_servers="127.0.0.1:9")
+    cluster = Cluster(config)
+    cluster._apply_metadata(_metadata({0: 1, 1: 2, 2: 3, 3: -1}), full=True)  # type: ignore[arg-type]
+    fetcher = Fetcher(cluster, config)
+    tps = [TopicPartition("t", p) for p in range(5)]
+    states = {tp: PartitionState(position=10 * i, fetch_offset=10 * i, epoch=i) for i, tp in enumerate(tps)}
+    states[tps[4]].paused = True
+    groups = fetcher._by_leader(states)
+    # partition 3 has no leader (a metadata update is asked for), 4 is paused
+    assert groups == {1: {tps[0]: (0, 0)}, 2: {tps[1]: (10, 1)}, 3: {tps[2]: (20, 2)}}
+    assert cluster._need_update
+    states[tps[0]].fetch_offset = 5
+    assert fetcher._by_leader(states)[1] == {tps[0]: (5, 0)}  # offsets are read afresh every round
+    cluster._apply_metadata(_metadata({0: 2, 1: 2, 2: 3, 3: 1}), full=True)  # type: ignore[arg-type]
+    assert fetcher._by_leader(states) == {2: {tps[0]: (5, 0), tps[1]: (10, 1)}, 3: {tps[2]: (20, 2)},
+                                          1: {tps[3]: (30, 3)}}
