@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from moldau.batch_builder import Record, encode_batch
@@ -310,28 +312,28 @@ class Producer(TransactionalApi):
         """send_many's bulk path (one partition, values only): fills whole batches per step, not per record."""
         recs = [(None, v if type(v) is bytes else _to_bytes(v, "value"), None, ts) for v in values]
         sizes = [_RECORD_OVERHEAD + (len(r[1]) if r[1] is not None else 0) for r in recs]
+        ends = list(accumulate(sizes, initial=0))  # ends[i]: the size of recs[:i]
+        n = len(recs)
         start = 0
-        while start < len(recs):
+        while start < n:
             batch = self._append(topic, partition, recs[start], sizes[start], None, keyless=False)
             batches[id(batch)] = batch
             start += 1
-            room = self._batch_size - batch.size
-            end = start
-            while end < len(recs) and room >= sizes[end] and batch.open:
-                room -= sizes[end]
-                end += 1
+            # The records after it that fit in the batch's room, found by bisection rather than one by one.
+            end = bisect_right(ends, ends[start] + self._batch_size - batch.size, start, n + 1) - 1 \
+                if batch.open else start
             if end > start:
-                added = sum(sizes[start:end])
+                added = ends[end] - ends[start]
                 batch.records.extend(recs[start:end])
                 batch.size += added
                 self._buffered += added
                 start = end
-            if batch.size >= self._batch_size or (start < len(recs) and batch.open):
+            if batch.size >= self._batch_size or (start < n and batch.open):
                 self._close_batch(batch, keyless=False)
                 await asyncio.sleep(0)  # let the sender ship the full batch
-            if self._buffered > self._buffer_memory and start < len(recs):
+            if self._buffered > self._buffer_memory and start < n:
                 await self._wait_for_space(sizes[start])
-        return len(recs)
+        return n
 
     @staticmethod
     async def _await_batches(batches: list[_Batch], count: int) -> int:
