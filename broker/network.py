@@ -186,10 +186,13 @@ class Connection:
         self.last_active = self.loop.time()
         self._handling = False  # a request is being handled or its response written
         self.evicted = False  # closed by the socket server (idle, memory budget); the task is cancelled
-        # Produce requests dispatched without muting, oldest first; their responses are written by `_writer`.
+        # Produce requests dispatched without muting, oldest first. Their answers are written as the oldest is
+        # answered (`_flush_answered`), or by the writer task `_writer` while one runs (what a write left unsent).
         self._pipeline: deque[Request] = deque()
         self._writer: asyncio.Task[None] | None = None
-        self._advanced = asyncio.Event()  # set each time the writer answered the oldest pipelined request
+        self._unsent: memoryview | None = None  # answers the socket did not take at once: the writer sends them
+        self._flush_due = False  # a `_flush_answered` is scheduled for the end of this loop turn
+        self._advanced = asyncio.Event()  # set each time answers of pipelined requests were written
         self._muted_until = 0.0  # loop time until which a throttled client's next frame waits (KIP-219)
         self._watch: ReadableWatch | None = None  # plaintext: the socket stays registered between requests
 
@@ -329,8 +332,9 @@ class Connection:
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_group(requests)
         self._pipeline.extend(requests)
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_pipeline())
+        for request in requests:
+            self._when_answered(request)
+        self._flush_answered()  # the ones answered in the handler's call (acks=1) go now
         await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
         return True, len(requests)
 
@@ -346,7 +350,7 @@ class Connection:
         auth = self.auth
         pipelined = (self.tls is None and len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
                      and (auth is None or not auth.wants(PRODUCE_KEY)))
-        if self._pipeline and not pipelined:
+        if (self._pipeline or self._writer is not None) and not pipelined:
             await self._wait_pipeline(0)  # muting as before: every earlier answer is written first
         if auth is not None:
             if auth.wants(INT16.unpack_from(frame)[0] if len(frame) >= 2 else -1):
@@ -414,8 +418,7 @@ class Connection:
                 await self._write_produce_answers([request])
                 return True
             self._pipeline.append(request)
-            if self._writer is None:
-                self._writer = asyncio.create_task(self._write_pipeline())
+            self._when_answered(request)
             await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
             return True
         await request.done
@@ -436,21 +439,91 @@ class Connection:
         return True
 
     async def _wait_pipeline(self, most: int) -> None:
-        """Until at most `most` pipelined requests are unanswered."""
-        while len(self._pipeline) > most and self._writer is not None:
+        """Until at most `most` pipelined requests are unanswered (0: and every answer written)."""
+        while len(self._pipeline) > most or (not most and self._writer is not None):
             self._advanced.clear()
             await self._advanced.wait()
 
-    async def _write_pipeline(self) -> None:
-        """Answers the pipelined Produce requests in the order they came; ends when none is left. A request
-        that must close the connection (or a failed write) ends the connection after the answers before it."""
+    def _when_answered(self, request: Request) -> None:
+        """A pipelined request still waiting for its answer (acks=all) has it written as it is answered."""
+        done = request.done
+        if done is not None and not done.done():
+            request.on_answer = self._on_pipelined_answer
+
+    def _on_pipelined_answer(self, request: Request) -> None:
+        """A pipelined request was answered, in the call that answered it (an acks=all request: the follower
+        fetch that moved the high watermark). The oldest request of the line alone is written in this very call
+        (one request in flight, as a transactional producer's): no writer task, no loop turn for it. Behind it,
+        more answers may come in the same turn (pipelined requests completed by one high-watermark move): they
+        are written together at the end of the turn, as one write."""
         pipeline = self._pipeline
+        if self._writer is not None or self._flush_due or not pipeline or pipeline[0] is not request:
+            return  # the writer, or the flush already due, or the oldest request's answer writes it
+        if len(pipeline) == 1:
+            self._flush_answered()
+        else:
+            self._flush_due = True
+            self.loop.call_soon(self._flush_answered)
+
+    def _flush_answered(self) -> None:
+        """Writes the answers of the answered requests at the head of the line, in order, in one write, unless the
+        writer task is at work (it writes them then). What the socket does not take at once, and a request that
+        must close the connection, are left to a writer task. A failed write ends the connection."""
+        self._flush_due = False
+        if self._writer is not None:
+            return
+        pipeline = self._pipeline
+        ready: list[Request] = []
+        for request in pipeline:
+            if request.close_connection or request.done is None or not request.done.done():
+                break
+            ready.append(request)
+        if ready:
+            resumed = time.perf_counter()
+            sent = 0
+            try:
+                out, throttle_ms = self._produce_answers(ready, resumed)
+                if out:
+                    sent = self.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:  # ConnectionError too (an unencodable answer): as the writer task does
+                log.debug("connection %s ended: %s", self.name, exc)
+                pipeline.clear()
+                self._advanced.set()
+                if self.task is not None:
+                    self.task.cancel()
+                return
+            for _ in ready:
+                pipeline.popleft()
+            if sent < len(out):
+                self._unsent = memoryview(out)[sent:]
+            self._produce_answered(ready, len(out), throttle_ms, resumed)
+            self.last_active = self.loop.time()
+            self._advanced.set()
+        if self._unsent is not None or (pipeline and pipeline[0].close_connection and pipeline[0].done is not None
+                                        and pipeline[0].done.done()):
+            self._writer = self.loop.create_task(self._write_pipeline())
+
+    async def _write_pipeline(self) -> None:
+        """Sends what a write of answers left unsent, then the answers of the answered pipelined requests at the
+        head of the line, in order; ends when the oldest request is still waiting (its answer's call writes it,
+        ``_on_pipelined_answer``) or none is left. A request that must close the connection (or a failed write)
+        ends the connection after the answers before it."""
+        pipeline = self._pipeline
+        close = False
         try:
+            unsent, self._unsent = self._unsent, None
+            if unsent is not None:
+                await self.loop.sock_sendall(self.sock, unsent)
+                self.last_active = self.loop.time()
+                self._advanced.set()
             while pipeline:
                 head = pipeline[0]
-                if head.done is not None:
-                    await head.done
+                if head.done is None or not head.done.done():
+                    break
                 if head.close_connection:
+                    close = True
                     break
                 # Every answered request at the head of the line goes out in one write (Produce answers never
                 # carry file regions). They leave the line only once written, so a request that waits for the
@@ -465,23 +538,21 @@ class Connection:
                     pipeline.popleft()
                 self.last_active = self.loop.time()
                 self._advanced.set()
-            else:
-                return
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s ended: %s", self.name, exc)
+            close = True
         finally:
             self._writer = None
             self._advanced.set()
-        # Not answered: the connection ends (the reader may be waiting on the socket, not on us).
-        pipeline.clear()
-        if self.task is not None:
-            self.task.cancel()
+        if close:
+            # Not answered: the connection ends (the reader may be waiting on the socket, not on us).
+            pipeline.clear()
+            if self.task is not None:
+                self.task.cancel()
 
-    async def _write_produce_answers(self, requests: list[Request]) -> None:
-        """Writes the answers of answered Produce requests, in this order, in one write (the writer's line, or one
-        request answered in its handler's call with nothing outstanding); throttling and metrics as for any
-        answer."""
-        resumed = time.perf_counter()
+    def _produce_answers(self, requests: list[Request], resumed: float) -> tuple[bytearray, int]:
+        """The answers of answered Produce requests, in this order, as one buffer, and the longest throttle time
+        (KIP-219) among them."""
         out = bytearray()
         throttle_ms = 0
         for request in requests:
@@ -490,13 +561,26 @@ class Connection:
             if request.response is not None:
                 self._encode_response(request, out)
         self.metrics.network_busy(time.perf_counter() - resumed)
-        if out:
-            await self._send_bytes(out)
+        return out, throttle_ms
+
+    def _produce_answered(self, requests: list[Request], written: int, throttle_ms: int, resumed: float) -> None:
+        if written:
+            self.metrics.bytes_out(written, 0)
         if throttle_ms > 0:  # KIP-219, as on the one-at-a-time path: mute the client for that long
             self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
         end = time.perf_counter()
         for request in requests:
             self._observe(PRODUCE_NAME, request, resumed, end)
+
+    async def _write_produce_answers(self, requests: list[Request]) -> None:
+        """Writes the answers of answered Produce requests, in this order, in one write (the writer's line, or one
+        request answered in its handler's call with nothing outstanding); throttling and metrics as for any
+        answer."""
+        resumed = time.perf_counter()
+        out, throttle_ms = self._produce_answers(requests, resumed)
+        if out:
+            await self._sendall(out)
+        self._produce_answered(requests, len(out), throttle_ms, resumed)
 
     def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
         queue, local, remote, response_queue, send = r.split(resumed, end)
