@@ -192,6 +192,11 @@ class Connection:
         self._writer: asyncio.Task[None] | None = None
         self._unsent: memoryview | None = None  # answers the socket did not take at once: the writer sends them
         self._flush_due = False  # a `_flush_answered` is scheduled for the end of this loop turn
+        # A request waiting for its answer (a parked Fetch, a coroutine handler's) whose answer is written in the
+        # call that gives it (`_write_parked`) while the connection goes back to its socket; no frame read meanwhile
+        # is handled before that answer is written (muting as before).
+        self._parked: Request | None = None
+        self._parked_writer: asyncio.Task[None] | None = None  # writes what `_write_parked` could not write at once
         self._advanced = asyncio.Event()  # set each time answers of pipelined requests were written
         self._muted_until = 0.0  # loop time until which a throttled client's next frame waits (KIP-219)
         self._watch: ReadableWatch | None = None  # plaintext: the socket stays registered between requests
@@ -199,7 +204,7 @@ class Connection:
     @property
     def in_flight(self) -> bool:
         """A request is being handled or its response written: never idle."""
-        return self._handling or bool(self._pipeline)
+        return self._handling or bool(self._pipeline) or self._parked is not None
 
     @property
     def name(self) -> str:
@@ -243,6 +248,8 @@ class Connection:
                 i, count = 0, len(frames)
                 while i < count:
                     self._handling = True
+                    if self._parked is not None:  # every earlier answer is written before the next frame is handled
+                        await self._wait_pipeline(0)
                     # A lone frame goes the one-at-a-time way whatever it is (a group needs two): no need to ask.
                     run = self._produce_run(frames, i) if i + 1 < count else 0
                     if run > 1:
@@ -263,6 +270,9 @@ class Connection:
         finally:
             if self._writer is not None:
                 self._writer.cancel()
+            if self._parked_writer is not None:
+                self._parked_writer.cancel()
+            self._parked = None
             self.close()
 
     async def _readable(self) -> None:
@@ -421,6 +431,12 @@ class Connection:
             self._when_answered(request)
             await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
             return True
+        if not request.done.done() and self.tls is None and auth is None:
+            # Waiting (a parked Fetch, a coroutine handler): its answer is written in the call that gives it,
+            # without waking this coroutine for it, which meanwhile waits for the client's next bytes.
+            self._parked = request
+            request.on_answer = self._write_parked
+            return True
         await request.done
         if request.close_connection:
             return False
@@ -439,10 +455,107 @@ class Connection:
         return True
 
     async def _wait_pipeline(self, most: int) -> None:
-        """Until at most `most` pipelined requests are unanswered (0: and every answer written)."""
-        while len(self._pipeline) > most or (not most and self._writer is not None):
+        """Until at most `most` pipelined requests are unanswered (0: and every answer written, a parked
+        request's too)."""
+        while len(self._pipeline) > most or (not most and (self._writer is not None or self._parked is not None)):
             self._advanced.clear()
             await self._advanced.wait()
+
+    def _write_parked(self, request: Request) -> None:
+        """The parked request's answer, written in the call that gives it (``Request.on_answer``: a fetch's
+        answer in the purgatory's check, a coroutine handler's as it returns), as ``_handle_frame`` would have
+        written it a loop turn later. An answer of small parts only (a follower's fetch of a replication round
+        trip: its record regions read into the buffer, as ``_write_parts`` reads them) goes with one ``send``;
+        what the socket does not take, and an answer with regions for sendfile, are written by a task. A request
+        that must close the connection, or a failed write, ends the connection."""
+        if request is not self._parked:
+            return
+        resumed = time.perf_counter()
+        try:
+            if request.close_connection:
+                raise ConnectionError("the request closes the connection")
+            throttle_ms = self.throttler.throttle(request, request_time(request)) if self.throttler is not None else 0
+            if request.response is not None:
+                out = bytearray()
+                external, total = self._encode_response(request, out)
+                copied = 0
+                if external:
+                    whole, copied = self._read_small_regions(out, external)
+                    if whole is None:  # a region for sendfile: the task writes the answer as _handle_frame would
+                        self._parked_writer = self.loop.create_task(
+                            self._finish_parked(request, resumed, throttle_ms, None, out, external))
+                        return
+                    out = whole
+                self.metrics.network_busy(time.perf_counter() - resumed)
+                try:
+                    sent = self.sock.send(out)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                self.metrics.bytes_out(total, 0)
+                if copied:
+                    self.metrics.fetch_copied(copied)
+                if sent < len(out):
+                    self._parked_writer = self.loop.create_task(
+                        self._finish_parked(request, resumed, throttle_ms, memoryview(out)[sent:]))
+                    return
+        except OSError as exc:  # ConnectionError too (an unencodable answer): the connection ends
+            log.debug("connection %s ended: %s", self.name, exc)
+            self._parked = None
+            self._advanced.set()
+            if self.task is not None:
+                self.task.cancel()
+            return
+        self._parked_written(request, resumed, throttle_ms)
+
+    def _read_small_regions(self, out: bytearray, external: list[tuple[int, Any]]) -> tuple[bytearray | None, int]:
+        """The whole answer, its file regions read in, when they are all small (``COPY_BELOW``), and the bytes
+        read; (None, 0) if one is not."""
+        whole = bytearray()
+        copied = 0
+        for part in assemble(out, external):
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                whole += part
+                continue
+            for region in _regions(part):
+                length = int(region.length)
+                if length >= COPY_BELOW:
+                    return None, 0
+                data = os.pread(region.fileobj.fileno(), length, region.position)
+                if len(data) != length:
+                    raise ConnectionError("segment file shorter than the region being sent")
+                whole += data
+                copied += length
+        return whole, copied
+
+    async def _finish_parked(self, request: Request, resumed: float, throttle_ms: int,
+                             rest: memoryview | None, out: bytearray | None = None,
+                             external: list[tuple[int, Any]] | None = None) -> None:
+        try:
+            if rest is not None:
+                await self.loop.sock_sendall(self.sock, rest)
+            elif out is not None and external is not None:
+                by_sendfile, copied = await self._write_parts(assemble(out, external))
+                self.metrics.bytes_out(len(out) + sum(len(obj) for _, obj in external), by_sendfile)
+                if copied:
+                    self.metrics.fetch_copied(copied)
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %s ended: %s", self.name, exc)
+            self._parked = None
+            self._advanced.set()
+            if self.task is not None:
+                self.task.cancel()
+            return
+        finally:
+            self._parked_writer = None
+        self._parked_written(request, resumed, throttle_ms)
+
+    def _parked_written(self, request: Request, resumed: float, throttle_ms: int) -> None:
+        self._observe(api_name(request.api_key), request, resumed, time.perf_counter())
+        if throttle_ms > 0:  # KIP-219: the client's next frame waits that long (see _handle_frame)
+            self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
+        self._parked = None
+        self.last_active = self.loop.time()
+        self._advanced.set()
 
     def _when_answered(self, request: Request) -> None:
         """A pipelined request still waiting for its answer (acks=all) has it written as it is answered."""
