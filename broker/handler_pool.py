@@ -33,10 +33,21 @@ class HandlerMetrics(Protocol):
     def handler_busy(self, seconds: float) -> None: ...
 
 
+class CpuQuota(Protocol):
+    """Whether request_percentage quotas apply to anyone (broker/quotas.py ``BrokerQuotas.request``)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+
 class HandlerPool:
     def __init__(self, channel: RequestChannel, routes: dict[int, Handler], ctx: Any, num_workers: int,
-                 metrics: HandlerMetrics, group_routes: dict[int, GroupHandler] | None = None) -> None:
+                 metrics: HandlerMetrics, group_routes: dict[int, GroupHandler] | None = None,
+                 cpu_quota: CpuQuota | None = None) -> None:
         self.channel = channel
+        # A request's CPU time (the thread's CPU clock: a system call each read, twice per request) is what
+        # request_percentage quotas charge, and only they read it: measured while any is set (None: always).
+        self.cpu_quota = cpu_quota
         self.routes = routes
         self.group_routes = group_routes or {}
         self.ctx = ctx
@@ -69,9 +80,13 @@ class HandlerPool:
         one the request channel hands over at once (``RequestChannel.inline``)."""
         t0 = time.perf_counter()
         request.dequeued_at = t0
-        c0 = time.thread_time()
-        self.handle(request)
-        request.cpu_seconds = time.thread_time() - c0
+        quota = self.cpu_quota
+        if quota is None or quota.enabled:
+            c0 = time.thread_time()
+            self.handle(request)
+            request.cpu_seconds = time.thread_time() - c0
+        else:
+            self.handle(request)
         self.metrics.handler_busy(time.perf_counter() - t0)
 
     def handle_group_timed(self, requests: list[Request]) -> None:
@@ -80,7 +95,9 @@ class HandlerPool:
         requests: one log append per partition for all of them), else one by one. The CPU time is shared out
         evenly."""
         t0 = time.perf_counter()
-        c0 = time.thread_time()
+        quota = self.cpu_quota
+        measure = quota is None or quota.enabled
+        c0 = time.thread_time() if measure else 0.0
         for request in requests:
             request.dequeued_at = t0
         group = self.group_routes.get(requests[0].api_key)
@@ -89,9 +106,10 @@ class HandlerPool:
                 self.handle(request)
         else:
             self._handle_group(group, requests)
-        cpu = (time.thread_time() - c0) / len(requests)
-        for request in requests:
-            request.cpu_seconds = cpu
+        if measure:
+            cpu = (time.thread_time() - c0) / len(requests)
+            for request in requests:
+                request.cpu_seconds = cpu
         self.metrics.handler_busy(time.perf_counter() - t0)
 
     def _handle_group(self, group: GroupHandler, requests: list[Request]) -> None:

@@ -281,7 +281,8 @@ class BrokerServer:
         await self._start_authorizer()
         self.remote_log_manager = self._remote_log_manager(advertised)
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
-                                        int(cfg.get("num.io.threads")), self.metrics, GROUP_ROUTES)
+                                        int(cfg.get("num.io.threads")), self.metrics, GROUP_ROUTES,
+                                        cpu_quota=self.quotas.request)
         self.handler_pool.start()
         if self.zk_mode is not None:
             self.zk_mode.start_controller()
