@@ -224,6 +224,10 @@ class Connection:
                     # so the shared receive buffer is decoded before any other connection can use it.
                     n = await tls.recv_into(view)
                 else:
+                    if self._parked is not None:
+                        # The client waits for that answer before it sends more (a follower's fetch): a read now
+                        # would find nothing, so wait for the socket first.
+                        await self._readable()
                     try:
                         n = self.sock.recv_into(view)
                     except BlockingIOError:
