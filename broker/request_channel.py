@@ -150,6 +150,15 @@ class RequestChannel:
         self.inline: Callable[[Request], None] | None = None
         self.inline_group: Callable[[list[Request]], None] | None = None
 
+    def try_inline(self, request: Request) -> bool:
+        """Handles ``request`` at once when ``send_request`` would (nothing queued), without a coroutine; False:
+        the caller awaits ``send_request``."""
+        inline = self.inline
+        if inline is not None and not self.queue.qsize():
+            inline(request)
+            return True
+        return False
+
     async def send_request(self, request: Request) -> None:
         inline = self.inline
         if inline is not None and not self.queue.qsize():
