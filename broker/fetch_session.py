@@ -41,7 +41,7 @@ from moldau.protocol.types import TopicPartition
 
 
 class Waiter(Protocol):
-    def try_complete(self) -> bool: ...
+    def wake(self, tp: TopicPartition) -> None: ...
 
 
 @dataclass(slots=True)
@@ -90,7 +90,7 @@ class FetchSession:
         self.changed.add(tp)
         waiter = self.waiter
         if waiter is not None:
-            waiter.try_complete()
+            waiter.wake(tp)
 
     def changed_only(self, responses: list[dict[str, Any]], full: bool, left: set[TopicPartition] | None = None
                      ) -> list[dict[str, Any]]:

@@ -249,6 +249,31 @@ class DelayedFetch(DelayedOperation):
             self.future.get_loop().call_soon(self._check)
         return False
 
+    def wake(self, tp: TopicPartition) -> None:
+        """A partition of the session changed (``FetchSession.mark_changed``). A follower's fetch waits for data
+        (or an error): a move of the high watermark alone, as every other follower's report of a replication
+        round trip makes, cannot complete it, so such a change schedules no check (its read would find nothing,
+        one turn later, once per round trip and parked follower)."""
+        if self._check_due or (self.body["replica_id"] >= 0 and self._nothing_for_follower(tp)):
+            return
+        self.try_complete()
+
+    def _nothing_for_follower(self, tp: TopicPartition) -> bool:
+        """True when ``tp`` has nothing a read of it would answer this follower's fetch with: its leader here,
+        in the epoch the follower fetches in, with no record past (and no log start after) the follower's fetch
+        offset."""
+        session = self.session
+        sp = session.partitions.get(tp) if session is not None else None
+        partition = self.ctx.replica_manager.partitions.get(tp)
+        if sp is None or partition is None or partition.leader_id != partition.broker_id:
+            return False
+        r = sp.request
+        epoch = r.get("current_leader_epoch", -1)
+        if epoch >= 0 and epoch != partition.leader_epoch:
+            return False
+        log_, offset = partition.log, r["fetch_offset"]
+        return bool(log_.log_end_offset == offset and log_.log_start_offset <= offset)
+
     def _check(self) -> None:
         self._check_due = False
         if self.is_completed:

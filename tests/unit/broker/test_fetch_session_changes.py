@@ -201,9 +201,8 @@ def test_the_changed_set_follows_the_sessions_partitions() -> None:
     woken: list[int] = []
 
     class Waiter:
-        def try_complete(self) -> bool:
+        def wake(self, tp: tuple[str, int]) -> None:
             woken.append(1)
-            return False
 
     a.waiter = Waiter()
     cache.partition_changed(("t", 1))
