@@ -534,8 +534,19 @@ def _parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:
     return parts
 
 
+# (api key, version) -> its response header version, asked once per pair rather than per answer.
+_RESPONSE_HEADERS: dict[tuple[int, int], int] = {}
+
+
 def _decode_response(api: Api[Req, Resp], version: int, frame: memoryview) -> _Body:
-    _, pos = decode_response_header(frame, response_header_version(api.key, api.is_flexible(version)))
+    header_version = _RESPONSE_HEADERS.get((api.key, version))
+    if header_version is None:
+        header_version = _RESPONSE_HEADERS[(api.key, version)] = response_header_version(
+            api.key, api.is_flexible(version))
+    if len(frame) > 4 and (header_version == 0 or frame[4] == 0):
+        pos = 4 if header_version == 0 else 5  # the correlation id (checked by the caller), no tagged fields
+    else:
+        _, pos = decode_response_header(frame, header_version)
     if api.key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= pos + 2 and \
             INT16.unpack_from(frame, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
         # KIP-511: a peer that does not know our ApiVersions version answers in the v0 layout.
