@@ -30,6 +30,7 @@ import asyncio
 import logging
 import os
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,7 +52,6 @@ from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
 from moldau.protocol.header import (
     API_VERSIONS_KEY,
     decode_request_header,
-    encode_response_header,
     peek_api,
     request_header_version,
     response_header_version,
@@ -140,6 +140,9 @@ def supported_api_versions() -> list[ApiVersionsResponseApiKeys]:
     return ADVERTISED_VERSIONS
 
 
+_SIZE_AND_ID = struct.Struct(">ii")
+# (api key, version) -> whether its response header is v1 (a tagged-field section), asked once per pair.
+_FLEXIBLE_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
 # (api key, version) -> (its Api, request header version), or (None, -1) for one we do not serve: asked once per
 # pair instead of per request.
 _SERVED: dict[tuple[int, int], tuple[Any, int]] = {}
@@ -729,9 +732,14 @@ class Connection:
         their positions in `out`); returns them and the frame's total size."""
         start = len(out)
         api, version = request.api, request.version
-        out += b"\0\0\0\0"
-        encode_response_header(out, request.header.correlation_id,
-                               response_header_version(api.key, api.is_flexible(version)))
+        flexible_header = _FLEXIBLE_RESPONSE_HEADER.get((api.key, version))
+        if flexible_header is None:
+            flexible_header = _FLEXIBLE_RESPONSE_HEADER[(api.key, version)] = response_header_version(
+                api.key, api.is_flexible(version)) >= 1
+        # The size (patched below), the correlation id and, in header v1, no tagged fields (encode_response_header).
+        out += _SIZE_AND_ID.pack(0, request.header.correlation_id)
+        if flexible_header:
+            out.append(0)
         external: list[tuple[int, Any]] = []
         body = request.response if request.response is not None else {}
         try:
