@@ -11,6 +11,7 @@ failures into Kafka error codes; an exception that escapes one is logged and clo
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -168,7 +169,7 @@ class HandlerPool:
         if isinstance(result, Reply):  # parked in a purgatory: answered in the call that completes it
             request.local_done_at = time.perf_counter()
             self._pending.add(result)
-            result.on_done(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
+            result.on_done(functools.partial(self._finish, request))  # no Python frame in between
         elif inspect.iscoroutine(result):
             # Answered by the handler's own task when it returns, not by a done callback a turn later (EndTxn,
             # AddPartitionsToTxn, WriteTxnMarkers: each a step of a transaction's chain of round trips).
@@ -180,7 +181,7 @@ class HandlerPool:
             request.local_done_at = time.perf_counter()  # from here on the request waits: remote time
             fut = asyncio.ensure_future(result)
             self._pending.add(fut)
-            fut.add_done_callback(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
+            fut.add_done_callback(functools.partial(self._finish, request))
         else:
             request.respond(result)
 
@@ -196,7 +197,7 @@ class HandlerPool:
             return
         request.respond(result)
 
-    def _finish(self, fut: asyncio.Future[Any], request: Request) -> None:
+    def _finish(self, request: Request, fut: asyncio.Future[Any]) -> None:
         self._pending.discard(fut)
         if fut.cancelled():
             request.fail()
