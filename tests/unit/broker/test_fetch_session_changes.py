@@ -201,6 +201,10 @@ def test_the_changed_set_follows_the_sessions_partitions() -> None:
     woken: list[int] = []
 
     class Waiter:
+        def try_complete(self) -> bool:
+            woken.append(1)
+            return False
+
         def wake(self, tp: tuple[str, int]) -> None:
             woken.append(1)
 
