@@ -238,15 +238,17 @@ class Connection:
                 await tls.handshake()
                 if self.auth is None and not self._certificate_principal(tls):
                     return
+            lone = False  # the last read brought one frame
             while True:
                 if tls is not None:
                     # recv_into fills `view` with decrypted bytes and returns without awaiting after that,
                     # so the shared receive buffer is decoded before any other connection can use it.
                     n = await tls.recv_into(view)
                 else:
-                    if self._parked is not None:
-                        # The client waits for that answer before it sends more (a follower's fetch): a read now
-                        # would find nothing, so wait for the socket first.
+                    if self._parked is not None or (lone and self._pipeline):
+                        # A client with one request in flight waits for its answer before it sends more (a
+                        # follower's fetch, a transactional producer's write): a read now would find nothing
+                        # (a system call per exchange), so wait for the socket first.
                         await self._readable()
                     try:
                         n = self.sock.recv_into(view)
@@ -270,6 +272,7 @@ class Connection:
                         return
                 self.metrics.network_busy(time.perf_counter() - t0)
                 i, count = 0, len(frames)
+                lone = count == 1
                 while i < count:
                     self._handling = True
                     if self._parked is not None:  # every earlier answer is written before the next frame is handled
