@@ -302,10 +302,10 @@ class Connection:
             self._parked = None
             self.close()
 
-    async def _readable(self) -> None:
+    def _readable(self) -> asyncio.Future[None]:
         if self._watch is None:
             self._watch = ReadableWatch(self.loop, self.sock)
-        await self._watch.wait()
+        return self._watch.wait()
 
     def _certificate_principal(self, tls: TlsIO) -> bool:
         """On an SSL listener the client certificate names the principal (as Kafka). False refuses the
