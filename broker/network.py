@@ -52,7 +52,7 @@ from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
 from moldau.protocol.header import (
     API_VERSIONS_KEY,
     decode_request_header,
-    peek_api,
+    decode_request_header_rest,
     request_header_version,
     response_header_version,
 )
@@ -141,6 +141,7 @@ def supported_api_versions() -> list[ApiVersionsResponseApiKeys]:
 
 
 _SIZE_AND_ID = struct.Struct(">ii")
+_HEADER_START = struct.Struct(">hhi")  # api key, api version, correlation id: the first 8 bytes of every header
 # (api key, version) -> whether its response header is v1 (a tagged-field section), asked once per pair.
 _FLEXIBLE_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
 # (api key, version) -> (its Api, request header version), or (None, -1) for one we do not serve: asked once per
@@ -407,11 +408,10 @@ class Connection:
                 log.info("closing %s: its SASL session expired without re-authentication "
                          "(connections.max.reauth.ms)", self.name)
                 return False
-        try:
-            api_key, version, correlation_id = peek_api(frame)
-        except DecodeError as exc:
-            log.warning("closing connection from %s: %s", self.name, exc)
+        if len(frame) < 8:
+            log.warning("closing connection from %s: request shorter than a header", self.name)
             return False
+        api_key, version, correlation_id = _HEADER_START.unpack_from(frame)  # as peek_api reads them
         served = _SERVED.get((api_key, version))
         if served is None:
             served = _served(api_key, version)
@@ -433,7 +433,7 @@ class Connection:
             await self._send_bytes(body)
             return True
         try:
-            header, pos = decode_request_header(frame, header_version)
+            header, pos = decode_request_header_rest(frame, header_version, api_key, version, correlation_id)
         except DecodeError as exc:
             log.warning("closing connection from %s: bad request header: %s", self.name, exc)
             return False
