@@ -413,7 +413,11 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     delayed = DelayedFetch(ctx, body, request.version, future, denied)
     delayed.session, delayed.full, delayed.narrow = session, full, narrow
     if narrow and session is not None:
-        session.waiter = delayed  # woken by a change of any partition of the session
+        # Woken by a change of any partition of the session (its waiter), not through the purgatory's watch
+        # lists, which only time it out (every parked follower fetch of every replication round trip).
+        session.waiter = delayed
+        ctx.fetch_purgatory.time_out(delayed)
+        return future
     # Everything was read just now, in this same step: the purgatory's checks while it starts watching would
     # schedule a read that can find nothing new (a wasted read per parked fetch, twice per replication round
     # trip). A change from here on wakes it as usual.
