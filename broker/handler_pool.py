@@ -153,8 +153,12 @@ class HandlerPool:
             log.warning("no handler for %s v%d", request.api.name, request.version)
             request.fail()
             return
-        body = self._decode(request)
-        if body is None:
+        try:  # _decode's work, inline: every request passes here
+            body, _ = request.api.request_decoder(request.version)(memoryview(request.frame), request.body_pos)
+        except DecodeError as exc:
+            log.warning("malformed %s v%d request from %s: %s; closing the connection",
+                        request.api.name, request.version, request.client_host, exc)
+            request.fail()
             return
         try:
             result = handler(self.ctx, request, body)
