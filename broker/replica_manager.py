@@ -578,6 +578,15 @@ class ReplicaManager:
         return (fetch_offset < (log_.log_end_offset if follower else hw) or hw != high_watermark_sent
                 or log_.log_start_offset != log_start_sent)
 
+    def follower_caught_up(self, topic: str, index: int, fetch_offset: int, current_leader_epoch: int) -> bool:
+        """Whether a follower's fetch from ``fetch_offset`` would read nothing and no error here: the partition is
+        led here in that epoch (-1: any), its log ends at ``fetch_offset`` and starts at or below it."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader or current_leader_epoch not in (-1, partition.leader_epoch):
+            return False
+        log_ = partition.log
+        return log_.log_end_offset == fetch_offset and log_.log_start_offset <= fetch_offset
+
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
              min_one: bool = True, current_leader_epoch: int = -1, read_committed: bool = False) -> ReadResult:
         partition = self.partitions.get((topic, index))

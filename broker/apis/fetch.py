@@ -264,15 +264,11 @@ class DelayedFetch(DelayedOperation):
         offset."""
         session = self.session
         sp = session.partitions.get(tp) if session is not None else None
-        partition = self.ctx.replica_manager.partitions.get(tp)
-        if sp is None or partition is None or partition.leader_id != partition.broker_id:
+        if sp is None:
             return False
         r = sp.request
-        epoch = r.get("current_leader_epoch", -1)
-        if epoch >= 0 and epoch != partition.leader_epoch:
-            return False
-        log_, offset = partition.log, r["fetch_offset"]
-        return bool(log_.log_end_offset == offset and log_.log_start_offset <= offset)
+        return self.ctx.replica_manager.follower_caught_up(tp[0], tp[1], r["fetch_offset"],
+                                                           r.get("current_leader_epoch", -1))
 
     def _check(self) -> None:
         self._check_due = False
