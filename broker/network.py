@@ -458,7 +458,10 @@ class Connection:
                 await self._write_produce_answers([request])
                 return True
             self._pipeline.append(request)
-            self._when_answered(request)
+            if request.done.done():  # answered behind an earlier one, or refused (closing the connection)
+                self._flush_answered()
+            else:
+                self._when_answered(request)
             await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
             return True
         if not request.done.done() and self.tls is None and auth is None:

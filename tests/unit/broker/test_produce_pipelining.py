@@ -327,3 +327,26 @@ async def test_answers_the_socket_does_not_take_at_once_follow_in_order(tmp_path
             assert struct.unpack_from(">i", frames[count])[0] == count and not buf
         finally:
             sock.close()
+
+
+async def test_a_malformed_produce_read_alone_closes_after_the_answers_before_it(tmp_path: Path) -> None:
+    """A malformed Produce read on its own (refused in the handler's call) behind a waiting acks=all request: the
+    waiting answer is written when it comes, then the connection closes; alone, it closes at once."""
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    malformed = bytearray(_produce(2, 1, _record()))
+    del malformed[-len(_record()) - 20:]
+    INT32.pack_into(malformed, 0, len(malformed) - 4)
+    async with serving(env) as (reader, writer):
+        writer.write(_produce(1, -1, _record()))
+        await _until(lambda: env.ctx.replicas.produce_purgatory.num_delayed == 1)
+        writer.write(bytes(malformed))
+        await asyncio.sleep(0.2)
+        env.replica_manager.update_follower("t", 0, 1, 1)  # the waiting request's answer
+        cid, answer = await _answer(reader, ApiKey.PRODUCE, 7)
+        assert cid == 1 and _partition(answer) == (0, 0)
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+    async with serving(env) as (reader, writer):
+        writer.write(bytes(malformed))
+        assert await asyncio.wait_for(reader.read(), 5) == b""
