@@ -42,6 +42,7 @@ from moldau.protocol.types import TopicPartition
 
 class Waiter(Protocol):
     def try_complete(self) -> bool: ...
+    def wake(self, tp: TopicPartition) -> None: ...
 
 
 @dataclass(slots=True)
@@ -86,11 +87,16 @@ class FetchSession:
         """The partitions that may have news, as request ``topics`` (what an incremental fetch reads)."""
         return self.topics_of(list(self.changed))
 
-    def mark_changed(self, tp: TopicPartition) -> None:
+    def mark_changed(self, tp: TopicPartition, appended: bool = False) -> None:
+        """``tp`` may have something to say in the next answer. A parked fetch re-checks: at once after an
+        append (``appended``), else (a high-watermark or leadership change) as it decides (``Waiter.wake``)."""
         self.changed.add(tp)
         waiter = self.waiter
         if waiter is not None:
-            waiter.try_complete()
+            if appended:
+                waiter.try_complete()
+            else:
+                waiter.wake(tp)
 
     def changed_only(self, responses: list[dict[str, Any]], full: bool, left: set[TopicPartition] | None = None
                      ) -> list[dict[str, Any]]:
@@ -125,7 +131,7 @@ class FetchSession:
 class FetchSessionCache:
     """At most ``max_slots`` sessions (max.incremental.fetch.session.cache.slots); when full, the least recently
     used one idle for ``evict_after_ms`` makes room, else the new fetcher goes without a session.
-    ``partition_changed`` is a replica manager listener (appends, high-watermark moves)."""
+    ``appended`` and ``partition_changed`` are replica manager listeners (appends, high-watermark moves)."""
 
     def __init__(self, max_slots: int, evict_after_ms: int = 120_000) -> None:
         self.max_slots = max_slots
@@ -139,10 +145,16 @@ class FetchSessionCache:
         return len(self._sessions)
 
     def partition_changed(self, tp: TopicPartition) -> None:
-        """The partition's answer may differ now (append, HW move, leadership, log start): every session holding
-        it looks at it in its next answer, and a parked fetch of such a session re-checks."""
+        """The partition's answer may differ now (HW move, leadership): every session holding it looks at it in
+        its next answer, and a parked fetch of such a session is told (``Waiter.wake``)."""
         for session in self._holders.get(tp, ()):
             session.mark_changed(tp)
+
+    def appended(self, tp: TopicPartition) -> None:
+        """``partition_changed`` for an append (or a log start move): a parked fetch of a session holding the
+        partition re-checks without asking whether it may have news (an append is news to a follower)."""
+        for session in self._holders.get(tp, ()):
+            session.mark_changed(tp, appended=True)
 
     def resolve(self, body: dict[str, Any], now_ms: int, may_create: bool
                 ) -> tuple[ErrorCode, FetchSession | None, bool]:

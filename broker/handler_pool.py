@@ -11,6 +11,7 @@ failures into Kafka error codes; an exception that escapes one is logged and clo
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import time
@@ -33,10 +34,21 @@ class HandlerMetrics(Protocol):
     def handler_busy(self, seconds: float) -> None: ...
 
 
+class CpuQuota(Protocol):
+    """Whether request_percentage quotas apply to anyone (broker/quotas.py ``BrokerQuotas.request``)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+
 class HandlerPool:
     def __init__(self, channel: RequestChannel, routes: dict[int, Handler], ctx: Any, num_workers: int,
-                 metrics: HandlerMetrics, group_routes: dict[int, GroupHandler] | None = None) -> None:
+                 metrics: HandlerMetrics, group_routes: dict[int, GroupHandler] | None = None,
+                 cpu_quota: CpuQuota | None = None) -> None:
         self.channel = channel
+        # A request's CPU time (the thread's CPU clock: a system call each read, twice per request) is what
+        # request_percentage quotas charge, and only they read it: measured while any is set (None: always).
+        self.cpu_quota = cpu_quota
         self.routes = routes
         self.group_routes = group_routes or {}
         self.ctx = ctx
@@ -69,9 +81,13 @@ class HandlerPool:
         one the request channel hands over at once (``RequestChannel.inline``)."""
         t0 = time.perf_counter()
         request.dequeued_at = t0
-        c0 = time.thread_time()
-        self.handle(request)
-        request.cpu_seconds = time.thread_time() - c0
+        quota = self.cpu_quota
+        if quota is None or quota.enabled:
+            c0 = time.thread_time()
+            self.handle(request)
+            request.cpu_seconds = time.thread_time() - c0
+        else:
+            self.handle(request)
         self.metrics.handler_busy(time.perf_counter() - t0)
 
     def handle_group_timed(self, requests: list[Request]) -> None:
@@ -80,7 +96,9 @@ class HandlerPool:
         requests: one log append per partition for all of them), else one by one. The CPU time is shared out
         evenly."""
         t0 = time.perf_counter()
-        c0 = time.thread_time()
+        quota = self.cpu_quota
+        measure = quota is None or quota.enabled
+        c0 = time.thread_time() if measure else 0.0
         for request in requests:
             request.dequeued_at = t0
         group = self.group_routes.get(requests[0].api_key)
@@ -89,9 +107,10 @@ class HandlerPool:
                 self.handle(request)
         else:
             self._handle_group(group, requests)
-        cpu = (time.thread_time() - c0) / len(requests)
-        for request in requests:
-            request.cpu_seconds = cpu
+        if measure:
+            cpu = (time.thread_time() - c0) / len(requests)
+            for request in requests:
+                request.cpu_seconds = cpu
         self.metrics.handler_busy(time.perf_counter() - t0)
 
     def _handle_group(self, group: GroupHandler, requests: list[Request]) -> None:
@@ -134,8 +153,12 @@ class HandlerPool:
             log.warning("no handler for %s v%d", request.api.name, request.version)
             request.fail()
             return
-        body = self._decode(request)
-        if body is None:
+        try:  # _decode's work, inline: every request passes here
+            body, _ = request.api.request_decoder(request.version)(memoryview(request.frame), request.body_pos)
+        except DecodeError as exc:
+            log.warning("malformed %s v%d request from %s: %s; closing the connection",
+                        request.api.name, request.version, request.client_host, exc)
+            request.fail()
             return
         try:
             result = handler(self.ctx, request, body)
@@ -150,7 +173,7 @@ class HandlerPool:
         if isinstance(result, Reply):  # parked in a purgatory: answered in the call that completes it
             request.local_done_at = time.perf_counter()
             self._pending.add(result)
-            result.on_done(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
+            result.on_done(functools.partial(self._finish, request))  # no Python frame in between
         elif inspect.iscoroutine(result):
             # Answered by the handler's own task when it returns, not by a done callback a turn later (EndTxn,
             # AddPartitionsToTxn, WriteTxnMarkers: each a step of a transaction's chain of round trips).
@@ -162,7 +185,7 @@ class HandlerPool:
             request.local_done_at = time.perf_counter()  # from here on the request waits: remote time
             fut = asyncio.ensure_future(result)
             self._pending.add(fut)
-            fut.add_done_callback(lambda f, r=request: self._finish(f, r))  # type: ignore[misc]
+            fut.add_done_callback(functools.partial(self._finish, request))
         else:
             request.respond(result)
 
@@ -178,7 +201,7 @@ class HandlerPool:
             return
         request.respond(result)
 
-    def _finish(self, fut: asyncio.Future[Any], request: Request) -> None:
+    def _finish(self, request: Request, fut: asyncio.Future[Any]) -> None:
         self._pending.discard(fut)
         if fut.cancelled():
             request.fail()

@@ -321,6 +321,9 @@ class BrokerMetrics:
         r = self.registry
         self.request_handler_idle = IdleMeter(num_io_threads, window_s, clock=clock)
         self.network_idle = IdleMeter(num_network_threads, window_s, clock=clock)
+        # Called several times per request: the meters' own methods, without the wrappers below in between.
+        self.handler_busy = self.request_handler_idle.record_busy  # type: ignore[method-assign]
+        self.network_busy = self.network_idle.record_busy  # type: ignore[method-assign]
         Gauge("moldau_request_handler_avg_idle_ratio",
               "Share of the last window the request handlers were idle (0 = saturated)",
               registry=r).set_function(self.request_handler_idle.idle_ratio)

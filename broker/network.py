@@ -30,6 +30,7 @@ import asyncio
 import logging
 import os
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -51,8 +52,7 @@ from moldau.protocol.frame import FrameDecoder, FrameTooLarge, InvalidFrame
 from moldau.protocol.header import (
     API_VERSIONS_KEY,
     decode_request_header,
-    encode_response_header,
-    peek_api,
+    decode_request_header_rest,
     request_header_version,
     response_header_version,
 )
@@ -140,6 +140,27 @@ def supported_api_versions() -> list[ApiVersionsResponseApiKeys]:
     return ADVERTISED_VERSIONS
 
 
+_SIZE_AND_ID = struct.Struct(">ii")
+_HEADER_START = struct.Struct(">hhi")  # api key, api version, correlation id: the first 8 bytes of every header
+# (api key, version) -> whether its response header is v1 (a tagged-field section), asked once per pair.
+_FLEXIBLE_RESPONSE_HEADER: dict[tuple[int, int], bool] = {}
+# (api key, version) -> (its Api, request header version), or (None, -1) for one we do not serve: asked once per
+# pair instead of per request.
+_SERVED: dict[tuple[int, int], tuple[Any, int]] = {}
+
+
+def _served(api_key: int, version: int) -> tuple[Any, int]:
+    api = REGISTRY.get(api_key)
+    # A declared API without a handler yet (protocol.api.TRANSACTION_APIS) is unsupported, as if unknown.
+    if api is None or api_key not in ADVERTISED or not api.supports(version):
+        served: tuple[Any, int] = (None, -1)
+    else:
+        served = (api, request_header_version(api_key, api.is_flexible(version), version))
+    if len(_SERVED) < 4096:  # bounded: a client may send any pair
+        _SERVED[(api_key, version)] = served
+    return served
+
+
 # A fetch answer's file region below this size is copied into the bytes around it rather than sent with its own
 # sendfile: a syscall and an await per region cost more than the copy (3,333 regions of ~200 bytes: 25 ms
 # against 4 ms on the 2-core VM).
@@ -186,17 +207,25 @@ class Connection:
         self.last_active = self.loop.time()
         self._handling = False  # a request is being handled or its response written
         self.evicted = False  # closed by the socket server (idle, memory budget); the task is cancelled
-        # Produce requests dispatched without muting, oldest first; their responses are written by `_writer`.
+        # Produce requests dispatched without muting, oldest first. Their answers are written as the oldest is
+        # answered (`_flush_answered`), or by the writer task `_writer` while one runs (what a write left unsent).
         self._pipeline: deque[Request] = deque()
         self._writer: asyncio.Task[None] | None = None
-        self._advanced = asyncio.Event()  # set each time the writer answered the oldest pipelined request
+        self._unsent: memoryview | None = None  # answers the socket did not take at once: the writer sends them
+        self._flush_due = False  # a `_flush_answered` is scheduled for the end of this loop turn
+        # A request waiting for its answer (a parked Fetch, a coroutine handler's) whose answer is written in the
+        # call that gives it (`_write_parked`) while the connection goes back to its socket; no frame read meanwhile
+        # is handled before that answer is written (muting as before).
+        self._parked: Request | None = None
+        self._parked_writer: asyncio.Task[None] | None = None  # writes what `_write_parked` could not write at once
+        self._advanced = asyncio.Event()  # set each time answers of pipelined requests were written
         self._muted_until = 0.0  # loop time until which a throttled client's next frame waits (KIP-219)
         self._watch: ReadableWatch | None = None  # plaintext: the socket stays registered between requests
 
     @property
     def in_flight(self) -> bool:
         """A request is being handled or its response written: never idle."""
-        return self._handling or bool(self._pipeline)
+        return self._handling or bool(self._pipeline) or self._parked is not None
 
     @property
     def name(self) -> str:
@@ -210,12 +239,18 @@ class Connection:
                 await tls.handshake()
                 if self.auth is None and not self._certificate_principal(tls):
                     return
+            lone = False  # the last read brought one frame
             while True:
                 if tls is not None:
                     # recv_into fills `view` with decrypted bytes and returns without awaiting after that,
                     # so the shared receive buffer is decoded before any other connection can use it.
                     n = await tls.recv_into(view)
                 else:
+                    if self._parked is not None or (lone and self._pipeline):
+                        # A client with one request in flight waits for its answer before it sends more (a
+                        # follower's fetch, a transactional producer's write): a read now would find nothing
+                        # (a system call per exchange), so wait for the socket first.
+                        await self._readable()
                     try:
                         n = self.sock.recv_into(view)
                     except BlockingIOError:
@@ -238,8 +273,11 @@ class Connection:
                         return
                 self.metrics.network_busy(time.perf_counter() - t0)
                 i, count = 0, len(frames)
+                lone = count == 1
                 while i < count:
                     self._handling = True
+                    if self._parked is not None:  # every earlier answer is written before the next frame is handled
+                        await self._wait_pipeline(0)
                     # A lone frame goes the one-at-a-time way whatever it is (a group needs two): no need to ask.
                     run = self._produce_run(frames, i) if i + 1 < count else 0
                     if run > 1:
@@ -260,12 +298,15 @@ class Connection:
         finally:
             if self._writer is not None:
                 self._writer.cancel()
+            if self._parked_writer is not None:
+                self._parked_writer.cancel()
+            self._parked = None
             self.close()
 
-    async def _readable(self) -> None:
+    def _readable(self) -> asyncio.Future[None]:
         if self._watch is None:
             self._watch = ReadableWatch(self.loop, self.sock)
-        await self._watch.wait()
+        return self._watch.wait()
 
     def _certificate_principal(self, tls: TlsIO) -> bool:
         """On an SSL listener the client certificate names the principal (as Kafka). False refuses the
@@ -329,8 +370,9 @@ class Connection:
         self.metrics.network_busy(time.perf_counter() - t0)
         await self.channel.send_group(requests)
         self._pipeline.extend(requests)
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_pipeline())
+        for request in requests:
+            self._when_answered(request)
+        self._flush_answered()  # the ones answered in the handler's call (acks=1) go now
         await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
         return True, len(requests)
 
@@ -346,7 +388,7 @@ class Connection:
         auth = self.auth
         pipelined = (self.tls is None and len(frame) >= 2 and INT16.unpack_from(frame)[0] == PRODUCE_KEY
                      and (auth is None or not auth.wants(PRODUCE_KEY)))
-        if self._pipeline and not pipelined:
+        if (self._pipeline or self._writer is not None) and not pipelined:
             await self._wait_pipeline(0)  # muting as before: every earlier answer is written first
         if auth is not None:
             if auth.wants(INT16.unpack_from(frame)[0] if len(frame) >= 2 else -1):
@@ -366,14 +408,15 @@ class Connection:
                 log.info("closing %s: its SASL session expired without re-authentication "
                          "(connections.max.reauth.ms)", self.name)
                 return False
-        try:
-            api_key, version, correlation_id = peek_api(frame)
-        except DecodeError as exc:
-            log.warning("closing connection from %s: %s", self.name, exc)
+        if len(frame) < 8:
+            log.warning("closing connection from %s: request shorter than a header", self.name)
             return False
-        api = REGISTRY.get(api_key)
-        # A declared API without a handler yet (protocol.api.TRANSACTION_APIS) is unsupported, as if unknown.
-        if api is None or api_key not in ADVERTISED or not api.supports(version):
+        api_key, version, correlation_id = _HEADER_START.unpack_from(frame)  # as peek_api reads them
+        served = _SERVED.get((api_key, version))
+        if served is None:
+            served = _served(api_key, version)
+        api, header_version = served
+        if api is None:
             # ApiVersions answers in its v0 layout with the ranges we support, so the client can pick one.
             # Any other unsupported (key, version) gets UNSUPPORTED_VERSION right after the header.
             if api_key == API_VERSIONS_KEY:
@@ -390,8 +433,7 @@ class Connection:
             await self._send_bytes(body)
             return True
         try:
-            header, pos = decode_request_header(frame, request_header_version(api_key, api.is_flexible(version),
-                                                                              version))
+            header, pos = decode_request_header_rest(frame, header_version, api_key, version, correlation_id)
         except DecodeError as exc:
             log.warning("closing connection from %s: bad request header: %s", self.name, exc)
             return False
@@ -405,7 +447,9 @@ class Connection:
             await self._wait_pipeline(0)
         request.done = self.loop.create_future()
         self.metrics.network_busy(time.perf_counter() - t0)
-        await self.channel.send_request(request)
+        channel = self.channel
+        if not channel.try_inline(request):
+            await channel.send_request(request)
         if pipelined:
             if (not self._pipeline and self._writer is None and request.done.done()
                     and not request.close_connection):
@@ -414,9 +458,17 @@ class Connection:
                 await self._write_produce_answers([request])
                 return True
             self._pipeline.append(request)
-            if self._writer is None:
-                self._writer = asyncio.create_task(self._write_pipeline())
+            if request.done.done():  # answered behind an earlier one, or refused (closing the connection)
+                self._flush_answered()
+            else:
+                self._when_answered(request)
             await self._wait_pipeline(MAX_PIPELINED_PRODUCES - 1)
+            return True
+        if not request.done.done() and self.tls is None and auth is None:
+            # Waiting (a parked Fetch, a coroutine handler): its answer is written in the call that gives it,
+            # without waking this coroutine for it, which meanwhile waits for the client's next bytes.
+            self._parked = request
+            request.on_answer = self._write_parked
             return True
         await request.done
         if request.close_connection:
@@ -436,21 +488,188 @@ class Connection:
         return True
 
     async def _wait_pipeline(self, most: int) -> None:
-        """Until at most `most` pipelined requests are unanswered."""
-        while len(self._pipeline) > most and self._writer is not None:
+        """Until at most `most` pipelined requests are unanswered (0: and every answer written, a parked
+        request's too)."""
+        while len(self._pipeline) > most or (not most and (self._writer is not None or self._parked is not None)):
             self._advanced.clear()
             await self._advanced.wait()
 
-    async def _write_pipeline(self) -> None:
-        """Answers the pipelined Produce requests in the order they came; ends when none is left. A request
-        that must close the connection (or a failed write) ends the connection after the answers before it."""
-        pipeline = self._pipeline
+    def _write_parked(self, request: Request) -> None:
+        """The parked request's answer, written in the call that gives it (``Request.on_answer``: a fetch's
+        answer in the purgatory's check, a coroutine handler's as it returns), as ``_handle_frame`` would have
+        written it a loop turn later. An answer of small parts only (a follower's fetch of a replication round
+        trip: its record regions read into the buffer, as ``_write_parts`` reads them) goes with one ``send``;
+        what the socket does not take, and an answer with regions for sendfile, are written by a task. A request
+        that must close the connection, or a failed write, ends the connection."""
+        if request is not self._parked:
+            return
+        resumed = time.perf_counter()
         try:
+            if request.close_connection:
+                raise ConnectionError("the request closes the connection")
+            throttle_ms = self.throttler.throttle(request, request_time(request)) if self.throttler is not None else 0
+            if request.response is not None:
+                out = bytearray()
+                external, total = self._encode_response(request, out)
+                copied = 0
+                if external:
+                    whole, copied = self._read_small_regions(out, external)
+                    if whole is None:  # a region for sendfile: the task writes the answer as _handle_frame would
+                        self._parked_writer = self.loop.create_task(
+                            self._finish_parked(request, resumed, throttle_ms, None, out, external))
+                        return
+                    out = whole
+                self.metrics.network_busy(time.perf_counter() - resumed)
+                try:
+                    sent = self.sock.send(out)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                self.metrics.bytes_out(total, 0)
+                if copied:
+                    self.metrics.fetch_copied(copied)
+                if sent < len(out):
+                    self._parked_writer = self.loop.create_task(
+                        self._finish_parked(request, resumed, throttle_ms, memoryview(out)[sent:]))
+                    return
+        except OSError as exc:  # ConnectionError too (an unencodable answer): the connection ends
+            log.debug("connection %s ended: %s", self.name, exc)
+            self._parked = None
+            self._advanced.set()
+            if self.task is not None:
+                self.task.cancel()
+            return
+        self._parked_written(request, resumed, throttle_ms)
+
+    def _read_small_regions(self, out: bytearray, external: list[tuple[int, Any]]) -> tuple[bytearray | None, int]:
+        """The whole answer, its file regions read in, when they are all small (``COPY_BELOW``), and the bytes
+        read; (None, 0) if one is not."""
+        whole = bytearray()
+        copied = 0
+        for part in assemble(out, external):
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                whole += part
+                continue
+            for region in _regions(part):
+                length = int(region.length)
+                if length >= COPY_BELOW:
+                    return None, 0
+                data = os.pread(region.fileobj.fileno(), length, region.position)
+                if len(data) != length:
+                    raise ConnectionError("segment file shorter than the region being sent")
+                whole += data
+                copied += length
+        return whole, copied
+
+    async def _finish_parked(self, request: Request, resumed: float, throttle_ms: int,
+                             rest: memoryview | None, out: bytearray | None = None,
+                             external: list[tuple[int, Any]] | None = None) -> None:
+        try:
+            if rest is not None:
+                await self.loop.sock_sendall(self.sock, rest)
+            elif out is not None and external is not None:
+                by_sendfile, copied = await self._write_parts(assemble(out, external))
+                self.metrics.bytes_out(len(out) + sum(len(obj) for _, obj in external), by_sendfile)
+                if copied:
+                    self.metrics.fetch_copied(copied)
+        except (ConnectionError, OSError) as exc:
+            log.debug("connection %s ended: %s", self.name, exc)
+            self._parked = None
+            self._advanced.set()
+            if self.task is not None:
+                self.task.cancel()
+            return
+        finally:
+            self._parked_writer = None
+        self._parked_written(request, resumed, throttle_ms)
+
+    def _parked_written(self, request: Request, resumed: float, throttle_ms: int) -> None:
+        self._observe(api_name(request.api_key), request, resumed, time.perf_counter())
+        if throttle_ms > 0:  # KIP-219: the client's next frame waits that long (see _handle_frame)
+            self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
+        self._parked = None
+        self.last_active = self.loop.time()
+        self._advanced.set()
+
+    def _when_answered(self, request: Request) -> None:
+        """A pipelined request still waiting for its answer (acks=all) has it written as it is answered."""
+        done = request.done
+        if done is not None and not done.done():
+            request.on_answer = self._on_pipelined_answer
+
+    def _on_pipelined_answer(self, request: Request) -> None:
+        """A pipelined request was answered, in the call that answered it (an acks=all request: the follower
+        fetch that moved the high watermark). The oldest request of the line alone is written in this very call
+        (one request in flight, as a transactional producer's): no writer task, no loop turn for it. Behind it,
+        more answers may come in the same turn (pipelined requests completed by one high-watermark move): they
+        are written together at the end of the turn, as one write."""
+        pipeline = self._pipeline
+        if self._writer is not None or self._flush_due or not pipeline or pipeline[0] is not request:
+            return  # the writer, or the flush already due, or the oldest request's answer writes it
+        if len(pipeline) == 1:
+            self._flush_answered()
+        else:
+            self._flush_due = True
+            self.loop.call_soon(self._flush_answered)
+
+    def _flush_answered(self) -> None:
+        """Writes the answers of the answered requests at the head of the line, in order, in one write, unless the
+        writer task is at work (it writes them then). What the socket does not take at once, and a request that
+        must close the connection, are left to a writer task. A failed write ends the connection."""
+        self._flush_due = False
+        if self._writer is not None:
+            return
+        pipeline = self._pipeline
+        ready: list[Request] = []
+        for request in pipeline:
+            if request.close_connection or request.done is None or not request.done.done():
+                break
+            ready.append(request)
+        if ready:
+            resumed = time.perf_counter()
+            sent = 0
+            try:
+                out, throttle_ms = self._produce_answers(ready, resumed)
+                if out:
+                    sent = self.sock.send(out)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError as exc:  # ConnectionError too (an unencodable answer): as the writer task does
+                log.debug("connection %s ended: %s", self.name, exc)
+                pipeline.clear()
+                self._advanced.set()
+                if self.task is not None:
+                    self.task.cancel()
+                return
+            for _ in ready:
+                pipeline.popleft()
+            if sent < len(out):
+                self._unsent = memoryview(out)[sent:]
+            self._produce_answered(ready, len(out), throttle_ms, resumed)
+            self.last_active = self.loop.time()
+            self._advanced.set()
+        if self._unsent is not None or (pipeline and pipeline[0].close_connection and pipeline[0].done is not None
+                                        and pipeline[0].done.done()):
+            self._writer = self.loop.create_task(self._write_pipeline())
+
+    async def _write_pipeline(self) -> None:
+        """Sends what a write of answers left unsent, then the answers of the answered pipelined requests at the
+        head of the line, in order; ends when the oldest request is still waiting (its answer's call writes it,
+        ``_on_pipelined_answer``) or none is left. A request that must close the connection (or a failed write)
+        ends the connection after the answers before it."""
+        pipeline = self._pipeline
+        close = False
+        try:
+            unsent, self._unsent = self._unsent, None
+            if unsent is not None:
+                await self.loop.sock_sendall(self.sock, unsent)
+                self.last_active = self.loop.time()
+                self._advanced.set()
             while pipeline:
                 head = pipeline[0]
-                if head.done is not None:
-                    await head.done
+                if head.done is None or not head.done.done():
+                    break
                 if head.close_connection:
+                    close = True
                     break
                 # Every answered request at the head of the line goes out in one write (Produce answers never
                 # carry file regions). They leave the line only once written, so a request that waits for the
@@ -465,23 +684,21 @@ class Connection:
                     pipeline.popleft()
                 self.last_active = self.loop.time()
                 self._advanced.set()
-            else:
-                return
         except (ConnectionError, OSError) as exc:
             log.debug("connection %s ended: %s", self.name, exc)
+            close = True
         finally:
             self._writer = None
             self._advanced.set()
-        # Not answered: the connection ends (the reader may be waiting on the socket, not on us).
-        pipeline.clear()
-        if self.task is not None:
-            self.task.cancel()
+        if close:
+            # Not answered: the connection ends (the reader may be waiting on the socket, not on us).
+            pipeline.clear()
+            if self.task is not None:
+                self.task.cancel()
 
-    async def _write_produce_answers(self, requests: list[Request]) -> None:
-        """Writes the answers of answered Produce requests, in this order, in one write (the writer's line, or one
-        request answered in its handler's call with nothing outstanding); throttling and metrics as for any
-        answer."""
-        resumed = time.perf_counter()
+    def _produce_answers(self, requests: list[Request], resumed: float) -> tuple[bytearray, int]:
+        """The answers of answered Produce requests, in this order, as one buffer, and the longest throttle time
+        (KIP-219) among them."""
         out = bytearray()
         throttle_ms = 0
         for request in requests:
@@ -490,13 +707,26 @@ class Connection:
             if request.response is not None:
                 self._encode_response(request, out)
         self.metrics.network_busy(time.perf_counter() - resumed)
-        if out:
-            await self._send_bytes(out)
+        return out, throttle_ms
+
+    def _produce_answered(self, requests: list[Request], written: int, throttle_ms: int, resumed: float) -> None:
+        if written:
+            self.metrics.bytes_out(written, 0)
         if throttle_ms > 0:  # KIP-219, as on the one-at-a-time path: mute the client for that long
             self._muted_until = max(self._muted_until, self.loop.time() + throttle_ms / 1000)
         end = time.perf_counter()
         for request in requests:
             self._observe(PRODUCE_NAME, request, resumed, end)
+
+    async def _write_produce_answers(self, requests: list[Request]) -> None:
+        """Writes the answers of answered Produce requests, in this order, in one write (the writer's line, or one
+        request answered in its handler's call with nothing outstanding); throttling and metrics as for any
+        answer."""
+        resumed = time.perf_counter()
+        out, throttle_ms = self._produce_answers(requests, resumed)
+        if out:
+            await self._sendall(out)
+        self._produce_answered(requests, len(out), throttle_ms, resumed)
 
     def _observe(self, api: str, r: Request, resumed: float, end: float) -> None:
         queue, local, remote, response_queue, send = r.split(resumed, end)
@@ -508,9 +738,14 @@ class Connection:
         their positions in `out`); returns them and the frame's total size."""
         start = len(out)
         api, version = request.api, request.version
-        out += b"\0\0\0\0"
-        encode_response_header(out, request.header.correlation_id,
-                               response_header_version(api.key, api.is_flexible(version)))
+        flexible_header = _FLEXIBLE_RESPONSE_HEADER.get((api.key, version))
+        if flexible_header is None:
+            flexible_header = _FLEXIBLE_RESPONSE_HEADER[(api.key, version)] = response_header_version(
+                api.key, api.is_flexible(version)) >= 1
+        # The size (patched below), the correlation id and, in header v1, no tagged fields (encode_response_header).
+        out += _SIZE_AND_ID.pack(0, request.header.correlation_id)
+        if flexible_header:
+            out.append(0)
         external: list[tuple[int, Any]] = []
         body = request.response if request.response is not None else {}
         try:

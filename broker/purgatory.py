@@ -232,6 +232,20 @@ class Purgatory:
             op._timeout = self._timer.schedule(op.delay_ms, lambda: self._expire(op))
         return False
 
+    def time_out(self, op: DelayedOperation) -> None:
+        """Pending here, and completed by its timeout unless something completes it first, but on no watch list:
+        for an operation woken by its own means (a fetch session's parked fetch: the session tells it of
+        changes). The caller has just found it cannot complete (in the same step, so nothing changed since)."""
+        if op._purgatory is not None or op._keys:
+            raise ValueError(f"{op!r} is already watched")
+        if self._shut_down:
+            raise RuntimeError(f"purgatory {self.name} is shut down")
+        if op.is_completed:
+            return
+        op._purgatory = self
+        self._pending[id(op)] = op
+        op._timeout = self._timer.schedule(op.delay_ms, lambda: self._expire(op))
+
     def check_and_complete(self, key: Hashable) -> int:
         """Ask every operation watching `key` to try to complete; returns how many completed."""
         watchers = self._watchers.get(key)

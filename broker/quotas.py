@@ -312,6 +312,16 @@ class BrokerQuotas:
                                            burst_samples=controller_window_num)
         self.connections = ConnectionQuotas(max_connection_creation_rate, self.configs, window_num, size_ms)
         self.clock = clock
+        # Whether a producer_byte_rate, consumer_byte_rate or request_percentage quota is set for anyone, as of
+        # configs version ``_client_quotas_version``: asked for every answer (``throttle``), without three calls.
+        self._client_quotas = False
+        self._client_quotas_version = -1
+
+    def _any_client_quota(self) -> bool:
+        if self._client_quotas_version != self.configs.version:
+            self._client_quotas_version = self.configs.version
+            self._client_quotas = self.produce.enabled or self.fetch.enabled or self.request.enabled
+        return self._client_quotas
 
     def connection_delay(self, ip: str) -> tuple[float, bool]:
         """(seconds before the next accept, whether to close this connection) for a connection from ``ip``."""
@@ -360,7 +370,7 @@ class BrokerQuotas:
         """False for a client under a producer_byte_rate or request_percentage quota (the network layer then
         answers its Produce requests one at a time, so its mute after a throttled answer holds back its next
         request); every other client keeps pipelining."""
-        if not (self.produce.enabled or self.request.enabled):
+        if not self._any_client_quota() or not (self.produce.enabled or self.request.enabled):
             return True
         user = user_of(principal)
         return self.produce.resolve(user, client_id) is None and self.request.resolve(user, client_id) is None
@@ -373,9 +383,10 @@ class BrokerQuotas:
         response = request.response
         # A mutation quota's throttle time is in the response already (MutationBudget): the channel is muted too.
         mutation_ms = int(response.get("throttle_time_ms") or 0) if key in MUTATION_STRICT_FROM and response else 0
-        produce, fetch, req = self.produce.enabled, self.fetch.enabled, self.request.enabled
-        if not (produce or fetch or req):
+        if not (self._client_quotas if self._client_quotas_version == self.configs.version
+                else self._any_client_quota()):
             return mutation_ms
+        produce, fetch, req = self.produce.enabled, self.fetch.enabled, self.request.enabled
         user, client_id = user_of(request.principal), request.header.client_id or ""
         now = self.now_ms()
         throttle = 0

@@ -43,6 +43,7 @@ from moldau.storage.log import EARLIEST_LOCAL_TIMESTAMP
 from moldau.tasks import cancel_and_wait
 
 log = logging.getLogger("moldau.replica_fetcher")
+FETCH_API = api_for(ApiKey.FETCH)
 
 # Our leader epoch is older than the leader's: a LeaderAndIsr is on its way.
 PARK = (ErrorCode.FENCED_LEADER_EPOCH,)
@@ -143,6 +144,13 @@ class Fetcher:
         self._wakeup = asyncio.Event()
         self._conn: BrokerConnection | None = None
         self.session = FetcherSession()  # KIP-227: after the first, fetches name only what changed
+        # Steady: the last fetch asked for every partition and none of them needs anything else (truncation, a
+        # tiered start, a retry after an error, a LeaderAndIsr): the loop then only fetches, without going over
+        # the partitions for the other steps first (see ``_run``). ``_changes`` counts add() and remove() calls,
+        # so a fetch that was in flight while partitions changed does not claim it.
+        self._steady = False
+        self._changes = 0
+        self._fetch_version = -1  # the Fetch version of the current connection
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
     def add(self, partition: Partition) -> None:
@@ -159,11 +167,15 @@ class Fetcher:
             continued = current is not None and current.partition is partition and not current.truncating \
                 and current.tiered_log_start < 0 and partition.leader_epoch == current.leader_epoch + 1
             self.partitions[tp] = FollowState(partition, partition.leader_epoch, truncating=not continued)
+        self._steady = False
+        self._changes += 1
         self._wakeup.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self.lag.pop(tp, None)
+        self._steady = False
+        self._changes += 1
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
@@ -171,6 +183,7 @@ class Fetcher:
 
     async def _close(self) -> None:
         self.session.reset()
+        self._steady = False
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()
@@ -185,6 +198,7 @@ class Fetcher:
         conn = BrokerConnection(endpoint[0], endpoint[1], client_id=f"broker-{self.settings.broker_id}-fetcher",
                                 request_timeout_ms=self.settings.socket_timeout_ms, security=self.settings.security)
         await conn.connect()
+        self._fetch_version = conn.version_for(api_for(ApiKey.FETCH))
         self._conn = conn
         return conn
 
@@ -194,19 +208,28 @@ class Fetcher:
         while True:
             # Cleared before the requests, so an add() while they are in flight ends the next pause at once.
             self._wakeup.clear()
-            now = self.settings.clock.time_ms()
-            active = [s for s in self.partitions.values() if not s.parked]
-            if not active:
-                await self._wakeup.wait()
-                continue
-            if not any(s.due(now) for s in active):
-                await self._pause(min(s.retry_at_ms for s in active) - now)
-                continue
+            conn = self._conn
+            # Steady: nothing but the next fetch to do (each replication round trip's step), so no pass over the
+            # partitions for truncation, tiered starts and retries first, which would find nothing.
+            steady = self._steady and conn is not None and conn.connected
+            if not steady:
+                now = self.settings.clock.time_ms()
+                active = [s for s in self.partitions.values() if not s.parked]
+                if not active:
+                    await self._wakeup.wait()
+                    continue
+                if not any(s.due(now) for s in active):
+                    await self._pause(min(s.retry_at_ms for s in active) - now)
+                    continue
             try:
-                conn = await self._connection()
-                progressed = await self._truncate(conn)
-                progressed = await self._start_from_local_log_start(conn) or progressed
-                progressed = await self._fetch(conn) or progressed
+                if steady:
+                    assert conn is not None
+                    progressed = await self._fetch(conn)
+                else:
+                    conn = await self._connection()
+                    progressed = await self._truncate(conn)
+                    progressed = await self._start_from_local_log_start(conn) or progressed
+                    progressed = await self._fetch(conn) or progressed
                 failures = 0
                 if not progressed:
                     await self._pause(self._until_next_retry(backoff_ms))
@@ -353,6 +376,7 @@ class Fetcher:
 
     # ------------------------------------------------------------------ fetching
     async def _fetch(self, conn: BrokerConnection) -> bool:
+        changes = self._changes
         sent: dict[TopicPartition, FollowState] = {}
         wanted: dict[TopicPartition, PartitionPosition] = {}
         max_bytes = self.settings.partition_max_bytes
@@ -384,25 +408,33 @@ class Fetcher:
         gone: dict[str, list[int]] = {}
         for topic, index in forgotten:
             gone.setdefault(topic, []).append(index)
-        # Partitions waiting after an error are due before a long poll would end: the fetch waits no longer.
-        max_wait_ms = self._until_next_retry(s.max_wait_ms)
+        # Partitions waiting after an error are due before a long poll would end: the fetch waits no longer. (With
+        # every partition asked for, none is waiting.)
+        every = len(sent) == len(self.partitions)
+        max_wait_ms = s.max_wait_ms if every else self._until_next_retry(s.max_wait_ms)
         body = {"replica_id": s.broker_id, "max_wait_ms": max_wait_ms, "min_bytes": s.min_bytes,
                 "max_bytes": s.max_bytes, "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
                 "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()], "rack_id": ""}
-        response = await conn.send(api_for(ApiKey.FETCH), body)
-        error = ErrorCode.for_code(int(response.get("error_code", 0)))
-        if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
-            log.info("fetch session %d at broker %d: %s; opening a new one", session_id, self.source, error.name)
-            self.session.reset()
-            return True  # the next request is a full one, at once
-        if error != ErrorCode.NONE:
+        # The replica fetcher's own connection: written at once, the answer awaited as a plain future.
+        response = await (conn.send_now(FETCH_API, body, self._fetch_version) if self._fetch_version >= 0
+                          else conn.send(FETCH_API, body))
+        code = response.get("error_code", 0)
+        if code:
+            error = ErrorCode.for_code(int(code))
+            self._steady = False
+            if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                log.info("fetch session %d at broker %d: %s; opening a new one", session_id, self.source,
+                         error.name)
+                self.session.reset()
+                return True  # the next request is a full one, at once
             raise ConnectionError(f"fetch answered {error.name}")
         self.session.on_response(int(response.get("session_id", 0)), epoch, changed, forgotten)
         # An incremental answer leaves out the partitions with nothing new: no answer at all is no error either.
         progressed = not response["responses"]
         throttled_bytes = 0
         failed: dict[ErrorCode, list[TopicPartition]] = {}
+        disturbed = False  # a partition needs something other than the next fetch (see ``_steady``)
         for t in response["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
@@ -413,16 +445,24 @@ class Fetcher:
                     error = ErrorCode.for_code(int(p["error_code"]))
                     if self._on_partition(tp, fs, p, error):
                         progressed = True
-                    elif error != ErrorCode.NONE:
-                        failed.setdefault(error, []).append(tp)
+                        if error != ErrorCode.NONE:
+                            disturbed = True
+                    else:
+                        disturbed = True
+                        if error != ErrorCode.NONE:
+                            failed.setdefault(error, []).append(tp)
+                elif fs is not None:
+                    disturbed = True  # left the fetcher or changed epoch meanwhile
         if throttle is not None and throttled_bytes:
             throttle.record(throttled_bytes)
-        parked = failed.pop(ErrorCode.FENCED_LEADER_EPOCH, [])
-        if parked:
-            self._log_parked("Fetch", parked)
-        for error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE):
-            failed.pop(error, None)  # handled (and logged where it matters) by _on_partition
-        self._retry_later("Fetch", failed, self.settings.clock.time_ms())
+        self._steady = every and not disturbed and changes == self._changes
+        if failed:
+            parked = failed.pop(ErrorCode.FENCED_LEADER_EPOCH, [])
+            if parked:
+                self._log_parked("Fetch", parked)
+            for error in (ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE):
+                failed.pop(error, None)  # handled (and logged where it matters) by _on_partition
+            self._retry_later("Fetch", failed, self.settings.clock.time_ms())
         return progressed
 
     def _on_partition(self, tp: TopicPartition, st: FollowState, p: dict[str, Any], error: ErrorCode) -> bool:

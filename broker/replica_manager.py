@@ -13,9 +13,8 @@ group coordinator makes a transaction's pending offset commits visible or drops 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -351,34 +350,27 @@ class ReplicaManager:
         if tp in self._hw_waiters:
             self._check_hw_waiters(tp)
 
-    @contextlib.contextmanager
-    def high_watermark_moves_together(self) -> Iterator[None]:
+    def high_watermark_moves_together(self) -> _MovesTogether:
         """The high-watermark moves inside the block are told to the listeners at its end, in the order they
         happened, each partition once, and to the batch listeners in one call. For a follower's fetch, which
         reports its position in every partition it names before anything is read: told one by one, each of
         n moves re-checked an acks=all request over the n partitions (n calls, each walking its purgatory
         watch list). Nothing runs between the moves and the end of the block (no await), so a listener told
-        at the end sees what it would have seen; nested blocks tell at the outermost end."""
-        if self._hw_moved is not None:
-            yield
-            return
-        moved: dict[TopicPartition, None] = {}
-        self._hw_moved = moved
-        try:
-            yield
-        finally:
-            self._hw_moved = None
-            if moved:
-                tps = list(moved)
-                for listener in self.hw_listeners:
-                    for tp in tps:
-                        listener(tp)
-                for batch_listener in self.hw_batch_listeners:
-                    batch_listener(tps)
-                if self._hw_waiters:
-                    for tp in tps:
-                        if tp in self._hw_waiters:
-                            self._check_hw_waiters(tp)
+        at the end sees what it would have seen; nested blocks tell at the outermost end. (A plain object with
+        ``__enter__``/``__exit__``, not a ``contextlib`` generator: it is entered on every follower fetch.)"""
+        return _MovesTogether(self)
+
+    def _tell_moves(self, moved: dict[TopicPartition, None]) -> None:
+        tps = list(moved)
+        for listener in self.hw_listeners:
+            for tp in tps:
+                listener(tp)
+        for batch_listener in self.hw_batch_listeners:
+            batch_listener(tps)
+        if self._hw_waiters:
+            for tp in tps:
+                if tp in self._hw_waiters:
+                    self._check_hw_waiters(tp)
 
     async def wait_for_high_watermark(self, topic: str, index: int, offset: int, timeout_ms: int) -> ErrorCode:
         """For internal acks=all writes: NONE once the HW reached ``offset`` (NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -586,6 +578,15 @@ class ReplicaManager:
         return (fetch_offset < (log_.log_end_offset if follower else hw) or hw != high_watermark_sent
                 or log_.log_start_offset != log_start_sent)
 
+    def follower_caught_up(self, topic: str, index: int, fetch_offset: int, current_leader_epoch: int) -> bool:
+        """Whether a follower's fetch from ``fetch_offset`` would read nothing and no error here: the partition is
+        led here in that epoch (-1: any), its log ends at ``fetch_offset`` and starts at or below it."""
+        partition = self.partitions.get((topic, index))
+        if partition is None or not partition.is_leader or current_leader_epoch not in (-1, partition.leader_epoch):
+            return False
+        log_ = partition.log
+        return log_.log_end_offset == fetch_offset and log_.log_start_offset <= fetch_offset
+
     def read(self, topic: str, index: int, offset: int, max_bytes: int, *, consumer: bool,
              min_one: bool = True, current_leader_epoch: int = -1, read_committed: bool = False) -> ReadResult:
         partition = self.partitions.get((topic, index))
@@ -733,3 +734,28 @@ class ReplicaManager:
 
     def leader_count(self) -> int:
         return sum(1 for p in self.partitions.values() if p.is_leader)
+
+
+class _MovesTogether:
+    """``ReplicaManager.high_watermark_moves_together``'s block: the outermost one collects the moves and tells
+    them at its end."""
+
+    __slots__ = ("_rm", "_moved")
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self._rm = rm
+        self._moved: dict[TopicPartition, None] | None = None
+
+    def __enter__(self) -> None:
+        rm = self._rm
+        if rm._hw_moved is None:
+            self._moved = rm._hw_moved = {}
+
+    def __exit__(self, *exc: object) -> None:
+        moved = self._moved
+        if moved is not None:
+            self._moved = None
+            rm = self._rm
+            rm._hw_moved = None
+            if moved:
+                rm._tell_moves(moved)

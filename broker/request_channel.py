@@ -94,6 +94,9 @@ class Request:
     done: asyncio.Future[None] | None = None
     # Who sent it: "User:<name>" after SASL, "User:ANONYMOUS" on PLAINTEXT/SSL listeners (as Kafka's default).
     principal: str = "User:ANONYMOUS"
+    # Told in ``respond``'s own call, after ``done``: the connection of a pipelined request writes its answer
+    # then, rather than a loop turn later from a task waiting on ``done``.
+    on_answer: Callable[[Request], None] | None = None
     # The header's api_key and api_version, read a dozen times per request: plain attributes, not properties.
     api_key: int = field(init=False)
     version: int = field(init=False)
@@ -122,6 +125,10 @@ class Request:
             self.local_done_at = now
         if self.done is not None and not self.done.done():
             self.done.set_result(None)
+        on_answer = self.on_answer
+        if on_answer is not None:
+            self.on_answer = None
+            on_answer(self)
 
     def fail(self) -> None:
         """Close the connection instead of answering (a request that cannot be answered in its own format)."""
@@ -142,6 +149,15 @@ class RequestChannel:
         self.queue: asyncio.Queue[Request | None] = asyncio.Queue(max_size)
         self.inline: Callable[[Request], None] | None = None
         self.inline_group: Callable[[list[Request]], None] | None = None
+
+    def try_inline(self, request: Request) -> bool:
+        """Handles ``request`` at once when ``send_request`` would (nothing queued), without a coroutine; False:
+        the caller awaits ``send_request``."""
+        inline = self.inline
+        if inline is not None and not self.queue.qsize():
+            inline(request)
+            return True
+        return False
 
     async def send_request(self, request: Request) -> None:
         inline = self.inline

@@ -210,7 +210,7 @@ class BrokerServer:
         rm.hw_batch_listeners.append(produce_purgatory.check_and_complete_many)
         # Incremental fetch sessions (KIP-227) keep the partitions that changed since their last answer.
         self.fetch_sessions = FetchSessionCache(int(cfg.get("max.incremental.fetch.session.cache.slots")))
-        rm.append_listeners.append(self.fetch_sessions.partition_changed)
+        rm.append_listeners.append(self.fetch_sessions.appended)
         rm.hw_listeners.append(self.fetch_sessions.partition_changed)
         self.delete_records_purgatory = delete_records = Purgatory("DeleteRecords", LoopTimer(loop), self.broker_id)
         rm.low_watermark_listeners.append(delete_records.check_and_complete)
@@ -281,7 +281,8 @@ class BrokerServer:
         await self._start_authorizer()
         self.remote_log_manager = self._remote_log_manager(advertised)
         self.handler_pool = HandlerPool(self.channel, ROUTES, self._handler_context(),
-                                        int(cfg.get("num.io.threads")), self.metrics, GROUP_ROUTES)
+                                        int(cfg.get("num.io.threads")), self.metrics, GROUP_ROUTES,
+                                        cpu_quota=self.quotas.request)
         self.handler_pool.start()
         if self.zk_mode is not None:
             self.zk_mode.start_controller()

@@ -45,6 +45,7 @@ class ReadableWatch:
         if waiter is None or waiter.done():
             self._unregister()
             return
+        self._waiter = None
         waiter.set_result(None)
 
     def _unregister(self) -> None:
@@ -52,15 +53,14 @@ class ReadableWatch:
             self._registered = False
             self._loop.remove_reader(self._fd)
 
-    async def wait(self) -> None:
+    def wait(self) -> asyncio.Future[None]:
+        """A future done once the socket is readable (awaited by the connection: a plain future, no coroutine of
+        its own on each wait). A cancelled wait leaves the next readiness to unregister the socket."""
         waiter = self._waiter = self._loop.create_future()
         if not self._registered:
             self._loop.add_reader(self._fd, self._ready)
             self._registered = True
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+        return waiter
 
     def close(self) -> None:
         self._unregister()

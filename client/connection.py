@@ -116,6 +116,8 @@ class BrokerConnection:
         self._pending: dict[int, _Pending] = {}  # insertion order == send order
         self._next_correlation_id = 0
         self._api_versions: dict[int, tuple[int, int]] = {}
+        # (api key, version) -> the size prefix (to be patched) and request header with correlation id 0.
+        self._header_prefixes: dict[tuple[int, int], bytes] = {}
         self._handshake_done = False
         self._closed = False
         self._close_reason: KafkaConnectionError | None = None
@@ -314,6 +316,22 @@ class BrokerConnection:
         await self._honour_throttle()
         return await self._request(api, body, version, timeout_ms=self.request_timeout_ms)
 
+    def send_now(self, api: Api[Req, Resp], body: Req, version: int) -> asyncio.Future[Resp]:
+        """``send(api, body, version)`` written in this very call, its answer the returned future: for a caller
+        that sends one request after another on a connection it keeps (the broker's replica fetchers, one Fetch
+        per replication round trip), without the coroutines ``send`` runs through on every request. A
+        connection that is throttled or whose writes are paused goes the way ``send`` goes. Raises
+        ``NotConnectedError`` / ``UnsupportedVersionError`` at once, rather than when awaited."""
+        self._check_usable()
+        loop = asyncio.get_running_loop()
+        if self._write_paused or self._throttle_gate.locked() or (
+                self.throttled_until and self.throttled_until > loop.time()):
+            return cast("asyncio.Future[Resp]", asyncio.ensure_future(self._send(api, body, version)))
+        future: asyncio.Future[Resp] = loop.create_future()
+        correlation_id = self._write_request(api, body, version, cast("asyncio.Future[_Body]", future))
+        self._watch_deadline(correlation_id, self.request_timeout_ms)
+        return future
+
     def send_no_response(self, api: Sendable[P, Resp], *args: P.args, **kwargs: P.kwargs) -> Awaitable[None]:
         """``send_no_response(api, body, version=None)``: sends a request the peer will not answer (Produce with
         acks=0); awaiting it returns once the bytes are queued. Typed by ``api`` as :meth:`send` is."""
@@ -373,20 +391,25 @@ class BrokerConnection:
         if self._transport is None or self._closed:
             raise NotConnectedError(f"{self.host}:{self.port}: connection is closed")
         correlation_id = self._allocate_correlation_id()
-        out = bytearray(4)
-        header = RequestHeader(api.key, version, correlation_id, self.client_id)
-        encode_request_header(out, header, request_header_version(api.key, api.is_flexible(version), version))
+        prefix = self._header_prefixes.get((api.key, version))
+        if prefix is None:
+            encoded = bytearray(4)
+            encode_request_header(encoded, RequestHeader(api.key, version, 0, self.client_id),
+                                  request_header_version(api.key, api.is_flexible(version), version))
+            prefix = self._header_prefixes[(api.key, version)] = bytes(encoded)
+        # The size prefix and the header as encoded for this (API, version) once; only the correlation id differs.
+        out = bytearray(prefix)
+        INT32.pack_into(out, 8, correlation_id)
         external: list[tuple[int, Any]] = []
         api.request_encoder(version)(out, external, body)
-        parts = _parts(out, external)
-        INT32.pack_into(out, 0, sum(len(p) for p in parts) - 4)
+        parts = _parts(out, external) if external else None
+        INT32.pack_into(out, 0, (len(out) if parts is None else sum(len(p) for p in parts)) - 4)
         if future is not None:
             self._pending[correlation_id] = _Pending(api, version, future)
-        transport = self._transport
-        if len(parts) == 1:
-            transport.write(parts[0])
+        if parts is None:
+            self._transport.write(out)
         else:
-            transport.writelines(parts)
+            self._transport.writelines(parts)
         return correlation_id
 
     def _watch_deadline(self, correlation_id: int, timeout_ms: int) -> None:
@@ -511,8 +534,19 @@ def _parts(out: bytearray, external: list[tuple[int, Any]]) -> list[Any]:
     return parts
 
 
+# (api key, version) -> its response header version, asked once per pair rather than per answer.
+_RESPONSE_HEADERS: dict[tuple[int, int], int] = {}
+
+
 def _decode_response(api: Api[Req, Resp], version: int, frame: memoryview) -> _Body:
-    _, pos = decode_response_header(frame, response_header_version(api.key, api.is_flexible(version)))
+    header_version = _RESPONSE_HEADERS.get((api.key, version))
+    if header_version is None:
+        header_version = _RESPONSE_HEADERS[(api.key, version)] = response_header_version(
+            api.key, api.is_flexible(version))
+    if len(frame) > 4 and (header_version == 0 or frame[4] == 0):
+        pos = 4 if header_version == 0 else 5  # the correlation id (checked by the caller), no tagged fields
+    else:
+        _, pos = decode_response_header(frame, header_version)
     if api.key == ApiKey.API_VERSIONS and version > 0 and len(frame) >= pos + 2 and \
             INT16.unpack_from(frame, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
         # KIP-511: a peer that does not know our ApiVersions version answers in the v0 layout.

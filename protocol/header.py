@@ -42,6 +42,12 @@ def peek_api(buf: T.Buffer) -> tuple[int, int, int]:
 
 def decode_request_header(buf: T.Buffer, header_version: int) -> tuple[RequestHeader, int]:
     api_key, api_version, correlation_id = peek_api(buf)
+    return decode_request_header_rest(buf, header_version, api_key, api_version, correlation_id)
+
+
+def decode_request_header_rest(buf: T.Buffer, header_version: int, api_key: int, api_version: int,
+                               correlation_id: int) -> tuple[RequestHeader, int]:
+    """``decode_request_header`` for a caller that has read the first 8 bytes (``peek_api``) already."""
     pos = 8
     client_id: str | None = None
     if header_version >= 1:

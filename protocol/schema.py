@@ -491,19 +491,27 @@ class Api(Generic[Req, Resp]):
 
     # The cache holds both kinds of codec (Any); each accessor names its type once (warn_return_any).
     def request_decoder(self, version: int) -> Decoder:
-        fn: Decoder = self._get("req_dec", version)
+        fn: Decoder | None = self._cache.get(("req_dec", version))  # compiled: no second call (every request)
+        if fn is None:
+            fn = self._get("req_dec", version)
         return fn
 
     def request_encoder(self, version: int) -> Encoder:
-        fn: Encoder = self._get("req_enc", version)
+        fn: Encoder | None = self._cache.get(("req_enc", version))  # compiled: no second call (every request)
+        if fn is None:
+            fn = self._get("req_enc", version)
         return fn
 
     def response_decoder(self, version: int) -> Decoder:
-        fn: Decoder = self._get("resp_dec", version)
+        fn: Decoder | None = self._cache.get(("resp_dec", version))  # compiled: no second call (every request)
+        if fn is None:
+            fn = self._get("resp_dec", version)
         return fn
 
     def response_encoder(self, version: int) -> Encoder:
-        fn: Encoder = self._get("resp_enc", version)
+        fn: Encoder | None = self._cache.get(("resp_enc", version))  # compiled: no second call (every request)
+        if fn is None:
+            fn = self._get("resp_enc", version)
         return fn
 
     def encode_request(self, version: int, body: Req) -> bytes:

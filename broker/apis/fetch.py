@@ -249,6 +249,27 @@ class DelayedFetch(DelayedOperation):
             self.future.get_loop().call_soon(self._check)
         return False
 
+    def wake(self, tp: TopicPartition) -> None:
+        """A partition of the session changed (``FetchSession.mark_changed``). A follower's fetch waits for data
+        (or an error): a move of the high watermark alone, as every other follower's report of a replication
+        round trip makes, cannot complete it, so such a change schedules no check (its read would find nothing,
+        one turn later, once per round trip and parked follower)."""
+        if self._check_due or (self.body["replica_id"] >= 0 and self._nothing_for_follower(tp)):
+            return
+        self.try_complete()
+
+    def _nothing_for_follower(self, tp: TopicPartition) -> bool:
+        """True when ``tp`` has nothing a read of it would answer this follower's fetch with: its leader here,
+        in the epoch the follower fetches in, with no record past (and no log start after) the follower's fetch
+        offset."""
+        session = self.session
+        sp = session.partitions.get(tp) if session is not None else None
+        if sp is None:
+            return False
+        r = sp.request
+        return self.ctx.replica_manager.follower_caught_up(tp[0], tp[1], r["fetch_offset"],
+                                                           r.get("current_leader_epoch", -1))
+
     def _check(self) -> None:
         self._check_due = False
         if self.is_completed:
@@ -283,8 +304,9 @@ class DelayedFetch(DelayedOperation):
             responses, _, _, throttled_bytes = _read_all(self.ctx, self.body, self.version, topics, left)
         else:
             topics, responses, throttled_bytes, left = read
-        _record_throttled(self.ctx, throttled_bytes)
-        reads = _remote_reads(self.ctx, self.body, responses, self.version, topics)
+        if throttled_bytes:
+            _record_throttled(self.ctx, throttled_bytes)
+        reads = _remote_reads(self.ctx, self.body, responses, self.version, topics) if self.ctx.remote is not None else []
         if not reads:
             self.future.set_result(_response(responses + self.denied, session, self.full, left))
             return
@@ -340,11 +362,12 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     # An incremental fetch reads only the session's changed partitions ("narrow"), unless the principal may not
     # read every topic of the session: then, as before sessions kept a changed set, all of them (the
     # unauthorized ones are answered with their error).
-    narrow = session is not None and not full and _may_read_all(ctx, request, session, replica_id)
+    auth = ctx.auth.enabled  # asked once: a follower's fetch of each replication round trip passes here
+    narrow = session is not None and not full and (not auth or _may_read_all(ctx, request, session, replica_id))
     if session is not None and not full and not narrow:
         body["topics"] = session.full_topics()  # type: ignore[typeddict-item]
     # As Kafka: the unauthorized topics are answered along with the readable ones (at once if none is left).
-    denied = _unauthorized(ctx, request, body)
+    denied = _unauthorized(ctx, request, body) if auth else []
     if replica_id < 0 and ctx.quotas is not None:
         # A consumer under consumer_byte_rate is never handed more than its quota allows over one window (as
         # Kafka's getMaxValueInQuotaWindow); the first batch still goes out whole (min_one).
@@ -368,7 +391,7 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
         topics = body["topics"]
     left: set[TopicPartition] = set()
     responses, total, error, throttled_bytes = _read_all(ctx, body, request.version, topics, left)
-    reads = _remote_reads(ctx, body, responses, request.version, topics)
+    reads = _remote_reads(ctx, body, responses, request.version, topics) if ctx.remote is not None and not follower else []
     if reads:
         _record_throttled(ctx, throttled_bytes)
         # The session's answer is settled now, in the step of the read (the entries read from remote storage
@@ -379,13 +402,18 @@ def handle_fetch(ctx: ReplicaDeps, request: Request, body: FetchRequest
     else:
         keys = [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     if body["max_wait_ms"] <= 0 or total >= body["min_bytes"] or error or not keys:
-        _record_throttled(ctx, throttled_bytes)
+        if throttled_bytes:
+            _record_throttled(ctx, throttled_bytes)
         return _response(responses + denied, session, full, left)
     future: Reply[FetchResponse] = Reply()
     delayed = DelayedFetch(ctx, body, request.version, future, denied)
     delayed.session, delayed.full, delayed.narrow = session, full, narrow
     if narrow and session is not None:
-        session.waiter = delayed  # woken by a change of any partition of the session
+        # Woken by a change of any partition of the session (its waiter), not through the purgatory's watch
+        # lists, which only time it out (every parked follower fetch of every replication round trip).
+        session.waiter = delayed
+        ctx.fetch_purgatory.time_out(delayed)
+        return future
     # Everything was read just now, in this same step: the purgatory's checks while it starts watching would
     # schedule a read that can find nothing new (a wasted read per parked fetch, twice per replication round
     # trip). A change from here on wakes it as usual.

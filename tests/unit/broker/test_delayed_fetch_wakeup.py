@@ -137,3 +137,63 @@ async def test_wake_ups_of_one_turn_cost_one_check(tmp_path: Path, monkeypatch: 
     _append(env)
     answer = await asyncio.wait_for(parked, 2)
     assert _batches(answer) == [0]
+
+
+def _session_fetch(env: Env, replica: int, offset: int, session_id: int, epoch: int, max_wait_ms: int = 500) -> Any:
+    """Follower ``replica``'s session fetch of t-0 (epoch 0 opens the session, later epochs are incremental)."""
+    body = {"replica_id": replica, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch, "rack_id": "",
+            "forgotten_topics_data": [], "topics": [{"topic": "t", "partitions": [
+                {"partition": 0, "current_leader_epoch": 1, "fetch_offset": offset, "last_fetched_epoch": -1,
+                 "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    api = REGISTRY[ApiKey.FETCH]
+    request = Request(RequestHeader(ApiKey.FETCH, FETCH_VERSION, 1, f"follower-{replica}"), api, b"", 0,
+                      "127.0.0.1")
+    return ROUTES[ApiKey.FETCH](env.ctx, request, body)
+
+
+async def test_a_high_watermark_move_alone_schedules_no_check_of_a_parked_follower_fetch(tmp_path: Path,
+                                                                                         monkeypatch: Any) -> None:
+    """RF 3: follower 2's report moves the high watermark, which marks follower 1's session changed. Follower 1's
+    parked fetch waits for data: that change schedules no read for it (it could answer nothing); the next
+    append answers it, with the new high watermark; a change of the leader's epoch wakes it too (an error)."""
+    import moldau.broker.apis.fetch as fetch_module
+
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    env.replica_manager.become_leader_or_follower("t", PartitionState(0, 0, 1, [0, 1, 2], [0, 1, 2]), {})
+    sessions = {}
+    for replica in (1, 2):  # each opens its session at offset 0 (answered at once: a full fetch over nothing)
+        opened = _session_fetch(env, replica, 0, 0, 0, max_wait_ms=0)
+        sessions[replica] = opened["session_id"]
+    _append(env)
+    for r in (1, 2):  # the record is there: answered at once
+        assert _batches(_session_fetch(env, r, 0, sessions[r], 1)) == [0]
+    first = _session_fetch(env, 1, 1, sessions[1], 2)  # follower 1 has it: parks (the HW waits for follower 2)
+    assert isinstance(first, asyncio.Future) and not first.done()
+    reads = 0
+    real = fetch_module._read_all
+
+    def counting(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return real(*args)
+
+    monkeypatch.setattr(fetch_module, "_read_all", counting)
+    second = _session_fetch(env, 2, 1, sessions[2], 2)  # follower 2 has it too: the HW moves to 1
+    partition = env.replica_manager.partitions[("t", 0)]
+    assert partition.high_watermark == 1 and reads == 1  # follower 2's own read, which parks it
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert reads == 1 and not first.done() and not second.done()
+    _append(env)
+    answers = {1: await asyncio.wait_for(first, 2), 2: await asyncio.wait_for(second, 2)}
+    for answer in answers.values():
+        p = answer["responses"][0]["partitions"][0]
+        assert _batches(answer) == [1] and p["high_watermark"] == 1
+    # A new leader epoch: the parked fetches (from epoch 1) are answered with their error, not left waiting.
+    again = _session_fetch(env, 1, 2, sessions[1], 3)
+    assert isinstance(again, asyncio.Future) and not again.done()
+    env.replica_manager.become_leader_or_follower("t", PartitionState(0, 0, 2, [0, 1, 2], [0, 1, 2]), {})
+    p = (await asyncio.wait_for(again, 2))["responses"][0]["partitions"][0]
+    assert p["error_code"] != 0

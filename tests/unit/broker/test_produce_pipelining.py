@@ -6,6 +6,7 @@ errors, and the idempotence sequence rules hold for pipelined batches."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from moldau.broker.apis import GROUP_ROUTES, ROUTES
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import PartitionState
 from moldau.broker.metrics import BrokerMetrics
-from moldau.broker.network import SocketServer
+from moldau.broker.network import MAX_PIPELINED_PRODUCES, SocketServer
 from moldau.broker.request_channel import RequestChannel
 from moldau.protocol.api import REGISTRY, ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -225,3 +226,127 @@ async def test_an_answered_produce_read_alone_is_written_at_once_and_in_order(tm
     assert sample("moldau_requests_total", {"api": "produce"}) == 4
     assert sample("moldau_bytes_in_total") == sum(len(_produce(i, 1, _record())) for i in range(1, 5))
     assert sample("moldau_response_send_time_seconds_count", {"api": "produce"}) == 4
+
+
+def _raw_client(server: SocketServer, rcvbuf: int = 0) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect(server.bound["PLAINTEXT"])
+    sock.setblocking(False)
+    return sock
+
+
+def _frames_in(buf: bytearray) -> list[bytes]:
+    """The complete frames at the start of ``buf`` (taken out of it)."""
+    frames = []
+    while len(buf) >= 4 and len(buf) - 4 >= struct.unpack_from(">i", buf)[0]:
+        size = struct.unpack_from(">i", buf)[0]
+        frames.append(bytes(buf[4:4 + size]))
+        del buf[:4 + size]
+    return frames
+
+
+@asynccontextmanager
+async def raw_serving(env: Env, send_buffer: int = -1) -> AsyncIterator[SocketServer]:
+    metrics = BrokerMetrics()
+    channel = RequestChannel(500)
+    pool = HandlerPool(channel, ROUTES, env.ctx, 1, metrics, GROUP_ROUTES)
+    server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, metrics, send_buffer=send_buffer)
+    await server.start()
+    pool.start()
+    try:
+        yield server
+    finally:
+        await server.close_all()
+        await pool.stop()
+
+
+async def test_an_acks_all_answer_is_written_in_the_call_that_moves_the_high_watermark(tmp_path: Path) -> None:
+    """The only request in the line (one acks=all request in flight, as a transactional producer's) is answered on
+    the socket in the very call of the follower's report that moves the high watermark: no writer task, no turn
+    of the event loop between the two (the client socket is read without giving the loop a turn)."""
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    async with raw_serving(env) as server:
+        sock = _raw_client(server)
+        try:
+            for cid in range(3):
+                sock.send(_produce(cid, -1, _record()))
+                await _until(lambda: env.ctx.replicas.produce_purgatory.num_delayed == 1)
+                conn = next(iter(server.connections))
+                assert conn._writer is None and len(conn._pipeline) == 1
+                env.replica_manager.update_follower("t", 0, 1, cid + 1)  # follower 1 reports: HW cid + 1
+                buf = bytearray(sock.recv(1 << 16))  # no await since: written in update_follower's call
+                (frame,) = _frames_in(buf)
+                body, _ = REGISTRY[ApiKey.PRODUCE].response_decoder(7)(memoryview(frame), 4)
+                assert struct.unpack_from(">i", frame)[0] == cid and _partition(body) == (0, cid)
+                assert not conn._pipeline and conn._writer is None
+        finally:
+            sock.close()
+
+
+async def test_answers_the_socket_does_not_take_at_once_follow_in_order(tmp_path: Path) -> None:
+    """Pipelined acks=all requests answered together by one high-watermark move, with answers larger than the
+    socket buffers while the client reads nothing: the rest is written by the writer task, every answer once, in
+    request order, and a request read after them is answered after them."""
+    topic = "t" * 240  # long answers: the topic name is in each
+    env = make_env(tmp_path)
+    await env.create_topic(topic)
+    env.replica_manager.become_leader_or_follower(topic, PartitionState(0, 0, 1, [0, 1], [0, 1]), {})
+    count = MAX_PIPELINED_PRODUCES
+
+    def produce(cid: int) -> bytes:
+        return _frame(ApiKey.PRODUCE, 7, cid, {"transactional_id": None, "acks": -1, "timeout_ms": 30000,
+                                                "topic_data": [{"name": topic, "partition_data": [
+                                                    {"index": 0, "records": _record()}]}]})
+
+    async with raw_serving(env, send_buffer=4096) as server:
+        sock = _raw_client(server, rcvbuf=4096)
+        try:
+            sock.send(b"".join(produce(cid) for cid in range(count)))
+            await _until(lambda: env.ctx.replicas.produce_purgatory.num_delayed == count)
+            conn = next(iter(server.connections))
+            env.replica_manager.update_follower(topic, 0, 1, count)
+            await _until(lambda: conn._unsent is not None or conn._writer is not None)  # the socket is full
+            loop = asyncio.get_running_loop()
+            await loop.sock_sendall(sock, produce(count))
+            buf = bytearray()
+            frames: list[bytes] = []
+            while len(frames) < count:
+                buf += await asyncio.wait_for(loop.sock_recv(sock, 1 << 16), 5)
+                frames += _frames_in(buf)
+            assert [struct.unpack_from(">i", f)[0] for f in frames] == list(range(count))
+            decode = REGISTRY[ApiKey.PRODUCE].response_decoder(7)
+            assert [_partition(decode(memoryview(f), 4)[0]) for f in frames] == [(0, i) for i in range(count)]
+            env.replica_manager.update_follower(topic, 0, 1, count + 1)
+            while not frames[count:]:
+                buf += await asyncio.wait_for(loop.sock_recv(sock, 1 << 16), 5)
+                frames += _frames_in(buf)
+            assert struct.unpack_from(">i", frames[count])[0] == count and not buf
+        finally:
+            sock.close()
+
+
+async def test_a_malformed_produce_read_alone_closes_after_the_answers_before_it(tmp_path: Path) -> None:
+    """A malformed Produce read on its own (refused in the handler's call) behind a waiting acks=all request: the
+    waiting answer is written when it comes, then the connection closes; alone, it closes at once."""
+    env = make_env(tmp_path)
+    await env.create_topic("t")
+    _replicated(env)
+    malformed = bytearray(_produce(2, 1, _record()))
+    del malformed[-len(_record()) - 20:]
+    INT32.pack_into(malformed, 0, len(malformed) - 4)
+    async with serving(env) as (reader, writer):
+        writer.write(_produce(1, -1, _record()))
+        await _until(lambda: env.ctx.replicas.produce_purgatory.num_delayed == 1)
+        writer.write(bytes(malformed))
+        await asyncio.sleep(0.2)
+        env.replica_manager.update_follower("t", 0, 1, 1)  # the waiting request's answer
+        cid, answer = await _answer(reader, ApiKey.PRODUCE, 7)
+        assert cid == 1 and _partition(answer) == (0, 0)
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+    async with serving(env) as (reader, writer):
+        writer.write(bytes(malformed))
+        assert await asyncio.wait_for(reader.read(), 5) == b""

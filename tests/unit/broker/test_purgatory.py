@@ -462,3 +462,22 @@ def test_rewatch_moves_an_operation_to_other_keys_and_keeps_its_timeout(purgator
     assert purgatory.num_keys == 1
     timer.advance(1000)
     assert later.expirations == 1 and op.expirations == 0 and purgatory.num_delayed == 0
+
+
+def test_time_out_only_counts_and_times_an_operation(purgatory: Purgatory, timer: ManualTimer) -> None:
+    """``time_out``: an operation woken by its own means is pending and expires at its delay, on no watch list;
+    completed first, it leaves no timer behind."""
+    state = {"value": 0}
+    late, early = WaitFor(100, state, 1), WaitFor(100, state, 1)
+    purgatory.time_out(late)
+    purgatory.time_out(early)
+    assert purgatory.num_delayed == 2 and purgatory.watched() == 0 and timer.pending == 2
+    purgatory.check_and_complete("k")  # no key watches them
+    assert early.tries == 0
+    state["value"] = 1
+    assert early.try_complete() and early.completions == 1
+    assert purgatory.num_delayed == 1 and timer.pending == 1
+    timer.advance(100)
+    assert late.completions == 1 and late.expirations == 1 and purgatory.num_delayed == 0 and timer.pending == 0
+    with pytest.raises(ValueError):
+        purgatory.time_out(late)

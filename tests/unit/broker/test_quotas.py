@@ -152,3 +152,28 @@ def test_controller_mutation_rate_is_strict_for_new_versions(api_key: int, stric
     clock.now += 4.0
     assert not budget.refused() and budget.throttle_ms() == 0
     assert quotas.mutations(request(api_key, 16, client_id="other")) is None
+
+
+def test_the_worker_pool_measures_cpu_time_while_a_request_percentage_quota_is_set() -> None:
+    """The handler's CPU time (a system call to read, twice per request) is measured only while some
+    request_percentage quota is set, the only reader of it; otherwise the wall-clock fallback applies."""
+    from moldau.broker.handler_pool import HandlerPool
+    from moldau.broker.metrics import BrokerMetrics
+    from moldau.broker.request_channel import RequestChannel
+
+    quotas = BrokerQuotas(clock=Clock())
+    pool = HandlerPool(RequestChannel(1), {ApiKey.METADATA: lambda ctx, r, body: {}}, None, 1, BrokerMetrics(),
+                       cpu_quota=quotas.request)
+    body = REGISTRY[ApiKey.METADATA].encode_request(1, {"topics": []})
+
+    def handled() -> Request:
+        r = Request(RequestHeader(ApiKey.METADATA, 1, 1, "app"), REGISTRY[ApiKey.METADATA], body, 0, "127.0.0.1")
+        pool.handle_timed(r)
+        assert r.response == {}
+        return r
+
+    assert handled().cpu_seconds == -1.0
+    quotas.configs.set(QuotaEntity(DEFAULT), {"request_percentage": 50.0})
+    assert handled().cpu_seconds >= 0.0
+    quotas.configs.set(QuotaEntity(DEFAULT), {})
+    assert handled().cpu_seconds == -1.0

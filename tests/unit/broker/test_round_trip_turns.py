@@ -9,6 +9,9 @@ request left parked past the data it waits for (the timer never fires here)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +21,13 @@ from moldau.broker.apis import ROUTES
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import PartitionState
 from moldau.broker.metrics import BrokerMetrics
+from moldau.broker.network import SocketServer
 from moldau.broker.request_channel import Reply, Request, RequestChannel
 from moldau.protocol.api import REGISTRY, ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.header import RequestHeader
+from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version
 from moldau.protocol.records import build_batch
+from moldau.protocol.types import INT32
 from tests.unit.broker.apis.handler_env import Env, make_env
 
 FETCH_V, PRODUCE_V = 11, 9
@@ -304,3 +309,99 @@ async def test_a_request_is_handled_at_once_when_nothing_is_queued_and_in_order_
     finally:
         await pool.stop()
     assert channel.inline is None
+
+
+# ---------------------------------------------------------------------------------------------- over a socket
+@contextlib.asynccontextmanager
+async def _serving(env: Env) -> AsyncIterator[tuple[SocketServer, socket.socket]]:
+    """The real socket server and worker pool over ``env``, and a non-blocking client socket to it."""
+    channel = RequestChannel(100)
+    pool = HandlerPool(channel, ROUTES, env.ctx, 1, BrokerMetrics())
+    server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, BrokerMetrics())
+    await server.start()
+    pool.start()
+    sock = socket.create_connection(server.bound["PLAINTEXT"])
+    sock.setblocking(False)
+    try:
+        yield server, sock
+    finally:
+        sock.close()
+        await server.close_all()
+        await pool.stop()
+
+
+def _wire(api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
+    api = REGISTRY[api_key]
+    out = bytearray(4)
+    encode_request_header(out, RequestHeader(api_key, version, correlation_id, "turns"),
+                          request_header_version(api_key, api.is_flexible(version), version))
+    api.request_encoder(version)(out, [], body)
+    INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def _take_frames(sock: socket.socket, buf: bytearray) -> list[bytes]:
+    """Reads what the socket has now (no waiting) and returns the complete answer frames in ``buf``."""
+    try:
+        buf += sock.recv(1 << 20)
+    except BlockingIOError:
+        pass
+    frames = []
+    while len(buf) >= 4 and len(buf) - 4 >= INT32.unpack_from(buf)[0]:
+        size = INT32.unpack_from(buf)[0]
+        frames.append(bytes(buf[4:4 + size]))
+        del buf[:4 + size]
+    return frames
+
+
+async def _until_parked(env: Env, server: SocketServer, fetches: int = 1) -> Any:
+    for _ in range(500):
+        conns = list(server.connections)
+        if env.ctx.replicas.fetch_purgatory.num_delayed == fetches and conns and conns[0]._parked is not None:
+            return conns[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError("the fetch did not park")
+
+
+async def test_a_parked_fetch_answer_is_on_the_socket_in_the_turn_of_its_check(tmp_path: Path) -> None:
+    """The parked fetch's answer is written by the check that completes it (one turn after the append), not by
+    the connection's coroutine a turn after that; the connection meanwhile waits on its socket."""
+    env = await _env(tmp_path)
+    async with _serving(env) as (server, sock):
+        sock.send(_wire(ApiKey.FETCH, FETCH_V, 7, _fetch_body(0)))
+        await _until_parked(env, server)
+        env.replica_manager.append("t", 0, bytearray(build_batch([(None, b"v", [], None)])), 1)
+        buf = bytearray()
+        assert _take_frames(sock, buf) == []  # not in the append's own call
+        await asyncio.sleep(0)  # the check's turn: its answer is written in it
+        (frame,) = _take_frames(sock, buf)
+        body, _ = REGISTRY[ApiKey.FETCH].response_decoder(FETCH_V)(memoryview(frame), 4)
+        assert INT32.unpack_from(frame)[0] == 7
+        assert len(body["responses"][0]["partitions"][0]["records"]) > 0
+
+
+async def test_a_frame_read_behind_a_parked_fetch_is_handled_after_its_answer(tmp_path: Path) -> None:
+    """Muting holds with the parked answer written elsewhere: a Metadata request sent right behind a parked
+    fetch is not handled (nor answered) before the fetch's answer is written; a large answer (records for
+    sendfile) goes out whole, before it."""
+    env = await _env(tmp_path)
+    async with _serving(env) as (server, sock):
+        sock.send(_wire(ApiKey.FETCH, FETCH_V, 1, _fetch_body(0)) +
+                  _wire(ApiKey.METADATA, 1, 2, {"topics": [{"name": "t"}]}))
+        conn = await _until_parked(env, server)
+        buf = bytearray()
+        for _ in range(20):
+            await asyncio.sleep(0.005)
+            assert _take_frames(sock, buf) == [] and conn._parked is not None
+        big = build_batch([(None, b"x" * 40_000, [], None)])  # above the network layer's COPY_BELOW
+        env.replica_manager.append("t", 0, bytearray(big), 1)
+        frames: list[bytes] = []
+        for _ in range(500):
+            frames += _take_frames(sock, buf)
+            if len(frames) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert [INT32.unpack_from(f)[0] for f in frames] == [1, 2]
+        body, _ = REGISTRY[ApiKey.FETCH].response_decoder(FETCH_V)(memoryview(frames[0]), 4)
+        assert len(body["responses"][0]["partitions"][0]["records"]) == len(big)
+        assert conn._parked is None and not buf

@@ -152,7 +152,7 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     rm.hw_listeners.append(fetch.check_and_complete)
     rm.hw_batch_listeners.append(produce.check_and_complete_many)
     sessions = FetchSessionCache(1000)
-    rm.append_listeners.append(sessions.partition_changed)
+    rm.append_listeners.append(sessions.appended)
     rm.hw_listeners.append(sessions.partition_changed)
     coordinator = GroupCoordinator(OffsetStore(rm, clock, 1, broker_id=0), timer, clock, GroupConfig(), 0)
     coordinator.startup()
