@@ -532,11 +532,7 @@ class Connection:
                         self._finish_parked(request, resumed, throttle_ms, memoryview(out)[sent:]))
                     return
         except OSError as exc:  # ConnectionError too (an unencodable answer): the connection ends
-            log.debug("connection %s ended: %s", self.name, exc)
-            self._parked = None
-            self._advanced.set()
-            if self.task is not None:
-                self.task.cancel()
+            self._parked_failed(exc)
             return
         self._parked_written(request, resumed, throttle_ms)
 
@@ -572,15 +568,19 @@ class Connection:
                 if copied:
                     self.metrics.fetch_copied(copied)
         except (ConnectionError, OSError) as exc:
-            log.debug("connection %s ended: %s", self.name, exc)
-            self._parked = None
-            self._advanced.set()
-            if self.task is not None:
-                self.task.cancel()
+            self._parked_failed(exc)
             return
         finally:
             self._parked_writer = None
         self._parked_written(request, resumed, throttle_ms)
+
+    def _parked_failed(self, exc: OSError) -> None:
+        """The parked request's answer could not be written: the connection ends."""
+        log.debug("connection %s ended: %s", self.name, exc)
+        self._parked = None
+        self._advanced.set()
+        if self.task is not None:
+            self.task.cancel()
 
     def _parked_written(self, request: Request, resumed: float, throttle_ms: int) -> None:
         self._observe(api_name(request.api_key), request, resumed, time.perf_counter())

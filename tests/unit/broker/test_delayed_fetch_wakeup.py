@@ -40,6 +40,22 @@ def _batches(answer: dict[str, Any]) -> list[int]:
     return [h.base_offset for _, h in iter_headers(data)]
 
 
+class _ReadCounter:
+    """Counts the fetch handler's reads (``_read_all`` calls) from its creation on."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        import moldau.broker.apis.fetch as fetch_module
+
+        self.count = 0
+        real = fetch_module._read_all
+
+        def counting(*args: Any) -> Any:
+            self.count += 1
+            return real(*args)
+
+        monkeypatch.setattr(fetch_module, "_read_all", counting)
+
+
 async def _env(tmp_path: Path) -> Env:
     env = make_env(tmp_path)
     await env.create_topic("t")
@@ -114,26 +130,17 @@ async def test_follower_fetch_completes_waiting_acks_all_produces_at_once(tmp_pa
 async def test_wake_ups_of_one_turn_cost_one_check(tmp_path: Path, monkeypatch: Any) -> None:
     """A parked fetch woken n times in one turn (a follower fetch moving the HW of n partitions) re-reads its
     partitions once, at the end of the turn, not n times."""
-    import moldau.broker.apis.fetch as fetch_module
 
     env = await _env(tmp_path)
     parked = _follower_fetch(env, 0)
     await asyncio.sleep(0)  # the check scheduled when it was parked
-    reads = 0
-    real = fetch_module._read_all
-
-    def counting(*args: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return real(*args)
-
-    monkeypatch.setattr(fetch_module, "_read_all", counting)
+    reads = _ReadCounter(monkeypatch)
     purgatory = env.ctx.replicas.fetch_purgatory
     for _ in range(50):
         purgatory.check_and_complete(("t", 0))
-    assert reads == 0 and not parked.done()
+    assert reads.count == 0 and not parked.done()
     await asyncio.sleep(0)
-    assert reads == 1 and not parked.done()  # nothing new: still parked, after one read
+    assert reads.count == 1 and not parked.done()  # nothing new: still parked, after one read
     _append(env)
     answer = await asyncio.wait_for(parked, 2)
     assert _batches(answer) == [0]
@@ -157,7 +164,6 @@ async def test_a_high_watermark_move_alone_schedules_no_check_of_a_parked_follow
     """RF 3: follower 2's report moves the high watermark, which marks follower 1's session changed. Follower 1's
     parked fetch waits for data: that change schedules no read for it (it could answer nothing); the next
     append answers it, with the new high watermark; a change of the leader's epoch wakes it too (an error)."""
-    import moldau.broker.apis.fetch as fetch_module
 
     env = make_env(tmp_path)
     await env.create_topic("t")
@@ -171,21 +177,13 @@ async def test_a_high_watermark_move_alone_schedules_no_check_of_a_parked_follow
         assert _batches(_session_fetch(env, r, 0, sessions[r], 1)) == [0]
     first = _session_fetch(env, 1, 1, sessions[1], 2)  # follower 1 has it: parks (the HW waits for follower 2)
     assert isinstance(first, asyncio.Future) and not first.done()
-    reads = 0
-    real = fetch_module._read_all
-
-    def counting(*args: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return real(*args)
-
-    monkeypatch.setattr(fetch_module, "_read_all", counting)
+    reads = _ReadCounter(monkeypatch)
     second = _session_fetch(env, 2, 1, sessions[2], 2)  # follower 2 has it too: the HW moves to 1
     partition = env.replica_manager.partitions[("t", 0)]
-    assert partition.high_watermark == 1 and reads == 1  # follower 2's own read, which parks it
+    assert partition.high_watermark == 1 and reads.count == 1  # follower 2's own read, which parks it
     await asyncio.sleep(0)
     await asyncio.sleep(0)
-    assert reads == 1 and not first.done() and not second.done()
+    assert reads.count == 1 and not first.done() and not second.done()
     _append(env)
     answers = {1: await asyncio.wait_for(first, 2), 2: await asyncio.wait_for(second, 2)}
     for answer in answers.values():
