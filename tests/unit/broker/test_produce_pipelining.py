@@ -21,20 +21,13 @@ from moldau.broker.network import MAX_PIPELINED_PRODUCES, SocketServer
 from moldau.broker.request_channel import RequestChannel
 from moldau.protocol.api import REGISTRY, ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version
 from moldau.protocol.records import build_batch
 from moldau.protocol.types import INT32
-from tests.unit.broker.apis.handler_env import Env, make_env
+from tests.unit.broker.apis.handler_env import Env, make_env, request_frame
 
 
 def _frame(api_key: int, version: int, correlation_id: int, body: dict[str, Any]) -> bytes:
-    api = REGISTRY[api_key]
-    out = bytearray(4)
-    encode_request_header(out, RequestHeader(api_key, version, correlation_id, "pipeline-test"),
-                          request_header_version(api_key, api.is_flexible(version), version))
-    api.request_encoder(version)(out, [], body)
-    INT32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    return request_frame(api_key, version, correlation_id, body, "pipeline-test")
 
 
 def _produce(correlation_id: int, acks: int, batch: bytes) -> bytes:

@@ -43,8 +43,8 @@ from moldau.broker.security.acl_store import AclStore
 from moldau.broker.security.authorizer import Authorizer
 from moldau.protocol.api import REGISTRY
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.header import RequestHeader
-from moldau.protocol.types import TopicPartition
+from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version
+from moldau.protocol.types import INT32, TopicPartition
 from moldau.storage.config import LogConfig, ManualClock
 from moldau.storage.log_manager import LogManager
 
@@ -179,3 +179,15 @@ def make_env(tmp_path: Path, config: dict[str, str] | None = None, acls: AclStor
     env = Env(ctx, clock, timer, metadata, rm, coordinator, lm, txn, markers)
     markers.env = env
     return env
+
+
+def request_frame(api_key: int, version: int, correlation_id: int, body: dict[str, Any],
+                  client_id: str = "test") -> bytes:
+    """A request as a client writes it on the wire: size prefix, header, body."""
+    api = REGISTRY[api_key]
+    out = bytearray(4)
+    encode_request_header(out, RequestHeader(api_key, version, correlation_id, client_id),
+                          request_header_version(api_key, api.is_flexible(version), version))
+    api.request_encoder(version)(out, [], body)
+    INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
