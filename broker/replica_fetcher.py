@@ -33,7 +33,7 @@ from moldau.broker.replication_quota import ReplicationQuota
 from moldau.connection import BrokerConnection, api_for
 from moldau.protocol.api import ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.fetch_session import FetcherSession, PartitionPosition, position_fields
+from moldau.protocol.fetch_session import INITIAL_EPOCH, FetcherSession, PartitionPosition, position_fields
 from moldau.protocol.types import TopicPartition
 from moldau.security import ClientSecurity
 from moldau.storage.config import Clock
@@ -52,6 +52,10 @@ PARK = (ErrorCode.FENCED_LEADER_EPOCH,)
 LEADER_NOT_READY = (ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 RETRY_INITIAL_MS = 50
+# A steady fetcher builds the positions of only the partitions the last answer changed (see ``Fetcher._fetch``);
+# at least this often it goes over every partition, for what changes a follower's log outside its fetches (its own
+# retention moving the log start offset).
+FULL_PASS_INTERVAL_MS = 1000
 
 
 class MonotonicClock:
@@ -150,6 +154,10 @@ class Fetcher:
         # so a fetch that was in flight while partitions changed does not claim it.
         self._steady = False
         self._changes = 0
+        # The partitions whose position the last answer may have changed (records appended, log start moved, still
+        # behind the leader): a steady fetch builds only theirs, the others' are what the session last sent.
+        self._touched: set[TopicPartition] = set()
+        self._full_pass_ms = 0  # when a fetch last built every partition's position
         self._fetch_version = -1  # the Fetch version of the current connection
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"replica-fetcher-{source}")
 
@@ -384,24 +392,52 @@ class Fetcher:
         hold_back: bool | None = None  # whether the throttled replicas' rate is over its bound: asked at the first one
         throttled: set[TopicPartition] = set()
         now = self.settings.clock.time_ms()
-        for tp, st in self.partitions.items():
-            if st.parked or st.truncating or st.tiered_log_start >= 0 or st.retry_at_ms > now:  # not st.due(now)
-                continue
-            # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
-            # the follower's rate is above its bound; an in-sync one is never held back.
-            if throttle is not None and self.lag.get(tp, 1) > 0 and throttle.is_throttled(*tp):
-                if hold_back is None:
-                    hold_back = throttle.exceeded()
-                if hold_back:
+        # Steady, with a session open: every partition was asked for last time and the session holds its position,
+        # which only the last answer's appends can have changed (a LeaderAndIsr, a truncation or an error ends
+        # steadiness), so only the partitions it touched are looked at: over 3,333 followed partitions of which
+        # a few take writes, a position per partition per fetch was about half of a broker's CPU. Every
+        # FULL_PASS_INTERVAL_MS, and whenever a touched partition is not simply fetched, all are.
+        partial = (self._steady and self.session.epoch != INITIAL_EPOCH
+                   and now - self._full_pass_ms < FULL_PASS_INTERVAL_MS)
+        partitions = self.partitions
+        candidates = ([(tp, partitions[tp]) for tp in self._touched if tp in partitions] if partial
+                      else partitions.items())
+        while True:
+            for tp, st in candidates:
+                if st.parked or st.truncating or st.tiered_log_start >= 0 or st.retry_at_ms > now:  # not due
+                    if partial:
+                        break
                     continue
-                throttled.add(tp)
-            log_ = st.partition.log
-            sent[tp] = st
-            wanted[tp] = (st.leader_epoch, log_.log_end_offset, log_.latest_epoch, log_.log_start_offset, max_bytes)
-        if not sent:
+                # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
+                # the follower's rate is above its bound; an in-sync one is never held back.
+                if throttle is not None and self.lag.get(tp, 1) > 0 and throttle.is_throttled(*tp):
+                    if hold_back is None:
+                        hold_back = throttle.exceeded()
+                    if hold_back:
+                        if partial:
+                            break
+                        continue
+                    throttled.add(tp)
+                log_ = st.partition.log
+                sent[tp] = st
+                wanted[tp] = (st.leader_epoch, log_.log_end_offset, log_.latest_epoch, log_.log_start_offset,
+                              max_bytes)
+            else:
+                break
+            # A touched partition is to be left out: go over them all, as an unsteady fetcher does.
+            partial, candidates = False, partitions.items()
+            sent.clear()
+            wanted.clear()
+            throttled.clear()
+        if partial:
+            sent = dict(partitions)  # every partition is asked for: the session holds the others
+        elif not sent:
             return False
+        else:
+            self._full_pass_ms = now
         s = self.settings
-        session_id, epoch, changed, forgotten = self.session.build(wanted)
+        session_id, epoch, changed, forgotten = (self.session.build_changed(wanted) if partial
+                                                 else self.session.build(wanted))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp, position in changed.items():
             by_topic.setdefault(tp[0], []).append(position_fields(tp[1], position))
@@ -432,6 +468,7 @@ class Fetcher:
         self.session.on_response(int(response.get("session_id", 0)), epoch, changed, forgotten)
         # An incremental answer leaves out the partitions with nothing new: no answer at all is no error either.
         progressed = not response["responses"]
+        self._touched = set()
         throttled_bytes = 0
         failed: dict[ErrorCode, list[TopicPartition]] = {}
         disturbed = False  # a partition needs something other than the next fetch (see ``_steady``)
@@ -485,9 +522,12 @@ class Fetcher:
             partition.update_follower_high_watermark(int(p["high_watermark"]))
             # DeleteRecords on the leader: follow its log start offset (up to our own high watermark).
             leader_start = min(int(p["log_start_offset"]), partition.high_watermark)
-            if leader_start > log_.log_start_offset and log_.maybe_increment_log_start_offset(leader_start):
+            moved = leader_start > log_.log_start_offset and log_.maybe_increment_log_start_offset(leader_start)
+            if moved:
                 partition.clamp_high_watermark()
-            self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)
+            lag = self.lag[tp] = max(0, int(p["high_watermark"]) - log_.log_end_offset)
+            if moved or lag or (records is not None and len(records) > 0):
+                self._touched.add(tp)  # its position may have changed, or it is behind (see ``_fetch``)
             if st.retry_delay_ms:
                 st.succeeded()
             return True

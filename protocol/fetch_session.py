@@ -59,6 +59,14 @@ class FetcherSession:
         forgotten = [tp for tp in sent if tp not in wanted] if len(sent) + new > len(wanted) else []
         return self.session_id, self.epoch, changed, forgotten
 
+    def build_changed(self, wanted: dict[TopicPartition, PartitionPosition]
+                      ) -> tuple[int, int, dict[TopicPartition, PartitionPosition], list[TopicPartition]]:
+        """``build`` for a fetcher that knows which partitions may have moved: ``wanted`` holds only those (the
+        others stay as the session has them; none is forgotten). Only for an open session (epoch > 0)."""
+        assert self.epoch != INITIAL_EPOCH
+        get = self.sent.get
+        return self.session_id, self.epoch, {tp: e for tp, e in wanted.items() if get(tp) != e}, []
+
     def on_response(self, session_id: int, epoch: int, sent: dict[TopicPartition, PartitionPosition],
                     forgotten: list[TopicPartition]) -> None:
         """A successful answer to the request ``build`` made: the leader's session now holds what was sent."""

@@ -2,7 +2,8 @@
 Produce handlers over handler_env) and a real follower fetcher (broker 1) connected to it over loopback. The
 fetcher's steady loop (nothing but the next fetch while no partition needs anything else) must still notice what
 changes: a partition added while it is steady is truncated and fetched, a fenced epoch parks the partition until
-its next LeaderAndIsr, and the steady path writes its fetches with ``BrokerConnection.send_now``."""
+its next LeaderAndIsr, and the steady path writes its fetches with ``BrokerConnection.send_now``. A steady fetch
+looks only at the partitions the last answer changed, and at all of them every FULL_PASS_INTERVAL_MS."""
 
 from __future__ import annotations
 
@@ -20,14 +21,15 @@ from moldau.broker.metadata import PartitionState
 from moldau.broker.metrics import BrokerMetrics
 from moldau.broker.network import SocketServer
 from moldau.broker.partition import Partition
-from moldau.broker.replica_fetcher import Fetcher, FetcherSettings
+from moldau.broker.replica_fetcher import FULL_PASS_INTERVAL_MS, Fetcher, FetcherSettings, MonotonicClock
 from moldau.broker.request_channel import RequestChannel
 from moldau.connection import BrokerConnection
 from moldau.protocol.api import REGISTRY, ApiKey
+from moldau.protocol.fetch_session import PartitionPosition
 from moldau.protocol.header import RequestHeader, encode_request_header, request_header_version
 from moldau.protocol.records import build_batch
-from moldau.protocol.types import INT32
-from moldau.storage.config import LogConfig
+from moldau.protocol.types import INT32, TopicPartition
+from moldau.storage.config import Clock, LogConfig
 from moldau.storage.log import Log
 from tests.unit.broker.apis.handler_env import Env, make_env
 
@@ -59,7 +61,7 @@ def _lead(env: Env, index: int, epoch: int = 1) -> None:
 
 
 @asynccontextmanager
-async def exchange(tmp_path: Path, partitions: int = 2) -> AsyncIterator[Exchange]:
+async def exchange(tmp_path: Path, partitions: int = 2, clock: Clock | None = None) -> AsyncIterator[Exchange]:
     env = make_env(tmp_path / "leader")
     await env.create_topic("t", partitions=partitions)
     for index in range(partitions):
@@ -70,7 +72,7 @@ async def exchange(tmp_path: Path, partitions: int = 2) -> AsyncIterator[Exchang
     server = SocketServer([("PLAINTEXT", "127.0.0.1", 0)], channel, 1 << 20, metrics)
     await server.start()
     pool.start()
-    fetcher = Fetcher(0, FetcherSettings(broker_id=FOLLOWER, max_wait_ms=200),
+    fetcher = Fetcher(0, FetcherSettings(broker_id=FOLLOWER, max_wait_ms=200, clock=clock or MonotonicClock()),
                       lambda _broker: server.bound["PLAINTEXT"])
     try:
         yield Exchange(env, server, fetcher, {}, tmp_path)
@@ -214,3 +216,83 @@ async def test_send_now_waits_out_a_throttle_as_send_does(tmp_path: Path) -> Non
             assert loop.time() - start >= 0.29
         finally:
             await conn.close()
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now_ms = 0
+
+    def time_ms(self) -> int:
+        return self.now_ms
+
+
+def _spy_builds(fetcher: Fetcher) -> list[tuple[str, set[TopicPartition]]]:
+    """Records, per fetch built from now on, whether it went over every partition ("full") or only the ones the
+    last answer changed ("changed"), and the partitions whose positions it built."""
+    seen: list[tuple[str, set[TopicPartition]]] = []
+    session = fetcher.session
+    full, changed = session.build, session.build_changed
+
+    def build(wanted: dict[TopicPartition, PartitionPosition]) -> object:
+        seen.append(("full", set(wanted)))
+        return full(wanted)
+
+    def build_changed(wanted: dict[TopicPartition, PartitionPosition]) -> object:
+        seen.append(("changed", set(wanted)))
+        return changed(wanted)
+
+    session.build = build  # type: ignore[method-assign,assignment]
+    session.build_changed = build_changed  # type: ignore[method-assign,assignment]
+    return seen
+
+
+async def test_a_steady_fetcher_looks_only_at_the_partitions_its_last_answer_changed(tmp_path: Path) -> None:
+    clock = ManualClock()  # stands still: no full pass falls due
+    async with exchange(tmp_path, partitions=6, clock=clock) as ex:
+        followers = [ex.follow(i) for i in range(6)]
+        producer = Producer(ex.server)
+        try:
+            for i in range(6):
+                assert await producer.produce(i) == 0
+            await _until(lambda: ex.fetcher._steady, "steady")
+            seen = _spy_builds(ex.fetcher)
+            for i in range(1, 6):
+                assert await producer.produce(2) == i
+            assert followers[2].log.log_end_offset == 6
+            assert [p.log.log_end_offset for i, p in enumerate(followers) if i != 2] == [1] * 5
+            # Each write: the fetch bringing it was built before it, the one after it saw t-2 appended (and the
+            # answers of the high watermark alone touched nothing).
+            assert seen and all(kind == "changed" for kind, _ in seen), seen
+            assert all(tps <= {("t", 2)} for _, tps in seen), seen
+            assert sum(1 for _, tps in seen if tps == {("t", 2)}) >= 5, seen
+            assert ex.fetcher._steady
+        finally:
+            producer.close()
+
+
+async def test_a_full_pass_reports_what_changed_outside_the_fetches(tmp_path: Path) -> None:
+    """A follower's own retention moves its log start offset without a fetch: a steady fetcher tells the leader
+    (whose DeleteRecords waits on it) at its next full pass, at most FULL_PASS_INTERVAL_MS later."""
+    clock = ManualClock()
+    async with exchange(tmp_path, partitions=2, clock=clock) as ex:
+        ex.follow(0)
+        follower1 = ex.follow(1)
+        producer = Producer(ex.server)
+        try:
+            for i in range(3):
+                assert await producer.produce(1) == i
+            assert await producer.produce(0) == 0
+            await _until(lambda: ex.fetcher._steady and follower1.high_watermark == 3, "steady, t-1 committed")
+            leader1 = ex.env.replica_manager.get_partition("t", 1)
+            assert leader1 is not None and leader1.followers[FOLLOWER].log_start_offset == 0
+            assert follower1.log.maybe_increment_log_start_offset(2)  # as its retention would
+            seen = _spy_builds(ex.fetcher)
+            assert await producer.produce(0) == 1
+            assert all(kind == "changed" and ("t", 1) not in tps for kind, tps in seen), seen
+            assert leader1.followers[FOLLOWER].log_start_offset == 0  # not told yet
+            clock.now_ms += FULL_PASS_INTERVAL_MS
+            assert await producer.produce(0) == 2
+            await _until(lambda: leader1.followers[FOLLOWER].log_start_offset == 2, "the leader told")
+            assert any(kind == "full" and ("t", 1) in tps for kind, tps in seen), seen
+        finally:
+            producer.close()
