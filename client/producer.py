@@ -461,8 +461,10 @@ class Producer(TransactionalApi):
         node_bytes: dict[int, int] = {}
         next_due: float | None = None
         force = self._flushing > 0 or bool(self._space_waiters) or self._closed
+        emptied: list[tuple[str, int]] = []
         for tp, queue in self._queues.items():
             if not queue:
+                emptied.append(tp)
                 continue
             batch = queue[0]
             if now - batch.created > self._delivery_timeout_s and batch.data is None:
@@ -505,6 +507,10 @@ class Producer(TransactionalApi):
             per_node.setdefault(leader, []).append(batch)
             node_bytes[leader] = used + len(batch.data or b"")
             self._inflight_tp[tp] = inflight + 1
+        # A partition's queue is made again by its next record: a producer that wrote to 10,000 partitions once
+        # and now writes to a few passes over those few here, not over all of them on every drain.
+        for tp in emptied:
+            del self._queues[tp]
         for node, batches in per_node.items():
             self._inflight_node[node] = self._inflight_node.get(node, 0) + 1
             task = asyncio.get_running_loop().create_task(self._send_request(node, batches))

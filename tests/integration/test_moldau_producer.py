@@ -82,6 +82,34 @@ def test_send_many_partitions_queues_every_partition_in_one_call(broker: BrokerP
         assert [m.value() for m in ck_consume(broker.bootstrap, topic, len(want), partition=p)] == want, p
 
 
+def test_the_sender_passes_over_only_the_partitions_with_records(broker: BrokerProcess, topic: str) -> None:
+    """After a write to every one of 40 partitions, the sender drops the queues it emptied: later writes into
+    a few partitions are drained without a pass over the other partitions (O(partitions written to so far) per
+    drain before), and a partition written to again gets a queue again, its records in order."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 40, 1)])[topic].result(30)
+
+    async def produce() -> tuple[int, list[int]]:
+        async with Producer(bootstrap_servers=broker.bootstrap, linger_ms=0) as p:
+            count = await (await p.send_many_partitions(topic, {i: [b"first"] for i in range(40)}))
+            for _ in range(500):  # the drain after the last answer drops the emptied queues
+                if not p._queues:  # noqa: SLF001
+                    break
+                await asyncio.sleep(0.01)
+            assert not p._queues, sorted(p._queues)  # noqa: SLF001
+            futs = [await p.send(topic, f"again-{i}".encode(), partition=i % 2) for i in range(6)]
+            offsets = [(await f).offset for f in futs]
+            assert set(p._queues) <= {(topic, 0), (topic, 1)}  # noqa: SLF001
+            return count, offsets
+
+    count, offsets = _run(produce())
+    assert count == 40 and offsets == [1, 1, 2, 2, 3, 3]
+    assert [m.value() for m in ck_consume(broker.bootstrap, topic, 4, partition=0)] == \
+        [b"first", b"again-0", b"again-2", b"again-4"]
+
+
 def test_keyed_records_follow_murmur2_and_acks_zero(broker: BrokerProcess, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
