@@ -4,6 +4,7 @@ each broker handles per transaction, beside the idempotent producer's cost for t
     .venv/bin/python bench/txn_cpu.py                         # 300,000 x 100 B each way, transactions of 1,000
     .venv/bin/python bench/txn_cpu.py --busy 1                # the same with one busy-looping process (a core taken)
     .venv/bin/python bench/txn_cpu.py --spy /tmp/prof         # and py-spy (raw stacks, GIL-holding samples) per broker
+    .venv/bin/python bench/txn_cpu.py --strace /tmp/sc        # and `strace -c -f` per broker (system calls)
 
 The cluster and the producers are bench/transactions.py's (ZooKeeper, three brokers, a topic of 4 partitions RF 3,
 min.insync.replicas=2, confluent-kafka, acks=all, linger.ms=5; every 10th transaction aborted). After a warm-up
@@ -15,7 +16,9 @@ transaction of ``--txn-records`` records (the idempotent phase per as many recor
 ``--busy N`` starts N processes that spin for the whole run: a repeatable stand-in for a loaded machine (the
 ratio of bench/transactions.py drops from ~0.75 to ~0.5 with one on the 2-core VM). ``--spy DIR`` records each
 broker with py-spy (``/tmp/spy/bin/py-spy`` or ``py-spy`` on the PATH; never ``--native``) during the
-transactional phase, ``--gil`` so that the event loop's idle waits are left out. Not part of the test suite.
+transactional phase, ``--gil`` so that the event loop's idle waits are left out. ``--strace DIR`` counts each
+broker's system calls during the transactional phase (``strace -c -f``: it slows the brokers, so its run's CPU
+and rates are not comparable with others'). Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -48,8 +51,12 @@ def cpu(pid: int) -> tuple[float, float]:
     return int(fields[11]) / _cluster.TICKS, int(fields[12]) / _cluster.TICKS
 
 
+BYTES = {"moldau_fetch_sendfile_bytes_total ": "sendfile bytes", "moldau_fetch_copied_bytes_total ": "copied bytes"}
+
+
 def requests(c: _cluster.Cluster) -> collections.Counter[tuple[int, str]]:
-    """(broker id, api) -> requests handled so far, from each broker's metrics."""
+    """(broker id, api) -> requests handled so far, from each broker's metrics; also (broker id, "sendfile
+    bytes" / "copied bytes"): the fetch answers' record bytes sent by sendfile or read into the answer."""
     out: collections.Counter[tuple[int, str]] = collections.Counter()
     for b in c.brokers:
         with urllib.request.urlopen(b.metrics_url, timeout=5) as resp:
@@ -57,6 +64,9 @@ def requests(c: _cluster.Cluster) -> collections.Counter[tuple[int, str]]:
                 if line.startswith("moldau_requests_total{"):
                     api = line.split('api="', 1)[1].split('"', 1)[0]
                     out[(b.broker_id, api)] += float(line.rsplit(" ", 1)[1])
+                for prefix, name in BYTES.items():
+                    if line.startswith(prefix):
+                        out[(b.broker_id, name)] += float(line.rsplit(" ", 1)[1])
     return out
 
 
@@ -96,7 +106,8 @@ class Phase:
                      f"(brokers and client)")
         counts = {k: n / units for k, n in self.requests.items() if n / units >= 0.05}
         for i in sorted(self.pids):
-            mine = ", ".join(f"{api} {n:.2f}" for (b, api), n in sorted(counts.items()) if b == i)
+            mine = ", ".join(f"{api} {n:.2f}" if api not in BYTES.values() else f"{api} {n:,.0f}"
+                             for (b, api), n in sorted(counts.items()) if b == i)
             lines.append(f"  broker {i} requests: {mine or '-'}")
         return "\n".join(lines)
 
@@ -108,7 +119,8 @@ def py_spy() -> str:
     raise SystemExit("py-spy not found (/tmp/spy/bin/py-spy or on the PATH)")
 
 
-def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path | None) -> str:
+def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path | None,
+        strace: Path | None = None) -> str:
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(busy)]
     try:
         with _cluster.cluster(overrides=bench.BROKER_OVERRIDES, prefix="moldau-bench-txncpu-") as c:
@@ -127,6 +139,12 @@ def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path |
                                            "-o", str(spy / f"broker-{b.broker_id}.txt"), "-p", str(b.pid)],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                          for b in c.brokers]
+            if strace is not None:
+                strace.mkdir(parents=True, exist_ok=True)
+                spies += [subprocess.Popen(["strace", "-c", "-f", "-o", str(strace / f"broker-{b.broker_id}.txt"),
+                                            "-p", str(b.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          for b in c.brokers]
+            if spies:
                 time.sleep(1.0)  # attached
             with Phase(c) as txn:
                 _, commits, _ = bench.transactional(bootstrap, "txn", records, txn_records, abort_every, "cpu")
@@ -154,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--abort-every", type=int, default=10)
     parser.add_argument("--busy", type=int, default=0, help="busy-looping processes for the whole run")
     parser.add_argument("--spy", type=Path, help="directory for py-spy's raw stacks of each broker")
+    parser.add_argument("--strace", type=Path, help="directory for `strace -c -f` of each broker")
     args = parser.parse_args(argv)
-    print(run(args.records, args.txn_records, args.abort_every, args.busy, args.spy))
+    print(run(args.records, args.txn_records, args.abort_every, args.busy, args.spy, args.strace))
     return 0
 
 
