@@ -10,8 +10,9 @@ The cluster and the producers are bench/transactions.py's (ZooKeeper, three brok
 min.insync.replicas=2, confluent-kafka, acks=all, linger.ms=5; every 10th transaction aborted). After a warm-up
 of each kind, one idempotent phase and one transactional phase run back to back; for each the bench prints
 records/s, the user and system CPU seconds of every broker (/proc/<pid>/stat) and of the bench process (the
-client: librdkafka's threads), and the requests each broker counted (``moldau_requests_total``), per
-transaction of ``--txn-records`` records (the idempotent phase per as many records).
+client: librdkafka's threads), the brokers' event-loop context switches (/proc/<pid>/status), and the requests
+each broker counted (``moldau_requests_total``), per transaction of ``--txn-records`` records (the idempotent
+phase per as many records).
 
 ``--busy N`` starts N processes that spin for the whole run: a repeatable stand-in for a loaded machine (the
 ratio of bench/transactions.py drops from ~0.75 to ~0.5 with one on the 2-core VM). ``--spy DIR`` records each
@@ -54,6 +55,13 @@ def cpu(pid: int) -> tuple[float, float]:
 BYTES = {"moldau_fetch_sendfile_bytes_total ": "sendfile bytes", "moldau_fetch_copied_bytes_total ": "copied bytes"}
 
 
+def switches(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of ``pid``'s main thread (the event loop's) so far: how often
+    it went to sleep (each a wake-up later), and how often it was preempted."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"])
+
+
 def requests(c: _cluster.Cluster) -> collections.Counter[tuple[int, str]]:
     """(broker id, api) -> requests handled so far, from each broker's metrics; also (broker id, "sendfile
     bytes" / "copied bytes"): the fetch answers' record bytes sent by sendfile or read into the answer."""
@@ -80,6 +88,7 @@ class Phase:
     def __enter__(self) -> Phase:
         self.requests = requests(self.c)
         self.cpu = {i: cpu(p) for i, p in self.pids.items()}
+        self.switches = {i: switches(p) for i, p in self.pids.items()}
         self.client = resource.getrusage(resource.RUSAGE_SELF)
         self.t0 = time.perf_counter()
         return self
@@ -89,6 +98,8 @@ class Phase:
         client = resource.getrusage(resource.RUSAGE_SELF)
         self.client_cpu = (client.ru_utime - self.client.ru_utime, client.ru_stime - self.client.ru_stime)
         self.cpu = {i: tuple(b - a for a, b in zip(self.cpu[i], cpu(p), strict=True)) for i, p in self.pids.items()}
+        self.switches = {i: tuple(b - a for a, b in zip(self.switches[i], switches(p), strict=True))
+                         for i, p in self.pids.items()}
         after = requests(self.c)
         self.requests = collections.Counter({k: n - self.requests.get(k, 0) for k, n in after.items()})
 
@@ -101,6 +112,10 @@ class Phase:
             total += user + system
             lines.append(f"  broker {i}  {user * per:6.2f} + {system * per:5.2f}")
         lines.append(f"  brokers   {total * per:6.2f}")
+        woken = sum(v for v, _ in self.switches.values())
+        preempted = sum(n for _, n in self.switches.values())
+        lines.append(f"  brokers' event loops: {woken / units:.1f} wake-ups, {preempted / units:.1f} preemptions "
+                     f"(voluntary / involuntary context switches)")
         lines.append(f"  client    {self.client_cpu[0] * per:6.2f} + {self.client_cpu[1] * per:5.2f}")
         lines.append(f"  CPU in use: {(total + sum(self.client_cpu)) / self.seconds:.2f} cores "
                      f"(brokers and client)")
