@@ -165,6 +165,11 @@ def _served(api_key: int, version: int) -> tuple[Any, int]:
 # sendfile: a syscall and an await per region cost more than the copy (3,333 regions of ~200 bytes: 25 ms
 # against 4 ms on the 2-core VM).
 COPY_BELOW = 16 * 1024
+# An answer whose file regions add up to less than this is read whole into one write, larger regions too: a
+# replication round's answer (a transaction's batch of 1,000 x 100 B records on 4 partitions is ~27 KiB per
+# partition) then goes with one ``send`` in the call that gives it, where sendfile cost a writer task, a loop
+# turn and a send per part (the copy of ~27 KiB from the page cache costs a few microseconds).
+COPY_WHOLE_BELOW = 128 * 1024
 FLUSH_AT = 1 << 20  # copied bytes are written out once this many have gathered
 
 
@@ -513,7 +518,7 @@ class Connection:
                 external, total = self._encode_response(request, out)
                 copied = 0
                 if external:
-                    whole, copied = self._read_small_regions(out, external)
+                    whole, copied = self._read_small_regions(out, external, total - len(out))
                     if whole is None:  # a region for sendfile: the task writes the answer as _handle_frame would
                         self._parked_writer = self.loop.create_task(
                             self._finish_parked(request, resumed, throttle_ms, None, out, external))
@@ -536,18 +541,20 @@ class Connection:
             return
         self._parked_written(request, resumed, throttle_ms)
 
-    def _read_small_regions(self, out: bytearray, external: list[tuple[int, Any]]) -> tuple[bytearray | None, int]:
-        """The whole answer, its file regions read in, when they are all small (``COPY_BELOW``), and the bytes
-        read; (None, 0) if one is not."""
+    def _read_small_regions(self, out: bytearray, external: list[tuple[int, Any]], region_bytes: int
+                            ) -> tuple[bytearray | None, int]:
+        """The whole answer, its file regions read in, when they are all small (``COPY_BELOW``) or together
+        less than ``COPY_WHOLE_BELOW`` (``region_bytes``: their sum), and the bytes read; (None, 0) if not."""
         whole = bytearray()
         copied = 0
+        limit = COPY_BELOW if region_bytes >= COPY_WHOLE_BELOW else COPY_WHOLE_BELOW
         for part in assemble(out, external):
             if isinstance(part, (bytes, bytearray, memoryview)):
                 whole += part
                 continue
             for region in _regions(part):
                 length = int(region.length)
-                if length >= COPY_BELOW:
+                if length >= limit:
                     return None, 0
                 data = os.pread(region.fileobj.fileno(), length, region.position)
                 if len(data) != length:
@@ -774,7 +781,7 @@ class Connection:
         sent_by_sendfile = copied = 0
         tls = self.tls
         if tls is None and external:
-            sent_by_sendfile, copied = await self._write_parts(assemble(out, external))
+            sent_by_sendfile, copied = await self._write_parts(assemble(out, external), total - len(out))
         else:
             for part in assemble(out, external):
                 if isinstance(part, (bytes, bytearray, memoryview)):
@@ -791,20 +798,22 @@ class Connection:
         if copied:
             self.metrics.fetch_copied(copied)
 
-    async def _write_parts(self, parts: list[Any]) -> tuple[int, int]:
+    async def _write_parts(self, parts: list[Any], region_bytes: int = COPY_WHOLE_BELOW) -> tuple[int, int]:
         """Writes a response's parts on a plaintext socket: file regions of at least ``COPY_BELOW`` bytes with
         sendfile, smaller ones read into the bytes around them, so that a follower's answer over 3,333
-        partitions (a ~200-byte region each) is a few writes instead of 6,666 sends and awaits. Returns (bytes
-        by sendfile, bytes copied)."""
+        partitions (a ~200-byte region each) is a few writes instead of 6,666 sends and awaits; all of them
+        read in when together (``region_bytes``) they are less than ``COPY_WHOLE_BELOW``, one write in all.
+        Returns (bytes by sendfile, bytes copied)."""
         by_sendfile = copied = 0
         pending = bytearray()
+        limit = COPY_BELOW if region_bytes >= COPY_WHOLE_BELOW else COPY_WHOLE_BELOW
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 pending += part
                 continue
             for region in _regions(part):
                 length = int(region.length)
-                if length < COPY_BELOW:
+                if length < limit:
                     data = os.pread(region.fileobj.fileno(), length, region.position)
                     if len(data) != length:
                         raise ConnectionError("segment file shorter than the region being sent")

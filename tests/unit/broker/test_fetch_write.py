@@ -1,7 +1,8 @@
 """How a Fetch answer's record bytes reach the socket (broker/network.py), over a real socket server in-process:
 small file regions (many partitions with a little data each, as a follower's answer over thousands of
-partitions) are read into the bytes around them and written together; large ones go by sendfile. Either way the
-client gets exactly the log's bytes, in order."""
+partitions) are read into the bytes around them and written together; large ones go by sendfile, unless the
+answer's regions together are small (a replication round's batches: read in, one write). Either way the client
+gets exactly the log's bytes, in order."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from moldau.broker import network
 from moldau.broker.metrics import BrokerMetrics
-from moldau.broker.network import COPY_BELOW
+from moldau.broker.network import COPY_BELOW, COPY_WHOLE_BELOW
 from moldau.protocol.api import REGISTRY, ApiKey
 from moldau.protocol.records import build_batch
 from tests.unit.broker.apis.handler_env import make_env
@@ -23,9 +24,11 @@ SMALL = 30
 
 
 @pytest.mark.parametrize("flush_at", [None, 100])
+@pytest.mark.parametrize("large", [600, 100])
 async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush_at: int | None) -> None:
-    """``flush_at`` 100: the copied bytes are written out every ~100 bytes instead of gathered whole."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush_at: int | None, large: int) -> None:
+    """``flush_at`` 100: the copied bytes are written out every ~100 bytes instead of gathered whole. ``large``
+    100: the large region (~25 KiB) and the small ones add up to less than ``COPY_WHOLE_BELOW``: all copied."""
     if flush_at is not None:
         monkeypatch.setattr(network, "FLUSH_AT", flush_at)
     env = make_env(tmp_path)
@@ -33,10 +36,12 @@ async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
     rm = env.replica_manager
     for p in range(SMALL):
         rm.append("t", p, bytearray(build_batch([(None, b"v%d" % p, [], None)])), 1)
-    rm.append("t", SMALL, bytearray(build_batch([(None, bytes(range(256)) * 100, [], None)])), 1)
+    rm.append("t", SMALL, bytearray(build_batch([(None, bytes(range(256)) * large, [], None)])), 1)
     expected = {p: rm.read("t", p, 0, 1 << 20, consumer=True).records for p in range(SMALL + 1)}
     small_bytes = sum(expected[p].size for p in range(SMALL))
     assert all(expected[p].size < COPY_BELOW for p in range(SMALL)) and expected[SMALL].size >= COPY_BELOW
+    whole = small_bytes + expected[SMALL].size < COPY_WHOLE_BELOW
+    assert whole == (large == 100)
     metrics = BrokerMetrics()
     async with serving(env, workers=1, metrics=metrics) as (reader, writer):
         writer.write(_frame(ApiKey.FETCH, 12, 7, {
@@ -57,5 +62,9 @@ async def test_small_regions_are_copied_and_large_ones_sent_with_sendfile(
     def sample(name: str) -> float | None:
         return metrics.registry.get_sample_value(name, {})
 
-    assert sample("moldau_fetch_copied_bytes_total") == small_bytes
-    assert sample("moldau_fetch_sendfile_bytes_total") == expected[SMALL].size
+    if whole:
+        assert sample("moldau_fetch_copied_bytes_total") == small_bytes + expected[SMALL].size
+        assert sample("moldau_fetch_sendfile_bytes_total") == 0
+    else:
+        assert sample("moldau_fetch_copied_bytes_total") == small_bytes
+        assert sample("moldau_fetch_sendfile_bytes_total") == expected[SMALL].size

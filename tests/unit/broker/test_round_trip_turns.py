@@ -357,21 +357,26 @@ async def _until_parked(env: Env, server: SocketServer, fetches: int = 1) -> Any
     raise AssertionError("the fetch did not park")
 
 
-async def test_a_parked_fetch_answer_is_on_the_socket_in_the_turn_of_its_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("value_size", [1, 27_000])
+async def test_a_parked_fetch_answer_is_on_the_socket_in_the_turn_of_its_check(tmp_path: Path,
+                                                                               value_size: int) -> None:
     """The parked fetch's answer is written by the check that completes it (one turn after the append), not by
-    the connection's coroutine a turn after that; the connection meanwhile waits on its socket."""
+    the connection's coroutine a turn after that; the connection meanwhile waits on its socket. So is an answer
+    whose batch is above ``COPY_BELOW`` (27 KB: a transaction's batch of 250 x 100 B records), read in whole
+    rather than sent by a writer task with sendfile."""
     env = await _env(tmp_path)
     async with _serving(env) as (server, sock):
         sock.send(_wire(ApiKey.FETCH, FETCH_V, 7, _fetch_body(0)))
         await _until_parked(env, server)
-        env.replica_manager.append("t", 0, bytearray(build_batch([(None, b"v", [], None)])), 1)
+        batch = bytearray(build_batch([(None, b"v" * value_size, [], None)]))
+        env.replica_manager.append("t", 0, batch, 1)  # patched in place: offset and leader epoch
         buf = bytearray()
         assert _take_frames(sock, buf) == []  # not in the append's own call
         await asyncio.sleep(0)  # the check's turn: its answer is written in it
         (frame,) = _take_frames(sock, buf)
         body, _ = REGISTRY[ApiKey.FETCH].response_decoder(FETCH_V)(memoryview(frame), 4)
         assert INT32.unpack_from(frame)[0] == 7
-        assert len(body["responses"][0]["partitions"][0]["records"]) > 0
+        assert bytes(body["responses"][0]["partitions"][0]["records"]) == batch
 
 
 async def test_a_frame_read_behind_a_parked_fetch_is_handled_after_its_answer(tmp_path: Path) -> None:
@@ -387,7 +392,7 @@ async def test_a_frame_read_behind_a_parked_fetch_is_handled_after_its_answer(tm
         for _ in range(20):
             await asyncio.sleep(0.005)
             assert _take_frames(sock, buf) == [] and conn._parked is not None
-        big = build_batch([(None, b"x" * 40_000, [], None)])  # above the network layer's COPY_BELOW
+        big = build_batch([(None, b"x" * 200_000, [], None)])  # above COPY_BELOW and COPY_WHOLE_BELOW: sendfile
         env.replica_manager.append("t", 0, bytearray(big), 1)
         frames: list[bytes] = []
         for _ in range(500):
