@@ -29,8 +29,9 @@ tenth one collected the middle generation too, and now and then all unfrozen old
 fetch-session entries made since the last freeze) were visited: in bench/many_partitions.py's 10,000-partition
 produce phase the three brokers spent ~0.2 s of their ~3 s of CPU in collections, ~0.06 s at 50,000 (and ~0.08 s
 -> 0 in the 10-partition phase). A collection costs what it visits, the young objects still alive (those already
-freed by reference counting are not), so single collections there took up to ~20 ms at 50,000, against up to
-~40 ms for the full collections before (docs/benchmarks.md, branch p10k8).
+freed by reference counting are not): single collections in those phases took up to ~27 ms at 50,000, main's full
+ones up to ~47 ms; while 10,000 partitions were created, up to ~150 ms against main's ~280 ms (docs/benchmarks.md,
+branch p10k8).
 """
 
 from __future__ import annotations
