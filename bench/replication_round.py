@@ -16,7 +16,8 @@ A leader with ``--partitions`` partitions (RF 2: follower 1 in the ISR), its rea
 from an idempotent producer, the default of Kafka's clients and Moldau's). ``--profile FILE``: a cProfile of the
 counted rounds. Prints the median CPU time (``time.process_time``) of each step over ``--rounds`` rounds, after a
 first round that is not counted. With ``--no-freeze`` the partition state is left in CPython's full
-collections (as before broker/gc_freeze.py); by default it is frozen after set-up, as the broker does.
+collections (as before broker/gc_freeze.py); by default it is frozen after set-up, and the young generation's
+threshold raised, as the broker's process does (``raise_young_threshold``; CPython's default on older commits).
 """
 
 from __future__ import annotations
@@ -52,11 +53,17 @@ try:  # the follower's positions as tuples (since branch fetch10k); before, a re
     TUPLES = True
 except ImportError:  # so the same bench measures older commits
     TUPLES = False
+try:  # the broker's own process collects its young generation less often (since branch p10k8)
+    from moldau.broker.gc_freeze import raise_young_threshold
+except ImportError:
+    def raise_young_threshold() -> tuple[int, int, int]:  # type: ignore[misc]
+        return gc.get_threshold()
 
 
 async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = None, idempotent: bool = False
               ) -> dict[str, list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="moldau-round-"))
+    thresholds = gc.get_threshold()
     try:
         env = make_env(tmp)
         await env.create_topic("t", partitions=partitions)
@@ -68,6 +75,7 @@ async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = 
         if freeze:
             gc.collect()
             gc.freeze()
+            thresholds = raise_young_threshold()  # as the broker's process does (broker/gc_freeze.py)
         fetch, produce = REGISTRY[ApiKey.FETCH], REGISTRY[ApiKey.PRODUCE]
         session = FetcherSession()
         batch = bytes(build_batch([(None, b"x" * 100, [], None)] * 2))
@@ -153,6 +161,7 @@ async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = 
             profiler.dump_stats(profile)
         return times
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -33,7 +33,7 @@ from moldau.broker.coordinator.txn_log import TRANSACTION_STATE_TOPIC, TxnStateS
 from moldau.broker.coordinator.txn_markers import InterBrokerMarkerChannel
 from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.fetch_session import FetchSessionCache
-from moldau.broker.gc_freeze import GcFreezer
+from moldau.broker.gc_freeze import GcFreezer, raise_young_threshold
 from moldau.broker.handler_pool import HandlerPool
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
@@ -128,8 +128,8 @@ class BrokerServer:
 
     def __init__(self, config: BrokerConfig, *, freeze_gc: bool = False) -> None:
         """``freeze_gc``: the broker owns its process (``moldau-server``), so it may keep its partition state out
-        of the garbage collector's full collections (broker/gc_freeze.py); an in-process broker leaves the host
-        process's collector alone."""
+        of the garbage collector's full collections and collect its young generation less often
+        (broker/gc_freeze.py); an in-process broker leaves the host process's collector alone."""
         self.config = config
         self.freeze_gc = freeze_gc
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
@@ -312,6 +312,7 @@ class BrokerServer:
         # The partition state (loaded logs, then each burst of LeaderAndIsr or topic changes) leaves the garbage
         # collector's full collections once it settles (broker/gc_freeze.py).
         if self.freeze_gc:
+            raise_young_threshold()
             self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
             rm.role_listeners.append(lambda _partition, _leader: freezer.changed())
             if self.zk_mode is None:  # standalone: topic changes create the partitions

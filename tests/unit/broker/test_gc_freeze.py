@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from moldau.broker.gc_freeze import GcFreezer, collect_and_freeze
+from moldau.broker.gc_freeze import YOUNG_THRESHOLD, GcFreezer, collect_and_freeze, raise_young_threshold
 
 
 @pytest.fixture(autouse=True)
@@ -102,3 +102,35 @@ async def test_freezes_once_changes_pause() -> None:
     await _until(lambda: len(calls) == 3)
     assert calls[2] is True
     freezer.close()
+
+
+def _young_collections_while_allocating(n: int) -> int:
+    """Young collections while ``n`` container objects are made and kept (as a request's decoded entries are)."""
+    count = [0]
+
+    def counted(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            count[0] += 1
+
+    gc.collect()
+    gc.callbacks.append(counted)
+    try:
+        kept = [[] for _ in range(n)]  # type: ignore[var-annotated]
+    finally:
+        gc.callbacks.remove(counted)
+    assert len(kept) == n
+    return count[0]
+
+
+def test_the_raised_young_threshold_lets_a_request_worth_of_objects_pass_without_a_collection() -> None:
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, before[1], before[2])  # CPython's default
+        assert _young_collections_while_allocating(5000) >= 5
+        assert raise_young_threshold() == (700, before[1], before[2])
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, before[1], before[2])  # the older generations' unchanged
+        assert _young_collections_while_allocating(YOUNG_THRESHOLD // 2) == 0
+        raise_young_threshold(500)  # never lowers it
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+    finally:
+        gc.set_threshold(*before)
