@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -383,58 +383,61 @@ class Fetcher:
         return progressed
 
     # ------------------------------------------------------------------ fetching
-    async def _fetch(self, conn: BrokerConnection) -> bool:
-        changes = self._changes
+    def _wanted(self, candidates: Iterable[tuple[TopicPartition, FollowState]], now: int, all_or_none: bool
+                ) -> tuple[dict[TopicPartition, FollowState], dict[TopicPartition, PartitionPosition],
+                           set[TopicPartition]] | None:
+        """(partitions asked for, their positions, the throttled ones among them) of ``candidates``; those not due
+        or held back by the throttle are left out, or with ``all_or_none`` the answer is None."""
         sent: dict[TopicPartition, FollowState] = {}
         wanted: dict[TopicPartition, PartitionPosition] = {}
+        throttled: set[TopicPartition] = set()
         max_bytes = self.settings.partition_max_bytes
         throttle = self.settings.throttle
         hold_back: bool | None = None  # whether the throttled replicas' rate is over its bound: asked at the first one
-        throttled: set[TopicPartition] = set()
+        for tp, st in candidates:
+            if st.parked or st.truncating or st.tiered_log_start >= 0 or st.retry_at_ms > now:  # not st.due(now)
+                if all_or_none:
+                    return None
+                continue
+            # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
+            # the follower's rate is above its bound; an in-sync one is never held back.
+            if throttle is not None and self.lag.get(tp, 1) > 0 and throttle.is_throttled(*tp):
+                if hold_back is None:
+                    hold_back = throttle.exceeded()
+                if hold_back:
+                    if all_or_none:
+                        return None
+                    continue
+                throttled.add(tp)
+            log_ = st.partition.log
+            sent[tp] = st
+            wanted[tp] = (st.leader_epoch, log_.log_end_offset, log_.latest_epoch, log_.log_start_offset, max_bytes)
+        return sent, wanted, throttled
+
+    async def _fetch(self, conn: BrokerConnection) -> bool:
+        changes = self._changes
         now = self.settings.clock.time_ms()
+        throttle = self.settings.throttle
+        partitions = self.partitions
         # Steady, with a session open: every partition was asked for last time and the session holds its position,
         # which only the last answer's appends can have changed (a LeaderAndIsr, a truncation or an error ends
         # steadiness), so only the partitions it touched are looked at: over 3,333 followed partitions of which
         # a few take writes, a position per partition per fetch was about half of a broker's CPU. Every
         # FULL_PASS_INTERVAL_MS, and whenever a touched partition is not simply fetched, all are.
-        partial = (self._steady and self.session.epoch != INITIAL_EPOCH
-                   and now - self._full_pass_ms < FULL_PASS_INTERVAL_MS)
-        partitions = self.partitions
-        candidates = ([(tp, partitions[tp]) for tp in self._touched if tp in partitions] if partial
-                      else partitions.items())
-        while True:
-            for tp, st in candidates:
-                if st.parked or st.truncating or st.tiered_log_start >= 0 or st.retry_at_ms > now:  # not due
-                    if partial:
-                        break
-                    continue
-                # KIP-73: a throttled replica that is not in sync (unknown lag counts as behind) is left out while
-                # the follower's rate is above its bound; an in-sync one is never held back.
-                if throttle is not None and self.lag.get(tp, 1) > 0 and throttle.is_throttled(*tp):
-                    if hold_back is None:
-                        hold_back = throttle.exceeded()
-                    if hold_back:
-                        if partial:
-                            break
-                        continue
-                    throttled.add(tp)
-                log_ = st.partition.log
-                sent[tp] = st
-                wanted[tp] = (st.leader_epoch, log_.log_end_offset, log_.latest_epoch, log_.log_start_offset,
-                              max_bytes)
-            else:
-                break
-            # A touched partition is to be left out: go over them all, as an unsteady fetcher does.
-            partial, candidates = False, partitions.items()
-            sent.clear()
-            wanted.clear()
-            throttled.clear()
-        if partial:
-            sent = dict(partitions)  # every partition is asked for: the session holds the others
-        elif not sent:
-            return False
-        else:
+        picked = None
+        if self._steady and self.session.epoch != INITIAL_EPOCH and now - self._full_pass_ms < FULL_PASS_INTERVAL_MS:
+            picked = self._wanted([(tp, partitions[tp]) for tp in self._touched if tp in partitions], now, True)
+        partial = picked is not None
+        if picked is None:
+            every_due = self._wanted(partitions.items(), now, False)
+            assert every_due is not None  # None only with all_or_none
+            sent, wanted, throttled = every_due
+            if not sent:
+                return False
             self._full_pass_ms = now
+        else:
+            _, wanted, throttled = picked
+            sent = dict(partitions)  # every partition is asked for: the session holds the others
         s = self.settings
         session_id, epoch, changed, forgotten = (self.session.build_changed(wanted) if partial
                                                  else self.session.build(wanted))
