@@ -173,6 +173,11 @@ COPY_WHOLE_BELOW = 128 * 1024
 FLUSH_AT = 1 << 20  # copied bytes are written out once this many have gathered
 
 
+def _copy_limit(region_bytes: int) -> int:
+    """The region size from which an answer whose file regions add up to ``region_bytes`` goes by sendfile."""
+    return COPY_BELOW if region_bytes >= COPY_WHOLE_BELOW else COPY_WHOLE_BELOW
+
+
 def _regions(part: Any) -> list[Any]:
     regions = getattr(part, "regions", None)
     return list(regions) if regions is not None else [part]
@@ -547,7 +552,7 @@ class Connection:
         less than ``COPY_WHOLE_BELOW`` (``region_bytes``: their sum), and the bytes read; (None, 0) if not."""
         whole = bytearray()
         copied = 0
-        limit = COPY_BELOW if region_bytes >= COPY_WHOLE_BELOW else COPY_WHOLE_BELOW
+        limit = _copy_limit(region_bytes)
         for part in assemble(out, external):
             if isinstance(part, (bytes, bytearray, memoryview)):
                 whole += part
@@ -806,7 +811,7 @@ class Connection:
         Returns (bytes by sendfile, bytes copied)."""
         by_sendfile = copied = 0
         pending = bytearray()
-        limit = COPY_BELOW if region_bytes >= COPY_WHOLE_BELOW else COPY_WHOLE_BELOW
+        limit = _copy_limit(region_bytes)
         for part in parts:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 pending += part
