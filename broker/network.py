@@ -251,6 +251,7 @@ class Connection:
                     return
             lone = False  # the last read brought one frame
             while True:
+                direct = None  # the rest of a large frame, received into its own buffer (FrameDecoder.rest)
                 if tls is not None:
                     # recv_into fills `view` with decrypted bytes and returns without awaiting after that,
                     # so the shared receive buffer is decoded before any other connection can use it.
@@ -261,11 +262,15 @@ class Connection:
                         # follower's fetch, a transactional producer's write): a read now would find nothing
                         # (a system call per exchange), so wait for the socket first.
                         await self._readable()
+                    direct = self.decoder.rest()
                     try:
-                        n = self.sock.recv_into(view)
+                        n = self.sock.recv_into(view if direct is None else direct)
                     except BlockingIOError:
                         await self._readable()
                         continue
+                    finally:
+                        if direct is not None:
+                            direct.release()
                 if n == 0:
                     await self._wait_pipeline(0)  # a client that half-closed still gets its answers
                     return
@@ -273,7 +278,7 @@ class Connection:
                 self.last_active = self.loop.time()
                 self.metrics.bytes_in(n)
                 try:
-                    frames = self.decoder.feed(view[:n])
+                    frames = self.decoder.feed(view[:n]) if direct is None else self.decoder.filled(n)
                 except (FrameTooLarge, InvalidFrame) as exc:
                     log.warning("closing connection from %s: %s", self.name, exc)
                     return
