@@ -206,7 +206,9 @@ class Connection:
         self.metrics = metrics
         # Before SASL authentication frames are capped at sasl.server.max.receive.size (checked on the size
         # prefix, before any buffer is allocated); the cap is raised once the client has logged in.
-        self.decoder = FrameDecoder(max_request_size if auth is None else auth.sec.max_receive_size)
+        # No buffer allocated at a large frame's size prefix (FrameDecoder.direct_at): memory follows what a client
+        # sent, not what it announced (tests/integration/test_hostile_input.py).
+        self.decoder = FrameDecoder(max_request_size if auth is None else auth.sec.max_receive_size, direct_at=None)
         self.principal = "User:ANONYMOUS"
         self.on_close = on_close
         self.on_partial = on_partial
@@ -251,7 +253,6 @@ class Connection:
                     return
             lone = False  # the last read brought one frame
             while True:
-                direct = None  # the rest of a large frame, received into its own buffer (FrameDecoder.rest)
                 if tls is not None:
                     # recv_into fills `view` with decrypted bytes and returns without awaiting after that,
                     # so the shared receive buffer is decoded before any other connection can use it.
@@ -262,15 +263,11 @@ class Connection:
                         # follower's fetch, a transactional producer's write): a read now would find nothing
                         # (a system call per exchange), so wait for the socket first.
                         await self._readable()
-                    direct = self.decoder.rest()
                     try:
-                        n = self.sock.recv_into(view if direct is None else direct)
+                        n = self.sock.recv_into(view)
                     except BlockingIOError:
                         await self._readable()
                         continue
-                    finally:
-                        if direct is not None:
-                            direct.release()
                 if n == 0:
                     await self._wait_pipeline(0)  # a client that half-closed still gets its answers
                     return
@@ -278,7 +275,7 @@ class Connection:
                 self.last_active = self.loop.time()
                 self.metrics.bytes_in(n)
                 try:
-                    frames = self.decoder.feed(view[:n]) if direct is None else self.decoder.filled(n)
+                    frames = self.decoder.feed(view[:n])
                 except (FrameTooLarge, InvalidFrame) as exc:
                     log.warning("closing connection from %s: %s", self.name, exc)
                     return

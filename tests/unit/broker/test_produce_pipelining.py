@@ -347,10 +347,10 @@ async def test_a_malformed_produce_read_alone_closes_after_the_answers_before_it
         assert await asyncio.wait_for(reader.read(), 5) == b""
 
 
-async def test_large_produce_requests_received_in_place_are_appended_whole(tmp_path: Path) -> None:
-    """Produce requests larger than protocol.frame.DIRECT_AT, written in uneven pieces: each is received into its
-    own buffer once its size prefix is in (FrameDecoder.rest), the next request's bytes are not taken with it, and
-    the records arrive intact (the append checks each batch's CRC)."""
+async def test_large_produce_requests_cut_anywhere_are_appended_whole(tmp_path: Path) -> None:
+    """Produce requests larger than protocol.frame.DIRECT_AT (which the broker's decoder does not receive in place:
+    its memory follows what a client sent), written in uneven pieces: each comes out whole and in order, and the
+    records arrive intact (the append checks each batch's CRC)."""
     env = make_env(tmp_path)
     await env.create_topic("t")
     rng = random.Random(7)

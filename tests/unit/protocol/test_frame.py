@@ -108,3 +108,19 @@ def test_hostile_sizes_are_refused_before_any_allocation() -> None:
     d.feed(struct.pack(">i", 5000) + b"x")
     with pytest.raises(ValueError):
         d.filled(5000)  # more than the frame has room for
+
+
+def test_without_direct_at_memory_follows_what_was_sent() -> None:
+    """The broker's decoder (direct_at=None): a client announcing a large frame and sending a little of it makes
+    the decoder hold that little, not the announced size."""
+    d = FrameDecoder(100 << 20, direct_at=None)
+    assert d.feed(struct.pack(">i", (100 << 20) - 1) + b"x" * 1000) == []
+    assert d.buffered == 1000 and d.rest() is None
+    payload = bytes(range(256)) * 4000
+    d = FrameDecoder(100 << 20, direct_at=None)
+    data = struct.pack(">i", len(payload)) + payload
+    out = []
+    for at in range(0, len(data), 65536):
+        out += d.feed(data[at:at + 65536])
+        assert d.buffered <= at + 65536
+    assert [bytes(f) for f in out] == [payload]
