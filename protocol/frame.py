@@ -94,7 +94,8 @@ class FrameDecoder:
 
     def rest(self) -> memoryview | None:
         """The part still to come of the large frame being received (see the class), for the caller to receive
-        into and then report with ``filled``; None when there is none. Release the view before ``filled``."""
+        into and then report with ``filled``; None when there is none. While the view lives the frame cannot be
+        resized (frames never are: the produce path only patches bytes in place)."""
         return None if self._frame is None else memoryview(self._frame)[self._got:]
 
     def filled(self, n: int) -> list[bytearray]:
