@@ -206,7 +206,9 @@ class Connection:
         self.metrics = metrics
         # Before SASL authentication frames are capped at sasl.server.max.receive.size (checked on the size
         # prefix, before any buffer is allocated); the cap is raised once the client has logged in.
-        self.decoder = FrameDecoder(max_request_size if auth is None else auth.sec.max_receive_size)
+        # No buffer allocated at a large frame's size prefix (FrameDecoder.direct_at): memory follows what a client
+        # sent, not what it announced (tests/integration/test_hostile_input.py).
+        self.decoder = FrameDecoder(max_request_size if auth is None else auth.sec.max_receive_size, direct_at=None)
         self.principal = "User:ANONYMOUS"
         self.on_close = on_close
         self.on_partial = on_partial

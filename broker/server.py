@@ -35,6 +35,7 @@ from moldau.broker.dynamic_config import DEFAULT_ENTITY, DynamicBrokerConfig
 from moldau.broker.fetch_session import FetchSessionCache
 from moldau.broker.gc_freeze import GcFreezer, raise_young_threshold
 from moldau.broker.handler_pool import HandlerPool
+from moldau.broker.malloc_tuning import keep_freed_buffers
 from moldau.broker.metadata import BrokerEndpoint, MetadataStore, StandaloneMetadata, ensure_meta_properties
 from moldau.broker.metrics import BrokerMetrics
 from moldau.broker.network import ConnectionLimits, SocketServer
@@ -313,6 +314,7 @@ class BrokerServer:
         # collector's full collections once it settles (broker/gc_freeze.py).
         if self.freeze_gc:
             raise_young_threshold()
+            keep_freed_buffers()  # the process's large buffers stay mapped between requests (broker/malloc_tuning.py)
             self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
             rm.role_listeners.append(lambda _partition, _leader: freezer.changed())
             if self.zk_mode is None:  # standalone: topic changes create the partitions

@@ -12,8 +12,10 @@ The broker's inter-broker traffic (controller requests, replica fetchers) and th
 * Records fields of decoded responses are ``memoryview`` slices of that response's own frame (every frame is a
   separate ``bytes`` object), so they stay valid as long as the caller keeps them.
 
-It is a plain :class:`asyncio.Protocol` (no reader task, no threads): ``data_received`` feeds the frame decoder
-and completes futures directly.
+It is an :class:`asyncio.BufferedProtocol` (no reader task, no threads): the transport reads into a buffer of the
+connection's own, which feeds the frame decoder, and complete frames complete futures directly. Once the size prefix
+of a large answer (>= ``protocol.frame.DIRECT_AT``: a fetch answer of megabytes) is in, the rest of it is read
+straight into that answer's own buffer (``FrameDecoder.rest``), not gathered and sliced out of the decoder's.
 """
 
 from __future__ import annotations
@@ -75,14 +77,32 @@ class _Pending:
     timeout_ms: int = 0
 
 
-class _Protocol(asyncio.Protocol):
+RECV_SIZE = 256 * 1024  # the connection's read buffer, for everything but the rest of a large answer
+
+
+class _Protocol(asyncio.BufferedProtocol):
     """Forwards transport events to the connection (keeps the callbacks off the public class)."""
 
     def __init__(self, conn: BrokerConnection) -> None:
         self._conn = conn
+        self._recv: memoryview | None = None  # allocated at the first read
+        self._direct = False  # the last get_buffer gave the rest of a large answer (FrameDecoder.rest)
 
-    def data_received(self, data: bytes) -> None:
-        self._conn._on_data(data)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        rest = self._conn._decoder.rest()
+        self._direct = rest is not None
+        if rest is not None:
+            return rest
+        if self._recv is None:
+            self._recv = memoryview(bytearray(RECV_SIZE))
+        return self._recv
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._direct:
+            self._direct = False
+            self._conn._on_filled(nbytes)
+        elif self._recv is not None:
+            self._conn._on_data(self._recv[:nbytes])
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -472,7 +492,8 @@ class BrokerConnection:
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(None)
 
-    def _on_data(self, data: bytes) -> None:
+    def _on_data(self, data: bytes | memoryview) -> None:
+        """Bytes read into the connection's buffer (copied by the decoder before the next read)."""
         if self._closed:
             return
         try:
@@ -483,6 +504,13 @@ class BrokerConnection:
         for frame in frames:
             if not self._on_frame(frame):
                 return
+
+    def _on_filled(self, n: int) -> None:
+        """``n`` bytes read straight into the large answer being received."""
+        if self._closed:
+            return
+        for frame in self._decoder.filled(n):
+            self._on_frame(frame)
 
     def _on_frame(self, frame: bytes | bytearray) -> bool:
         """Matches one response frame with the oldest pending request. False: the connection was failed."""

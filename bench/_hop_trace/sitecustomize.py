@@ -178,6 +178,17 @@ def _install(path: str) -> None:
 
     BrokerConnection._on_data = on_data
 
+    orig_on_filled = BrokerConnection._on_filled  # the rest of a large answer, read in place
+
+    def on_filled(self, n):  # type: ignore[no-untyped-def]
+        if not self.client_id.endswith("-fetcher"):
+            return orig_on_filled(self, n)
+        mark("F.data", self.port)
+        orig_on_filled(self, n)
+        mark("F.decoded", self.port)
+
+    BrokerConnection._on_filled = on_filled
+
     orig_write_request = BrokerConnection._write_request
 
     def write_request(self, api, body, version, future):  # type: ignore[no-untyped-def]
