@@ -125,8 +125,9 @@ def _timeline(name: str, samples: list[tuple[float, dict[int, float]]], labels: 
         return
     pids = [pid for pid in sorted(samples[-1][1]) if labels.get(pid) in ("client", "broker")]
     names = [labels[pid] for pid in pids]
-    print(f"timeline, {name}: share of a core per {step * 1000:.0f} ms ({', '.join(names)}; sum)")
     t0 = samples[0][0]
+    print(f"timeline, {name}: share of a core per {step * 1000:.0f} ms ({', '.join(names)}; sum); 0 s is "
+          f"{t0:.3f} s of the monotonic clock")
     start = samples[0]
     for s in samples[1:]:
         if s[0] - start[0] < step - 0.025 and s is not samples[-1]:
