@@ -9,6 +9,10 @@ consume phases (from the line that announces a phase to the next phase's; the fi
 a phase; CPU seconds per phase are the finer measure of a per-partition cost. The phases include the producer's
 set-up and metadata warm-up, which are the same in both; the consume phases the consumer's assign and seeks (10,000
 seeks are ~0.4 s of the client's CPU, outside the timed part).
+
+``--timeline MS`` (before ``--``) also prints, for the first 10-partition and 10,000-partition produce phases, each
+process's share of a core in every ``MS`` milliseconds (``/proc`` counts CPU in 10 ms ticks, so bins of 100 ms or more
+are meaningful): when a phase keeps fewer than the two cores busy, it shows who waits when.
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ def _label(pid: int, root: int) -> str:
 
 
 def main() -> int:
+    own = sys.argv[1:sys.argv.index("--")] if "--" in sys.argv else []
     args = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    timeline_ms = int(own[own.index("--timeline") + 1]) if "--timeline" in own else 0
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "many_partitions.py"), *args], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[tuple[float, str]] = []
@@ -106,7 +112,31 @@ def main() -> int:
         total = sum(d for label, d in parts if label in ("client", "broker"))
         shown = ", ".join(f"{label} {d:.2f}" for label, d in parts if label != "other")
         print(f"phase CPU, {name}: {b - a:.2f} s wall; CPU s: {shown}; client + brokers {total:.2f}")
+    if timeline_ms:
+        for name, (a, b) in (("produce over 10 partitions", (produce[0], produce[1])),
+                             ("produce over all partitions", (produce[1], consume[0]))):
+            _timeline(name, [s for s in samples if a - 0.1 <= s[0] <= b + 0.1], labels, timeline_ms / 1000)
     return proc.returncode
+
+
+def _timeline(name: str, samples: list[tuple[float, dict[int, float]]], labels: dict[int, str], step: float) -> None:
+    """Each client and broker process's share of a core per ``step`` seconds over ``samples`` (one phase)."""
+    if len(samples) < 2:
+        return
+    pids = [pid for pid in sorted(samples[-1][1]) if labels.get(pid) in ("client", "broker")]
+    names = [labels[pid] for pid in pids]
+    t0 = samples[0][0]
+    print(f"timeline, {name}: share of a core per {step * 1000:.0f} ms ({', '.join(names)}; sum); 0 s is "
+          f"{t0:.3f} s of the monotonic clock")
+    start = samples[0]
+    for s in samples[1:]:
+        if s[0] - start[0] < step - 0.025 and s is not samples[-1]:
+            continue
+        span = s[0] - start[0]
+        shares = [(s[1].get(pid, 0.0) - start[1].get(pid, 0.0)) / span for pid in pids]
+        print(f"  {start[0] - t0:5.2f}-{s[0] - t0:5.2f} s  " + " ".join(f"{x:4.2f}" for x in shares)
+              + f"  {sum(shares):4.2f}")
+        start = s
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ A leader with ``--partitions`` partitions (RF 2: follower 1 in the ISR), its rea
     follower state, moves every high watermark and completes the Produce request, whose answer is encoded;
   * f2: an idle fetch (nothing changed anywhere).
 ``--idempotent``: the batches carry a producer id and sequences (the producer-state checks of every append, as
-from an idempotent producer, the default of Kafka's clients and Moldau's). ``--profile FILE``: a cProfile of the
+from an idempotent producer, the default of Kafka's clients and Moldau's). ``--records N``: N records of 100 B in
+each partition's batch (default 2; ``bench/many_partitions.py``'s 10,000-partition phase writes 100 per partition, a
+~10 KB batch, and then the write, CRC and copy of each batch weigh in; the follower's fetch is then allowed the whole
+round's bytes, where the cluster's take 10 MiB a fetch). ``--profile FILE``: a cProfile of the
 counted rounds. Prints the median CPU time (``time.process_time``) of each step over ``--rounds`` rounds, after a
 first round that is not counted. With ``--no-freeze`` the partition state is left in CPython's full
 collections (as before broker/gc_freeze.py); by default it is frozen after set-up, and the young generation's
@@ -60,8 +63,8 @@ except ImportError:
         return gc.get_threshold()
 
 
-async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = None, idempotent: bool = False
-              ) -> dict[str, list[float]]:
+async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = None, idempotent: bool = False,
+              records: int = 2) -> dict[str, list[float]]:
     tmp = Path(tempfile.mkdtemp(prefix="moldau-round-"))
     thresholds = gc.get_threshold()
     try:
@@ -78,7 +81,9 @@ async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = 
             thresholds = raise_young_threshold()  # as the broker's process does (broker/gc_freeze.py)
         fetch, produce = REGISTRY[ApiKey.FETCH], REGISTRY[ApiKey.PRODUCE]
         session = FetcherSession()
-        batch = bytes(build_batch([(None, b"x" * 100, [], None)] * 2))
+        batch = bytes(build_batch([(None, b"x" * 100, [], None)] * records))
+        # One fetch takes the whole round (the cluster's followers take 10 MiB a fetch: several with large batches)
+        max_bytes = max(10 << 20, 2 * len(batch) * partitions)
         times: dict[str, list[float]] = {}
 
         def took(step: str, since: float) -> float:
@@ -97,7 +102,7 @@ async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = 
                                      "partition_max_bytes": 1 << 20} for p, lg in enumerate(logs)}
             session_id, epoch, changed, forgotten = session.build(wanted)
             entries = [position_fields(tp[1], e) for tp, e in changed.items()] if TUPLES else list(changed.values())
-            body = {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 10 << 20, "isolation_level": 0,
+            body = {"replica_id": 1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
                     "session_id": session_id, "session_epoch": epoch, "rack_id": "", "forgotten_topics_data": [],
                     "topics": [{"topic": "t", "partitions": entries}] if entries else []}
             wire = fetch.encode_request(FETCH_V, body)
@@ -134,8 +139,8 @@ async def run(partitions: int, rounds: int, freeze: bool, profile: str | None = 
             if profiler is not None and r == 1:
                 profiler.enable()
             if idempotent:  # one producer id, its sequence in each partition
-                one = bytes(build_batch([(None, b"x" * 100, [], None)] * 2, producer_id=4242, producer_epoch=0,
-                                        base_sequence=2 * r))
+                one = bytes(build_batch([(None, b"x" * 100, [], None)] * records, producer_id=4242,
+                                        producer_epoch=0, base_sequence=records * r))
                 batches = [one] * partitions
             else:
                 batches = [batch] * partitions
@@ -175,8 +180,12 @@ def main() -> int:
     parser.add_argument("--idempotent", action="store_true",
                         help="batches of an idempotent producer (a producer id and sequences), as Kafka's clients and "
                              "Moldau's send by default: the producer-state checks of each append")
+    parser.add_argument("--records", type=int, default=2,
+                        help="records of 100 B per partition and round (many_partitions' 10,000-partition phase: "
+                             "100, a ~10 KB batch)")
     args = parser.parse_args()
-    times = asyncio.run(run(args.partitions, args.rounds, not args.no_freeze, args.profile, args.idempotent))
+    times = asyncio.run(run(args.partitions, args.rounds, not args.no_freeze, args.profile, args.idempotent,
+                           args.records))
     print(f"{'step (median CPU time)':<42} {'ms':>8} {'us/partition':>13}")
     total = 0.0
     for step, values in times.items():
