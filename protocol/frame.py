@@ -46,18 +46,13 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
         frames: list[bytearray] = []
-        frame = self._frame
-        if frame is not None:
-            got = self._got
-            taken = min(len(data), len(frame) - got)
-            with memoryview(data) as view:
-                frame[got:got + taken] = view[:taken]
-                self._got = got + taken
-                if self._got < len(frame):
-                    return frames
-                frames.append(frame)
-                self._frame = None
-                if taken == len(data):
+        rest = self.rest()
+        if rest is not None:
+            taken = min(len(data), len(rest))
+            with memoryview(data) as view, rest:
+                rest[:taken] = view[:taken]
+                frames = self.filled(taken)
+                if not frames or taken == len(data):
                     return frames
                 self._buf += view[taken:]
         else:
