@@ -167,27 +167,21 @@ def _install(path: str) -> None:
 
     fetcher_cls._on_partition = on_partition
 
-    orig_on_data = BrokerConnection._on_data
+    def fetcher_reads(orig):  # type: ignore[no-untyped-def]
+        """``orig`` (bytes handed to the decoder) marked around its call on a replica fetcher's connection."""
 
-    def on_data(self, data):  # type: ignore[no-untyped-def]
-        if not self.client_id.endswith("-fetcher"):
-            return orig_on_data(self, data)
-        mark("F.data", self.port)
-        orig_on_data(self, data)
-        mark("F.decoded", self.port)
+        def traced(self, arg):  # type: ignore[no-untyped-def]
+            if not self.client_id.endswith("-fetcher"):
+                return orig(self, arg)
+            mark("F.data", self.port)
+            orig(self, arg)
+            mark("F.decoded", self.port)
 
-    BrokerConnection._on_data = on_data
+        return traced
 
-    orig_on_filled = BrokerConnection._on_filled  # the rest of a large answer, read in place
-
-    def on_filled(self, n):  # type: ignore[no-untyped-def]
-        if not self.client_id.endswith("-fetcher"):
-            return orig_on_filled(self, n)
-        mark("F.data", self.port)
-        orig_on_filled(self, n)
-        mark("F.decoded", self.port)
-
-    BrokerConnection._on_filled = on_filled
+    BrokerConnection._on_data = fetcher_reads(BrokerConnection._on_data)
+    # the rest of a large answer, read in place
+    BrokerConnection._on_filled = fetcher_reads(BrokerConnection._on_filled)
 
     orig_write_request = BrokerConnection._write_request
 
