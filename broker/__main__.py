@@ -36,7 +36,7 @@ async def run(config: BrokerConfig) -> int:
     from moldau.broker import exit_watchdog
     from moldau.broker.server import SHUTDOWN_GRACE_S, BrokerServer
 
-    server = BrokerServer(config, freeze_gc=True)
+    server = BrokerServer(config, owns_process=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

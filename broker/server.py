@@ -127,12 +127,14 @@ async def _bounded(what: str, aw: Awaitable[Any], deadline: float) -> None:
 class BrokerServer:
     """One broker: starts and stops the components; handlers get typed slices of them (broker/apis/context.py)."""
 
-    def __init__(self, config: BrokerConfig, *, freeze_gc: bool = False) -> None:
-        """``freeze_gc``: the broker owns its process (``moldau-server``), so it may keep its partition state out
-        of the garbage collector's full collections and collect its young generation less often
-        (broker/gc_freeze.py); an in-process broker leaves the host process's collector alone."""
+    def __init__(self, config: BrokerConfig, *, owns_process: bool = False) -> None:
+        """``owns_process``: the broker owns its process (``moldau-server``), so it may tune the process for
+        itself: keep its partition state out of the garbage collector's full collections and collect its young
+        generation less often (broker/gc_freeze.py), and keep freed large buffers mapped
+        (broker/malloc_tuning.py); an in-process broker leaves the host process's collector and allocator
+        alone."""
         self.config = config
-        self.freeze_gc = freeze_gc
+        self.owns_process = owns_process
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.clock = SystemClock()
         self.metrics = BrokerMetrics(num_io_threads=1, num_network_threads=1)
@@ -312,7 +314,7 @@ class BrokerServer:
                              rm.checkpoint_high_watermarks_in_background)
         # The partition state (loaded logs, then each burst of LeaderAndIsr or topic changes) leaves the garbage
         # collector's full collections once it settles (broker/gc_freeze.py).
-        if self.freeze_gc:
+        if self.owns_process:
             raise_young_threshold()
             keep_freed_buffers()  # the process's large buffers stay mapped between requests (broker/malloc_tuning.py)
             self.gc_freezer = freezer = GcFreezer(asyncio.get_running_loop())
