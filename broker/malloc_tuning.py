@@ -19,7 +19,6 @@ with either set, nothing is changed. Not glibc (musl, macOS): nothing is changed
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 import sys
@@ -42,8 +41,7 @@ def keep_freed_buffers(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int
     try:
         if libc_version is None or not str(libc_version("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
             return False
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(None).mallopt  # the process's own libc, as broker/launcher.py and storage/ use it
     except (OSError, ValueError, AttributeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
