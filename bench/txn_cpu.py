@@ -176,8 +176,9 @@ def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path |
         idem.report("idempotent", records, units),
         txn.report(f"transactional ({txn_records:,} per transaction)", records, units),
         f"commit_transaction() p50 {commits[len(commits) // 2]:.1f} ms; {busy} busy process(es). (Compare the records/s "
-        "within a run only: the idempotent rate depends on --records, 230,000-240,000 at 300,000 and ~160,000 "
-        "at 100,000 on the 2-core VM, so their ratio is not bench/transactions.py's.)"])
+        "within a run only: the idempotent rate also moves with --records, ~230,000 at 300,000 here and "
+        "330,000-360,000 in bench/transactions.py's rounds of 100,000 on the 2-core VM, so their ratio is not "
+        "bench/transactions.py's.)"])
 
 
 def main(argv: list[str] | None = None) -> int:
