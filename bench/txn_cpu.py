@@ -79,19 +79,22 @@ def requests(c: _cluster.Cluster) -> collections.Counter[tuple[int, str]]:
 
 
 class Phase:
-    """CPU and request counters around one phase."""
+    """CPU and request counters around one phase, from ``start()`` (the producer's clock starting: after its
+    creation and warm-up, whose wait for a producer id would count as the phase's) to the block's end."""
 
     def __init__(self, c: _cluster.Cluster) -> None:
         self.c = c
         self.pids = {b.broker_id: b.pid for b in c.brokers}
 
     def __enter__(self) -> Phase:
+        return self
+
+    def start(self) -> None:
         self.requests = requests(self.c)
         self.cpu = {i: cpu(p) for i, p in self.pids.items()}
         self.switches = {i: switches(p) for i, p in self.pids.items()}
         self.client = resource.getrusage(resource.RUSAGE_SELF)
         self.t0 = time.perf_counter()
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.t0
@@ -146,7 +149,7 @@ def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path |
             bench.transactional(bootstrap, "txn", 20 * txn_records, txn_records, abort_every, "warm-up")
             units = max(records // txn_records, 1)
             with Phase(c) as idem:
-                bench.idempotent(bootstrap, "idem", records)
+                bench.idempotent(bootstrap, "idem", records, on_start=idem.start)
             spies = []
             if spy is not None:
                 spy.mkdir(parents=True, exist_ok=True)
@@ -162,7 +165,8 @@ def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path |
             if spies:
                 time.sleep(1.0)  # attached
             with Phase(c) as txn:
-                _, commits, _ = bench.transactional(bootstrap, "txn", records, txn_records, abort_every, "cpu")
+                _, commits, _ = bench.transactional(bootstrap, "txn", records, txn_records, abort_every, "cpu",
+                                                    on_start=txn.start)
             for s in spies:
                 s.send_signal(signal.SIGINT)
             for s in spies:
@@ -176,8 +180,8 @@ def run(records: int, txn_records: int, abort_every: int, busy: int, spy: Path |
         idem.report("idempotent", records, units),
         txn.report(f"transactional ({txn_records:,} per transaction)", records, units),
         f"commit_transaction() p50 {commits[len(commits) // 2]:.1f} ms; {busy} busy process(es). (Compare the records/s "
-        "within a run only: the idempotent rate also moves with --records, ~230,000 at 300,000 here and "
-        "330,000-360,000 in bench/transactions.py's rounds of 100,000 on the 2-core VM, so their ratio is not "
+        "within a run only: the idempotent rate also moves with --records, ~270,000 at 300,000 here and "
+        "250,000-400,000 in bench/transactions.py's rounds of 100,000 on the 2-core VM, so their ratio is not "
         "bench/transactions.py's.)"])
 
 
