@@ -8,9 +8,8 @@ for transactional producers and their coordinator: batches of 100 records in tra
 records, two producers interleaved, each transaction ended by WriteTxnMarkers (every ``--abort-every``-th one
 aborted). Then reads the whole partition with confluent-kafka (librdkafka) at isolation.level read_uncommitted
 and read_committed, alternating, ``--rounds`` times each, and prints records/s (read_committed delivers fewer
-records: the aborted ones are dropped by the client, so the rates compare offsets consumed per second), timed from
-the first records delivered on (librdkafka's ~0.55 s from assign() to them printed apart). Not part of the test
-suite.
+records: the aborted ones are dropped by the client, so the rates compare offsets consumed per second), from
+offset 0 (see ``consume``). Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 
 import psutil
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -70,40 +69,31 @@ async def fill(port: int, records: int, txn_records: int, size: int, abort_every
     return written, aborted
 
 
-def consume(bootstrap: str, isolation: str, expected: int) -> tuple[float, float, int]:
-    """(seconds from assign() to the first records, seconds from them to the last, the share of the records
-    delivered after the first batch): the partition read whole until the ``expected`` records were delivered.
-    Timed from the first batch on: before it librdkafka waits ~0.55 s after assign() (its offset lookup for
-    OFFSET_BEGINNING), which timed from assign() was a quarter of a round and pulled both isolation levels' rates
-    toward each other (session 21)."""
+def consume(bootstrap: str, isolation: str, expected: int) -> float:
+    """Seconds until the ``expected`` records were delivered, read by a new consumer from offset 0. An explicit
+    offset, not OFFSET_BEGINNING: for that librdkafka waits ~0.55 s after assign() before its first ListOffsets,
+    a quarter of a round, which pulled both isolation levels' rates toward each other (session 21)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                          "isolation.level": isolation, "fetch.max.bytes": 52428800,
                          "max.partition.fetch.bytes": 10485760, "queued.min.messages": expected + 1,
                          "queued.max.messages.kbytes": 2097151, "fetch.queue.backoff.ms": 10,
                          "fetch.wait.max.ms": 100})
-    consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
-    got = first_batch = 0
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    got = 0
     start = time.perf_counter()
-    first = 0.0
     deadline = time.monotonic() + 600
     try:
         while got < expected:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{isolation}: {got:,} of {expected:,} records in 600 s")
             # at most what is left: librdkafka waits out the timeout for a short batch
-            batch = consumer.consume(num_messages=min(10000, expected - got), timeout=1.0)
-            for m in batch:
+            for m in consumer.consume(num_messages=min(10000, expected - got), timeout=1.0):
                 if m.error() is not None:
                     raise RuntimeError(f"{isolation}: {m.error()}")
                 got += 1
-            if batch and not first:
-                first, first_batch = time.perf_counter(), got
-        end = time.perf_counter()
         if got != expected:
             raise RuntimeError(f"{isolation}: {got} records, expected {expected}")
-        if got == first_batch:  # all in the first batch: nothing to time after it
-            return first - start, end - start, 1.0
-        return first - start, end - first, (got - first_batch) / got
+        return time.perf_counter() - start
     finally:
         consumer.close()
 
@@ -128,16 +118,14 @@ def main(argv: list[str] | None = None) -> int:
         counts: dict[str, int] = {}
         cpu: dict[str, float] = {}
         client: dict[str, float] = {}
-        firsts: list[float] = []
         proc, me = psutil.Process(broker.pid), psutil.Process()
         for _ in range(args.rounds):
             for isolation, expected in (("read_uncommitted", written), ("read_committed", written - aborted)):
                 cpu0, own0 = sum(proc.cpu_times()[:2]), sum(me.cpu_times()[:2])
-                to_first, seconds, share = consume(broker.bootstrap, isolation, expected)
+                seconds = consume(broker.bootstrap, isolation, expected)
                 cpu[isolation] = cpu.get(isolation, 0.0) + sum(proc.cpu_times()[:2]) - cpu0
                 client[isolation] = client.get(isolation, 0.0) + sum(me.cpu_times()[:2]) - own0
-                rates[isolation].append(written * share / seconds)
-                firsts.append(to_first)
+                rates[isolation].append(written / seconds)
                 counts[isolation] = expected
         print(f"{'isolation':<18} {'records':>10} {'offsets/s (median)':>20} {'all rounds':>30} "
               f"{'broker CPU s/round':>20} {'client CPU s/round':>20}")
@@ -146,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(f'{v:,.0f}' for v in values):>30} {cpu[isolation] / args.rounds:>20.2f} "
                   f"{client[isolation] / args.rounds:>20.2f}")
         ratio = statistics.median(rates["read_committed"]) / statistics.median(rates["read_uncommitted"])
-        print(f"read_committed / read_uncommitted: {ratio:.2f} (offsets/s after the first batch; assign() to the "
-              f"first records took {min(firsts):.2f}-{max(firsts):.2f} s)")
+        print(f"read_committed / read_uncommitted: {ratio:.2f}")
     finally:
         broker.stop()
         broker.kill()

@@ -15,8 +15,8 @@ robin over the 4 partitions), alternating, ``--rounds`` times each:
 Before its clock starts each producer writes one record to each partition and waits for them (the transactional
 one in a committed transaction), so both kinds are timed from a producer with its id and its connections in place
 (``warm_up``). Then reads the transactional topic whole at read_uncommitted and read_committed, alternating,
-``--rounds`` times each, and compares offsets consumed per second from the first records delivered on (before
-them librdkafka waits ~0.55 s after assign(), printed apart). Not part of the test suite.
+``--rounds`` times each (from offset 0, see ``consume``), and compares offsets consumed per second. Not part of
+the test suite.
 
 ``--producers N`` runs N producers of each kind at once (each in its own process, ``--records`` / N records each,
 the transactional ones with transactional ids of their own) and reports the cluster's records/s from the moment
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -203,20 +203,18 @@ def parallel(kind: str, bootstrap: str, topic: str, records: int, producers: int
     return share * producers / (end - start), [c for r in results for c in r[2]], sum(r[3] for r in results)
 
 
-def consume(bootstrap: str, topic: str, isolation: str, expected: int) -> tuple[float, float]:
-    """(seconds from assign() to the first records, the share of the read per second after them): the topic read
-    whole by a new consumer until ``expected`` records were delivered. The rate is timed from the first batch on
-    and leaves that batch out: before it, librdkafka waits ~0.55 s after assign() (its offset lookup for
-    OFFSET_BEGINNING, docs/benchmarks.md, "Single broker"), as long as the rest of a 300,000-record read, which
-    timed from assign() pulled both isolation levels' rates, and their ratio, toward each other (session 21)."""
+def consume(bootstrap: str, topic: str, isolation: str, expected: int) -> float:
+    """Seconds until ``expected`` records were delivered from the whole topic, read by a new consumer from offset
+    0. An explicit offset, not OFFSET_BEGINNING: for that librdkafka waits ~0.55 s after assign() before its first
+    ListOffsets (docs/benchmarks.md, "Single broker"), as long as the rest of a 300,000-record read, which pulled
+    both isolation levels' rates, and their ratio, toward each other (session 21). The topic starts at 0."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
                          "isolation.level": isolation, "fetch.max.bytes": 52428800,
                          "max.partition.fetch.bytes": 10485760, "queued.min.messages": expected + 1,
                          "queued.max.messages.kbytes": 2097151, "fetch.wait.max.ms": 100})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
-    got = first_batch = 0
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got = 0
     start = time.perf_counter()
-    first = 0.0
     deadline = time.monotonic() + 600
     try:
         while got < expected:
@@ -224,19 +222,13 @@ def consume(bootstrap: str, topic: str, isolation: str, expected: int) -> tuple[
                 raise TimeoutError(f"{isolation}: {got:,} of {expected:,} records in 600 s")
             # Never ask for more than is left: librdkafka's batch call waits out its timeout for a short batch,
             # which added a whole second to the side whose count is not a multiple of the batch.
-            batch = consumer.consume(num_messages=min(10000, expected - got), timeout=1.0)
-            for m in batch:
+            for m in consumer.consume(num_messages=min(10000, expected - got), timeout=1.0):
                 if m.error() is not None:
                     raise RuntimeError(f"{isolation}: {m.error()}")
                 got += 1
-            if batch and not first:
-                first, first_batch = time.perf_counter(), got
         if got != expected:
             raise RuntimeError(f"{isolation}: {got} records, expected {expected}")
-        end = time.perf_counter()
-        if got == first_batch:  # all in the first batch: nothing to time after it
-            return first - start, 1.0 / max(end - start, 1e-9)
-        return first - start, (got - first_batch) / expected / (end - first)
+        return time.perf_counter() - start
     finally:
         consumer.close()
 
@@ -265,13 +257,10 @@ def run(records: int, txn_records: int, abort_every: int, rounds: int, producers
             total += records // producers * producers + WARM_UP * producers
             committed += n
         reads: dict[str, list[float]] = {"read_uncommitted": [], "read_committed": []}
-        firsts: list[float] = []
         for r in range(rounds):
             for isolation, expected in (("read_uncommitted", total), ("read_committed", committed)):
                 log(f"round {r + 1}: {isolation} ...")
-                to_first, share_per_s = consume(bootstrap, "txn", isolation, expected)
-                firsts.append(to_first)
-                reads[isolation].append(total * share_per_s)
+                reads[isolation].append(total / consume(bootstrap, "txn", isolation, expected))
     idem, txn = statistics.median(rates["idempotent"]), statistics.median(rates["transactional"])
     q = statistics.quantiles(commits, n=100)
     ru, rc = statistics.median(reads["read_uncommitted"]), statistics.median(reads["read_committed"])
@@ -288,8 +277,7 @@ def run(records: int, txn_records: int, abort_every: int, rounds: int, producers
         f"{'consume the transactional topic':<40} {'offsets/s (median)':>18}  rounds",
         f"{'read_uncommitted':<40} {ru:>18,.0f}  {rounds_of(reads['read_uncommitted'])}",
         f"{'read_committed':<40} {rc:>18,.0f}  {rounds_of(reads['read_committed'])}",
-        f"read_committed / read_uncommitted: {rc / ru:.2f} (offsets/s after the first batch; assign() to the first "
-        f"records took {min(firsts):.2f}-{max(firsts):.2f} s)",
+        f"read_committed / read_uncommitted: {rc / ru:.2f}",
         f"{records:,} records of 100 B per round from {producers} producer(s) of each kind, {rounds} rounds, every {abort_every or 'no'}th transaction aborted; "
         f"the topic holds {total:,} records, {committed:,} committed"])
 
