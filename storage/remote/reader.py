@@ -79,6 +79,29 @@ def read_batches(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, 
     return data[out_start:out_end]
 
 
+def read_span(rsm: RemoteStorageManager, chain: list[RemoteLogSegmentMetadata], offset: int, max_bytes: int,
+              indexes: IndexCache) -> bytes:
+    """Whole batches from ``offset`` on across the consecutive segments of ``chain`` (ascending, from the one
+    holding ``offset``), up to ``max_bytes`` but at least one batch: as a local read spans segments, so a
+    consumer catching up over small segments gets a full fetch per round trip, not one segment's worth."""
+    parts: list[bytes] = []
+    size = 0
+    for metadata in chain:
+        if metadata.end_offset < offset:
+            continue
+        data = read_batches(rsm, metadata, offset, max_bytes - size if parts else max_bytes, indexes)
+        if not data:
+            continue  # nothing at or after offset in this one
+        if parts and size + len(data) > max_bytes:
+            break  # a later segment's first batch alone is past the limit: only the first batch may be
+        parts.append(data)
+        size += len(data)
+        offset = batches_end(data, offset)
+        if size >= max_bytes or offset <= metadata.end_offset:
+            break  # full, or stopped inside the segment (its next batch did not fit)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def read_batches_from(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, position: int,
                       offset: int) -> bytes:
     """The first batch at or after ``position`` ending at or after ``offset`` (a slow path for huge batches)."""

@@ -307,14 +307,15 @@ async def test_a_remote_read_reads_ahead_the_next_position(rlm: RemoteLogManager
         return fetch(metadata, start, end)
 
     rsm.fetch_log_segment = counting  # type: ignore[method-assign]
-    first = await rlm.read("t", 0, chain[0].start_offset, 1 << 20)
-    assert first.records
+    size = chain[0].segment_size_in_bytes  # a read of exactly the first segment: the next one starts chain[1]
+    first = await rlm.read("t", 0, chain[0].start_offset, size)
+    assert len(first.records) == size
     for _ in range(250):  # bounded: the read-ahead runs on the reader threads
         if len(fetched) >= 2:
             break
         await asyncio.sleep(0.02)
-    assert fetched == [chain[0].start_offset, chain[1].start_offset]
-    second = await rlm.read("t", 0, chain[1].start_offset, 1 << 20)
+    assert fetched[:2] == [chain[0].start_offset, chain[1].start_offset]
+    second = await rlm.read("t", 0, chain[1].start_offset, size)
     assert second.records and fetched.count(chain[1].start_offset) == 1  # taken, not read again
     last = await rlm.read("t", 0, chain[-1].start_offset, 1 << 20)
     assert last.records and chain[-1].end_offset + 1 == partition.log.local_log_start_offset
@@ -345,3 +346,71 @@ async def test_a_clean_restart_leaves_copied_segments_unopened(rlm: RemoteLogMan
         assert len(again.log.segments) - 1 == rolled  # local copies kept (local retention off)
     finally:
         again.log.close()
+
+
+async def test_a_remote_read_spans_segments_up_to_max_bytes(rlm: RemoteLogManager, partition: Partition) -> None:
+    """As a local read: a fetch over small remote segments gets batches from as many consecutive segments as
+    max_bytes allows (one segment's worth per round trip made a catch-up consumer of 1 MiB segments wait a
+    round trip per MiB), whole batches only, at most max_bytes, offsets contiguous; the first batch comes even
+    when larger than max_bytes, a later one never does."""
+    produce(partition, 40)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    assert len(chain) >= 6 and all(m.segment_size_in_bytes < 1024 for m in chain)
+    result = await rlm.read("t", 0, chain[0].start_offset, 2500)
+    assert result.error == ErrorCode.NONE
+    headers = [h for _, h in iter_headers(result.records)]
+    assert sum(h.total_size for h in headers) == len(result.records) <= 2500
+    assert headers[0].base_offset == chain[0].start_offset
+    assert all(b.base_offset == a.last_offset + 1 for a, b in zip(headers, headers[1:], strict=False))
+    spanned = [m for m in chain if m.start_offset <= headers[-1].last_offset]
+    assert len(spanned) >= 3  # more than two segments of < 1 KB each in one read
+    # The next batch would not have fit: a full read, not one cut short.
+    nxt = chain[len(spanned) - 1] if headers[-1].last_offset < spanned[-1].end_offset else chain[len(spanned)]
+    rest = await rlm.read("t", 0, headers[-1].last_offset + 1, 1)
+    assert rest.records and nxt.start_offset <= headers[-1].last_offset + 1 <= nxt.end_offset
+    assert len(result.records) + [h for _, h in iter_headers(rest.records)][0].total_size > 2500
+    one = await rlm.read("t", 0, chain[0].start_offset, 1)  # min one: the first batch whatever max_bytes says
+    assert [h.base_offset for _, h in iter_headers(one.records)] == [chain[0].start_offset]
+
+
+class _SlowReplay(InMemoryRemoteLogMetadataManager):
+    """The in-process metadata manager whose replay, once ``behind``, is never done: counts the waits for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.behind = False
+        self.waits = 0
+
+    async def wait_caught_up(self, topic: str, partition: int, timeout_s: float = 30.0) -> bool:
+        if not self.behind:
+            return True
+        self.waits += 1
+        return False
+
+
+async def test_a_remote_read_waits_for_the_metadata_replay_only_to_say_nothing_is_there(
+        tmp_path: Path, partition: Partition, clock: ManualClock) -> None:
+    """A first catch-up read of a segment the metadata already names is read at once (waiting for the replay's
+    end cost it ~0.25 s: the end-offsets request queued behind the metadata consumer's long poll); an offset no
+    segment holds waits for the replay first, so "out of range" is never said on a metadata replay still behind
+    (here it never ends: an empty answer, fetch again)."""
+    rsm = FileSystemRemoteStorageManager(tmp_path / "remote")
+    rsm.configure({})
+    metadata = _SlowReplay()
+    manager = RemoteLogManager(1, rsm, metadata, {TP: partition}, clock, task_interval_ms=60_000,
+                               reader_threads=2, copy_bytes_per_second=1 << 40, fetch_bytes_per_second=1 << 40)
+    try:
+        produce(partition, 40)
+        await manager.run_partition(TP, partition)
+        chain = metadata.cache.copied_segments(*TP)
+        assert chain
+        metadata.behind = True
+        found = await manager.read("t", 0, chain[0].start_offset, 1 << 20)
+        assert found.error == ErrorCode.NONE and found.records and metadata.waits == 0
+        # Past every segment the metadata names (as one a replay has not reached yet would be): wait first.
+        missing = await manager.read("t", 0, chain[-1].end_offset + 1, 1 << 20)
+        assert missing.error == ErrorCode.NONE and not missing.records and metadata.waits == 1
+    finally:
+        manager._readers.shutdown()
+        manager._copier.shutdown()
