@@ -79,16 +79,24 @@ def read_batches(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, 
     return data[out_start:out_end]
 
 
+# Segments one remote read may span: each is a store call (a ranged GET), made one after the other, and the fetch
+# waits for all of them (at most remote.fetch.max.wait.ms); tiny segments would otherwise mean dozens per read.
+MAX_SPAN_SEGMENTS = 16
+
+
 def read_span(rsm: RemoteStorageManager, chain: list[RemoteLogSegmentMetadata], offset: int, max_bytes: int,
               indexes: IndexCache) -> bytes:
     """Whole batches from ``offset`` on across the consecutive segments of ``chain`` (ascending, from the one
-    holding ``offset``), up to ``max_bytes`` but at least one batch: as a local read spans segments, so a
-    consumer catching up over small segments gets a full fetch per round trip, not one segment's worth."""
+    holding ``offset``), up to ``max_bytes`` but at least one batch, and over at most ``MAX_SPAN_SEGMENTS``
+    segments: as a local read spans segments, so a consumer catching up over small segments gets a full fetch
+    per round trip, not one segment's worth."""
     parts: list[bytes] = []
     size = 0
     for metadata in chain:
         if metadata.end_offset < offset:
             continue
+        if len(parts) == MAX_SPAN_SEGMENTS:
+            break
         data = read_batches(rsm, metadata, offset, max_bytes - size if parts else max_bytes, indexes)
         if not data:
             continue  # nothing at or after offset in this one

@@ -414,3 +414,18 @@ async def test_a_remote_read_waits_for_the_metadata_replay_only_to_say_nothing_i
     finally:
         manager._readers.shutdown()
         manager._copier.shutdown()
+
+
+async def test_a_remote_read_spans_at_most_a_bounded_number_of_segments(rlm: RemoteLogManager,
+                                                                       partition: Partition) -> None:
+    """Each segment of a read is a store call made one after the other, and the fetch waits for them all: a read
+    over tiny segments stops after MAX_SPAN_SEGMENTS of them, however much max_bytes allows."""
+    from moldau.storage.remote.reader import MAX_SPAN_SEGMENTS
+
+    produce(partition, 3 * MAX_SPAN_SEGMENTS + 10)
+    await rlm.run_partition(TP, partition)
+    chain = rlm.metadata.cache.copied_segments(*TP)
+    assert len(chain) > MAX_SPAN_SEGMENTS + 1
+    result = await rlm.read("t", 0, chain[0].start_offset, 1 << 20)
+    last = [h for _, h in iter_headers(result.records)][-1].last_offset
+    assert last == chain[MAX_SPAN_SEGMENTS - 1].end_offset
