@@ -18,6 +18,9 @@ one in a committed transaction), so both kinds are timed from a producer with it
 ``--rounds`` times each (from offset 0, see ``consume``), and compares offsets consumed per second. Not part of
 the test suite.
 
+``--client moldau`` runs both producers with Moldau's own client (its blocking ``Producer``, the same settings;
+one producer of each kind), to set the client's share of a transaction's time apart from the brokers'.
+
 ``--producers N`` runs N producers of each kind at once (each in its own process, ``--records`` / N records each,
 the transactional ones with transactional ids of their own) and reports the cluster's records/s from the moment
 all are ready to the last one's end. One producer measures a transactional producer's latency chain (each
@@ -56,14 +59,55 @@ def create_topic(bootstrap: str, name: str) -> None:
     _cluster.create_topic(bootstrap, name, partitions=PARTITIONS, rf=3, min_insync=2)
 
 
-def producer(bootstrap: str, records: int, **extra: Any) -> Producer:
+CLIENT = "confluent"  # --client: the producers' library (the consumers are confluent-kafka's either way)
+
+
+class MoldauProducer:
+    """Moldau's blocking producer behind the few confluent-kafka calls this bench makes (``--client moldau``)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from moldau import Producer as Sync
+
+        self.p = Sync(config)
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        pass  # the producer fetched the cluster's metadata when it started
+
+    def produce(self, topic: str, value: bytes, partition: int, on_delivery: Any = None) -> None:
+        self.p.produce(topic, value, partition=partition, on_delivery=on_delivery)
+
+    def poll(self, timeout: float) -> int:
+        return 0  # delivery callbacks run on the client's own loop
+
+    def flush(self, timeout: float) -> int:
+        self.p.flush(timeout)
+        return 0
+
+    def init_transactions(self, timeout: float) -> None:
+        self.p.init_transactions()
+
+    def begin_transaction(self) -> None:
+        self.p.begin_transaction()
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.p.commit_transaction(timeout)
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.p.abort_transaction(timeout)
+
+
+def producer(bootstrap: str, records: int, **extra: Any) -> Any:
+    if CLIENT == "moldau":  # the same settings, in the names Moldau's client takes (Kafka's)
+        named = {"delivery.timeout.ms" if k == "message.timeout.ms" else k: v for k, v in extra.items()}
+        return MoldauProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                               "batch.size": 1048576, "buffer.memory": 1 << 30, **named})
     return Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1048576,
                      "batch.num.messages": 1000000, "queue.buffering.max.messages": max(records + 1000, 100000),
                      "queue.buffering.max.kbytes": 2097151, "compression.type": "none",
                      "message.timeout.ms": 300000, **extra})
 
 
-def produce_all(p: Producer, topic: str, start: int, count: int, errors: list[Any]) -> None:
+def produce_all(p: Any, topic: str, start: int, count: int, errors: list[Any]) -> None:
     for i in range(start, start + count):
         while True:
             try:
@@ -76,7 +120,7 @@ def produce_all(p: Producer, topic: str, start: int, count: int, errors: list[An
             p.poll(0)
 
 
-def warm_up(p: Producer, topic: str, transactional: bool) -> None:
+def warm_up(p: Any, topic: str, transactional: bool) -> None:
     """One record to each partition, delivered, before the clock starts, so that both kinds start timing with a
     producer id and a connection to every leader. librdkafka asks for an idempotent producer's id on a timer that
     can hold a new producer's first records back for ~0.5 s (the transactional one gets its id in
@@ -289,7 +333,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--abort-every", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--producers", type=int, default=1, help="producers of each kind at once (processes)")
+    parser.add_argument("--client", choices=("confluent", "moldau"), default="confluent",
+                        help="the producers' library (moldau: one producer of each kind only)")
     args = parser.parse_args(argv)
+    if args.client == "moldau" and args.producers != 1:
+        parser.error("--client moldau runs one producer of each kind")
+    global CLIENT
+    CLIENT = args.client
     print(run(args.records, args.txn_records, args.abort_every, args.rounds, args.producers))
     return 0
 
