@@ -45,7 +45,6 @@ from moldau.storage.remote.api import (
 from moldau.storage.remote.metadata import METADATA_TOPIC, SegmentUpdate
 from moldau.storage.remote.reader import (
     IndexCache,
-    batches_end,
     collect_aborted_txns,
     offset_for_timestamp,
     read_span,
@@ -85,6 +84,7 @@ class RemoteRead:
     error: ErrorCode
     records: bytes = b""
     aborted: list[AbortedTxn] | None = None  # read_committed: the aborted transactions of the range
+    next_offset: int = -1  # the offset after the last batch of ``records``
 
 
 @dataclass(slots=True)
@@ -329,7 +329,7 @@ class RemoteLogManager:
         if result.error == ErrorCode.NONE and result.records:
             # Read ahead: a consumer catching up asks for the next position at once; its fetch then finds that
             # read running or done instead of waiting a whole store round trip (and at most one is ahead).
-            following = batches_end(result.records, offset)
+            following = result.next_offset
             if local is not None and following < local.log.local_log_start_offset:
                 self._start_read((topic, partition, following, max_bytes, read_committed))
         return result
@@ -370,15 +370,14 @@ class RemoteLogManager:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         try:
-            data = await loop.run_in_executor(self._readers, read_span, self.rsm, chain, offset, max_bytes,
-                                              self._indexes)
+            data, upper = await loop.run_in_executor(self._readers, read_span, self.rsm, chain, offset, max_bytes,
+                                                     self._indexes)
         except Exception as exc:  # the store failed, or its data does not parse: retriable for the client
             self.stats.fetch_errors += 1
             log.warning("remote read of %s-%d at %d failed: %r", topic, partition, offset, exc)
             return RemoteRead(ErrorCode.KAFKA_STORAGE_ERROR)
         aborted: list[AbortedTxn] | None = None
         if read_committed:
-            upper = batches_end(data, offset)
             try:
                 found, complete = await loop.run_in_executor(self._readers, collect_aborted_txns, self.rsm, chain,
                                                              offset, upper, self._txn_indexes)
@@ -393,7 +392,7 @@ class RemoteLogManager:
         self.stats.fetch_seconds += time.monotonic() - started
         await self.fetch_throttle.acquire(len(data))
         self.stats.fetched_bytes += len(data)
-        return RemoteRead(ErrorCode.NONE, data, aborted)
+        return RemoteRead(ErrorCode.NONE, data, aborted, upper)
 
 
 def build_remote_log_manager(config: BrokerConfig, broker_id: int, partitions: dict[TopicPartition, Partition],

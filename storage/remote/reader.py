@@ -85,11 +85,12 @@ MAX_SPAN_SEGMENTS = 16
 
 
 def read_span(rsm: RemoteStorageManager, chain: list[RemoteLogSegmentMetadata], offset: int, max_bytes: int,
-              indexes: IndexCache) -> bytes:
+              indexes: IndexCache) -> tuple[bytes, int]:
     """Whole batches from ``offset`` on across the consecutive segments of ``chain`` (ascending, from the one
     holding ``offset``), up to ``max_bytes`` but at least one batch, and over at most ``MAX_SPAN_SEGMENTS``
     segments: as a local read spans segments, so a consumer catching up over small segments gets a full fetch
-    per round trip, not one segment's worth."""
+    per round trip, not one segment's worth. Also the offset after the last batch (``offset`` when none), found
+    on the way, so the caller does not walk the headers again."""
     parts: list[bytes] = []
     size = 0
     for metadata in chain:
@@ -107,7 +108,7 @@ def read_span(rsm: RemoteStorageManager, chain: list[RemoteLogSegmentMetadata], 
         offset = batches_end(data, offset)
         if size >= max_bytes or offset <= metadata.end_offset:
             break  # full, or stopped inside the segment (its next batch did not fit)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), offset
 
 
 def read_batches_from(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, position: int,
